@@ -1,0 +1,36 @@
+# triage — see README.md. Every target works on a fresh Debian machine with Go.
+GO       ?= go
+PKGS     ?= ./...
+FUZZTIME ?= 30s
+
+.PHONY: test build lint fuzz bench demo clean
+
+## test: vet and race-test everything against a throwaway PostgreSQL cluster
+test:
+	.ci/with-test-db sh -c '$(GO) vet $(PKGS) && $(GO) test -race -timeout 20m $(PKGS)'
+
+## build: the triage and fakeprovider binaries into ./bin
+build:
+	$(GO) build -o bin/ ./cmd/...
+
+## lint: gofmt and go vet
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+## fuzz: run each fuzz target for FUZZTIME
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzClassify -fuzztime=$(FUZZTIME) ./classify
+
+## bench: benchmarks (the worker ones need a database)
+bench:
+	.ci/with-test-db $(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+
+## demo: the embedded default (private cluster in .triage/pg, in-process fake provider)
+demo:
+	.ci/ensure-postgres
+	$(GO) run ./cmd/triage demo
+
+clean:
+	-$(GO) run ./cmd/triage db stop
+	rm -rf bin .triage

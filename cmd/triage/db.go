@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+
+	"github.com/triage-dev/triage/ledger/pgcluster"
+)
+
+// embeddedDir is where the private cluster of the embedded default lives.
+const embeddedDir = ".triage/pg"
+
+func init() {
+	register(command{name: "db", summary: "manage the private local PostgreSQL cluster (start, stop, url)", run: cmdDB})
+}
+
+func cmdDB(ctx context.Context, e *env, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(e.stderr, "usage: triage db start|stop|url [--dir DIR]")
+		return exitUsage
+	}
+	sub, args := args[0], args[1:]
+	fs := flag.NewFlagSet("db "+sub, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	dir := fs.String("dir", embeddedDir, "data directory of the private cluster")
+	fast := fs.Bool("fast", false, "start: turn durability off (throwaway test clusters only)")
+	remove := fs.Bool("remove", false, "stop: also delete the cluster's files")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(e.stderr, "triage db %s: unexpected argument %q\n", sub, fs.Arg(0))
+		return exitUsage
+	}
+	switch sub {
+	case "start", "url":
+		opts := pgcluster.Options{}
+		if *fast {
+			opts.Fast, opts.MaxConnections = true, 300
+		}
+		c, err := pgcluster.Start(ctx, *dir, opts)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "triage db %s: %v\n", sub, err)
+			return exitRuntime
+		}
+		fmt.Fprintln(e.stdout, c.URL())
+		return exitOK
+	case "stop":
+		c, err := pgcluster.Open(*dir)
+		if err != nil {
+			if errors.Is(err, pgcluster.ErrNoBinaries) {
+				fmt.Fprintf(e.stderr, "triage db stop: %v\n", err)
+			} else {
+				fmt.Fprintf(e.stderr, "triage db stop: %s: %v\n", filepath.Clean(*dir), err)
+			}
+			return exitRuntime
+		}
+		if *remove {
+			err = c.Remove(ctx)
+		} else {
+			err = c.Stop(ctx)
+		}
+		if err != nil {
+			fmt.Fprintf(e.stderr, "triage db stop: %v\n", err)
+			return exitRuntime
+		}
+		fmt.Fprintf(e.stderr, "stopped the cluster in %s\n", c.Dir)
+		return exitOK
+	default:
+		fmt.Fprintf(e.stderr, "triage db: unknown subcommand %q (want start, stop or url)\n", sub)
+		return exitUsage
+	}
+}

@@ -1,0 +1,98 @@
+// Command triage runs batches of LLM calls as durable PostgreSQL-backed jobs.
+// This package only parses flags, wires packages together and sets exit codes.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// Exit codes are a contract (DESIGN.md "CLI contract").
+const (
+	exitOK          = 0
+	exitRuntime     = 1
+	exitUsage       = 2
+	exitDeadLetters = 3
+	exitQueued      = 4
+)
+
+// env is what every command gets instead of touching os.* directly, so tests can
+// run commands in-process.
+type env struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	getenv func(string) string
+	// configPath is the value of the global --config flag ("" = default lookup).
+	configPath string
+}
+
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, e *env, args []string) int
+}
+
+// commands is filled by each command's file in an init function, so files that
+// add commands do not edit one shared list.
+var commands = map[string]command{}
+
+func register(c command) { commands[c.name] = c }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv})
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, e *env) int {
+	// Global flags come before the command name.
+	for len(args) > 0 {
+		switch {
+		case args[0] == "--config" || args[0] == "-config":
+			if len(args) < 2 {
+				fmt.Fprintln(e.stderr, "triage: --config needs a file")
+				return exitUsage
+			}
+			e.configPath, args = args[1], args[2:]
+			continue
+		case len(args[0]) > 9 && args[0][:9] == "--config=":
+			e.configPath, args = args[0][9:], args[1:]
+			continue
+		}
+		break
+	}
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(e.stderr)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(e.stderr, "triage: unknown command %q\n", args[0])
+		usage(e.stderr)
+		return exitUsage
+	}
+	return c.run(ctx, e, args[1:])
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: triage [--config FILE] COMMAND [flags]")
+	fmt.Fprintln(w, "\ncommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	}
+}
