@@ -1,0 +1,185 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// nowArg maps the zero time to NULL, so SQL's coalesce($n, now()) uses the
+// database clock unless a test pins it.
+func nowArg(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// nullString and nullInt map "" and 0 to NULL.
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func nullInt(n int) *int {
+	if n == 0 {
+		return nil
+	}
+	return &n
+}
+
+// BeginAttempt writes the intent row for a call and returns its id. Call it
+// before the request is sent, and commit it (do not hold it in a transaction
+// across the call): if the process dies mid-call, the intent row is what
+// tells the next attempt that the provider may have billed.
+func BeginAttempt(ctx context.Context, db DBTX, in Intent) (int64, error) {
+	var id int64
+	err := db.QueryRow(ctx, `INSERT INTO triage_attempt
+		(batch, record_id, job_id, attempt, key, model, idempotency_key, request_hash, is_retry, est_cost_usd, started_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11, now()))
+		RETURNING id`,
+		in.Batch, in.RecordID, in.JobID, in.Attempt, in.Key, in.Model, in.IdempotencyKey, in.RequestHash,
+		in.IsRetry, in.EstCostUSD, nowArg(in.Now)).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: begin attempt %s/%s: %w", in.Batch, in.RecordID, err)
+	}
+	return id, nil
+}
+
+// FinishAttempt records an attempt's outcome and adds its cost to its
+// batch's spend, in one statement. Status must be AttemptOK, AttemptFailed or
+// AttemptPossiblyBilled. Only an intent can be finished: an attempt finished
+// before, or resolved meanwhile by a later attempt, is ErrAttemptFinished;
+// an unknown id is ErrNotFound.
+func FinishAttempt(ctx context.Context, db DBTX, attemptID int64, out Outcome) error {
+	switch out.Status {
+	case AttemptOK, AttemptFailed, AttemptPossiblyBilled:
+	default:
+		return fmt.Errorf("ledger: finish attempt %d: status %q is not an outcome", attemptID, out.Status)
+	}
+	var (
+		updated bool
+		status  AttemptStatus
+	)
+	err := db.QueryRow(ctx, `WITH prev AS (
+		SELECT id, status FROM triage_attempt WHERE id = $1
+	), upd AS (
+		UPDATE triage_attempt SET
+			status = $2, class = $3, http_status = $4, vendor_code = $5, reason = $6,
+			input_tokens = $7, output_tokens = $8, cost_usd = $9,
+			finished_at = coalesce($10, now())
+		WHERE id = $1 AND status = 'intent'
+		RETURNING batch, cost_usd
+	), spend AS (
+		UPDATE triage_batch b SET spent_usd = b.spent_usd + upd.cost_usd
+		FROM upd WHERE b.id = upd.batch AND upd.cost_usd <> 0
+	)
+	SELECT EXISTS (SELECT 1 FROM upd), prev.status FROM prev`,
+		attemptID, string(out.Status), nullString(out.Class), nullInt(out.HTTPStatus), nullString(out.VendorCode),
+		nullString(out.Reason), out.InputTokens, out.OutputTokens, out.CostUSD, nowArg(out.Now)).Scan(&updated, &status)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("ledger: finish attempt %d: %w", attemptID, ErrNotFound)
+	case err != nil:
+		return fmt.Errorf("ledger: finish attempt %d: %w", attemptID, err)
+	case !updated:
+		// status is as of this statement's snapshot; a concurrent finish
+		// may show it still as intent.
+		return fmt.Errorf("ledger: finish attempt %d (was %s): %w", attemptID, status, ErrAttemptFinished)
+	}
+	return nil
+}
+
+// PriorOutcome reads what earlier attempts under an idempotency key came to.
+// Call it before a retry's BeginAttempt: then every intent row it sees is
+// one whose worker died mid-call, counted as ambiguous with possibly_billed.
+// An unknown key is the zero Prior, not an error.
+func PriorOutcome(ctx context.Context, db DBTX, idempotencyKey string) (Prior, error) {
+	var p Prior
+	err := db.QueryRow(ctx, `SELECT
+			count(*),
+			coalesce(min(a.id) FILTER (WHERE a.status = 'ok'), 0),
+			count(*) FILTER (WHERE a.status IN ('possibly_billed', 'intent')),
+			coalesce(sum(a.cost_usd), 0)::float8,
+			coalesce(sum(a.est_cost_usd) FILTER (WHERE a.status IN ('possibly_billed', 'intent')), 0)::float8,
+			coalesce(bool_or(r.attempt_id IS NOT NULL), false)
+		FROM triage_attempt a
+		LEFT JOIN triage_result r ON r.attempt_id = a.id
+		WHERE a.idempotency_key = $1`, idempotencyKey).
+		Scan(&p.Attempts, &p.OKAttemptID, &p.Ambiguous, &p.BilledUSD, &p.PossiblyBilledUSD, &p.ResultStored)
+	if err != nil {
+		return Prior{}, fmt.Errorf("ledger: prior outcome: %w", err)
+	}
+	return p, nil
+}
+
+// ResolvePossiblyBilled marks the possibly_billed and intent attempts under
+// an idempotency key resolved, once an attempt with that key succeeded (the
+// provider replayed the first call or billed once). It returns how many it
+// resolved; the ok attempt itself is untouched. Call it with the attempt
+// that succeeded finished, so no live intent is resolved.
+func ResolvePossiblyBilled(ctx context.Context, db DBTX, idempotencyKey string) (int, error) {
+	tag, err := db.Exec(ctx, `UPDATE triage_attempt SET status = 'resolved', finished_at = coalesce(finished_at, now())
+		WHERE idempotency_key = $1 AND status IN ('possibly_billed', 'intent')`, idempotencyKey)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: resolve possibly billed: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// ListAttempts returns attempts, newest first (`triage ledger`).
+func ListAttempts(ctx context.Context, db DBTX, f AttemptFilter) ([]Attempt, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = AttemptLimitDefault
+	}
+	rows, err := db.Query(ctx, `SELECT id, batch, record_id, job_id, attempt, key, model, idempotency_key,
+			request_hash, status, class, http_status, vendor_code, reason, input_tokens, output_tokens,
+			cost_usd::float8, est_cost_usd::float8, is_retry, started_at, finished_at
+		FROM triage_attempt
+		WHERE ($1 = '' OR batch = $1) AND ($2 = '' OR key = $2)
+		ORDER BY id DESC
+		LIMIT $3`, f.Batch, f.Key, limit)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: list attempts: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) {
+		var a Attempt
+		err := r.Scan(&a.ID, &a.Batch, &a.RecordID, &a.JobID, &a.Attempt, &a.Key, &a.Model, &a.IdempotencyKey,
+			&a.RequestHash, &a.Status, &a.Class, &a.HTTPStatus, &a.VendorCode, &a.Reason, &a.InputTokens,
+			&a.OutputTokens, &a.CostUSD, &a.EstCostUSD, &a.IsRetry, &a.StartedAt, &a.FinishedAt)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: list attempts: %w", err)
+	}
+	return out, nil
+}
+
+// SpendByKey returns the cost billed under a key for attempts started at or
+// after since.
+func SpendByKey(ctx context.Context, db DBTX, key string, since time.Time) (float64, error) {
+	u, err := UsageByKey(ctx, db, key, since)
+	return u.SpendUSD, err
+}
+
+// UsageByKey returns a key's calls, retries and spend for attempts started at
+// or after since: the prepaid and spend-rate alerts and the fleet-wide retry
+// budget (retries against first attempts = Calls - Retries) read it.
+func UsageByKey(ctx context.Context, db DBTX, key string, since time.Time) (KeyUsage, error) {
+	var u KeyUsage
+	err := db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE is_retry),
+			coalesce(sum(cost_usd), 0)::float8,
+			coalesce(sum(est_cost_usd) FILTER (WHERE status IN ('possibly_billed', 'intent')), 0)::float8
+		FROM triage_attempt WHERE key = $1 AND started_at >= $2`, key, since).
+		Scan(&u.Calls, &u.Retries, &u.SpendUSD, &u.PossiblyBilledUSD)
+	if err != nil {
+		return KeyUsage{}, fmt.Errorf("ledger: usage of key %q: %w", key, err)
+	}
+	return u, nil
+}

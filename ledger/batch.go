@@ -1,0 +1,246 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// CreateBatch inserts the batch and its records (with COPY, so 100,000 records
+// take well under a second). It is atomic: on a pool it runs in its own
+// transaction, on a pgx.Tx in a savepoint, so it can share the transaction of
+// River's InsertManyFastTx. A reused batch id is ErrBatchExists; two records
+// with one id are ErrDuplicateRecord.
+func CreateBatch(ctx context.Context, db DBTX, b Batch, records []Record) error {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("ledger: create batch: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	_, err = tx.Exec(ctx, `INSERT INTO triage_batch (id, pipeline, key, total, budget_usd)
+		VALUES ($1, $2, $3, $4, $5)`, b.ID, b.Pipeline, b.Key, len(records), b.BudgetUSD)
+	if err != nil {
+		return fmt.Errorf("ledger: create batch %q: %w", b.ID, mapUnique(err))
+	}
+	_, err = tx.CopyFrom(ctx, pgx.Identifier{"triage_record"}, []string{"batch", "record_id", "line", "data"},
+		pgx.CopyFromSlice(len(records), func(i int) ([]any, error) {
+			r := records[i]
+			data := r.Data
+			if len(data) == 0 {
+				data = json.RawMessage("null")
+			}
+			return []any{b.ID, r.ID, r.Line, []byte(data)}, nil
+		}))
+	if err != nil {
+		return fmt.Errorf("ledger: create batch %q: records: %w", b.ID, mapUnique(err))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("ledger: create batch %q: %w", b.ID, err)
+	}
+	return nil
+}
+
+// mapUnique turns unique violations on batch and record keys into the
+// domain errors.
+func mapUnique(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		switch pgErr.ConstraintName {
+		case "triage_batch_pkey":
+			return ErrBatchExists
+		case "triage_record_pkey":
+			return ErrDuplicateRecord
+		}
+	}
+	return err
+}
+
+const batchColumns = `id, pipeline, key, total, budget_usd::float8, spent_usd::float8, state, created_at`
+
+func scanBatch(row pgx.Row) (Batch, error) {
+	var b Batch
+	err := row.Scan(&b.ID, &b.Pipeline, &b.Key, &b.Total, &b.BudgetUSD, &b.SpentUSD, &b.State, &b.CreatedAt)
+	return b, err
+}
+
+// GetBatch returns one batch (ErrNotFound), including its spend so far and
+// budget, for the per-call budget check.
+func GetBatch(ctx context.Context, db DBTX, id string) (Batch, error) {
+	b, err := scanBatch(db.QueryRow(ctx, `SELECT `+batchColumns+` FROM triage_batch WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Batch{}, fmt.Errorf("ledger: batch %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Batch{}, fmt.Errorf("ledger: batch %q: %w", id, err)
+	}
+	return b, nil
+}
+
+// SetBatchState stores a batch's state: BatchRunning, BatchPausedExhausted or
+// BatchPausedBudget (settled is derived, never stored). ErrNotFound.
+func SetBatchState(ctx context.Context, db DBTX, id string, state BatchState) error {
+	switch state {
+	case BatchRunning, BatchPausedExhausted, BatchPausedBudget:
+	default:
+		return fmt.Errorf("ledger: batch %q: state %q cannot be stored", id, state)
+	}
+	tag, err := db.Exec(ctx, `UPDATE triage_batch SET state = $2 WHERE id = $1`, id, string(state))
+	if err != nil {
+		return fmt.Errorf("ledger: set batch %q state: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("ledger: batch %q: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// SetBatchBudget sets (or, with nil, removes) a batch's spend cap and, if the
+// batch was paused_budget, sets it running again (`triage batch budget`).
+// ErrNotFound.
+func SetBatchBudget(ctx context.Context, db DBTX, id string, budgetUSD *float64) error {
+	tag, err := db.Exec(ctx, `UPDATE triage_batch
+		SET budget_usd = $2,
+		    state = CASE WHEN state = 'paused_budget' THEN 'running' ELSE state END
+		WHERE id = $1`, id, budgetUSD)
+	if err != nil {
+		return fmt.Errorf("ledger: set batch %q budget: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("ledger: batch %q: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// statusQuery computes Status for the batches matched by its WHERE clause.
+// Each count is one indexed aggregate per batch.
+const statusQuery = `
+SELECT b.id, b.pipeline, b.total, b.state,
+       (SELECT count(*) FROM triage_result r WHERE r.batch = b.id),
+       (SELECT count(*) FROM triage_dead_letter d WHERE d.batch = b.id AND d.requeued_at IS NULL),
+       a.calls, a.spend::float8, a.possibly_billed::float8
+FROM triage_batch b
+CROSS JOIN LATERAL (
+    SELECT count(*) AS calls,
+           coalesce(sum(cost_usd), 0) AS spend,
+           coalesce(sum(est_cost_usd) FILTER (WHERE status IN ('possibly_billed', 'intent')), 0) AS possibly_billed
+    FROM triage_attempt t WHERE t.batch = b.id
+) a
+`
+
+func scanStatus(row pgx.Row) (Status, error) {
+	var s Status
+	if err := row.Scan(&s.Batch, &s.Pipeline, &s.Total, &s.State, &s.Completed, &s.DeadLettered,
+		&s.Calls, &s.SpendUSD, &s.PossiblyBilledUSD); err != nil {
+		return Status{}, err
+	}
+	s.Pending = max(s.Total-s.Completed-s.DeadLettered, 0)
+	if s.Completed+s.DeadLettered >= s.Total {
+		s.State = BatchSettled
+	}
+	return s, nil
+}
+
+// BatchStatus returns a batch's progress in the `triage status --json` shape:
+// completed counts stored results, dead_lettered the dead letters not
+// requeued, calls every attempt, spend_usd the billed cost, and
+// possibly_billed_usd the estimated cost of attempts still ambiguous
+// (possibly_billed, or an intent not finished). State is settled once
+// completed + dead_lettered = total, else the stored state. ErrNotFound.
+func BatchStatus(ctx context.Context, db DBTX, id string) (Status, error) {
+	s, err := scanStatus(db.QueryRow(ctx, statusQuery+`WHERE b.id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Status{}, fmt.Errorf("ledger: batch %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Status{}, fmt.Errorf("ledger: batch %q status: %w", id, err)
+	}
+	return s, nil
+}
+
+// ListBatches returns every batch's status, oldest first.
+func ListBatches(ctx context.Context, db DBTX) ([]Status, error) {
+	rows, err := db.Query(ctx, statusQuery+`ORDER BY b.created_at, b.id`)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: list batches: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Status, error) { return scanStatus(r) })
+	if err != nil {
+		return nil, fmt.Errorf("ledger: list batches: %w", err)
+	}
+	return out, nil
+}
+
+// Records returns a batch's records with the given ids (all records when ids
+// is nil, none when it is empty), ordered by line: for requeue and for
+// workers that load a record by id. Unknown ids are skipped.
+func Records(ctx context.Context, db DBTX, batch string, ids []string) ([]Record, error) {
+	rows, err := db.Query(ctx, `SELECT record_id, line, data FROM triage_record
+		WHERE batch = $1 AND ($2::text[] IS NULL OR record_id = ANY($2))
+		ORDER BY line, record_id`, batch, ids)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: batch %q records: %w", batch, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Record, error) {
+		var rec Record
+		err := r.Scan(&rec.ID, &rec.Line, &rec.Data)
+		return rec, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: batch %q records: %w", batch, err)
+	}
+	return out, nil
+}
+
+// Results iterates over a batch's records in line order with their stored
+// output (nil for records without a result), for `triage export`. Rows
+// stream from the database: a 200,000-record batch is never held in memory.
+// The query holds db's connection until the loop ends, so inside a pgx.Tx
+// run no other statement on the same tx in the loop body. A failure is
+// yielded once as the last element.
+func Results(ctx context.Context, db DBTX, batch string) iter.Seq2[ResultRow, error] {
+	return func(yield func(ResultRow, error) bool) {
+		rows, err := db.Query(ctx, `SELECT rec.record_id, rec.line, rec.data, res.output, coalesce(res.attempt_id, 0)
+			FROM triage_record rec
+			LEFT JOIN triage_result res ON res.batch = rec.batch AND res.record_id = rec.record_id
+			WHERE rec.batch = $1
+			ORDER BY rec.line, rec.record_id`, batch)
+		if err != nil {
+			yield(ResultRow{}, fmt.Errorf("ledger: batch %q results: %w", batch, err))
+			return
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r ResultRow
+			if err := rows.Scan(&r.ID, &r.Line, &r.Data, &r.Output, &r.AttemptID); err != nil {
+				yield(ResultRow{}, fmt.Errorf("ledger: batch %q results: %w", batch, err))
+				return
+			}
+			if !yield(r, nil) {
+				return
+			}
+		}
+		if err := rows.Err(); err != nil {
+			yield(ResultRow{}, fmt.Errorf("ledger: batch %q results: %w", batch, err))
+		}
+	}
+}
+
+// StoreResult stores a record's output; call it in the transaction of River's
+// JobCompleteTx so "completed" means "result stored". Idempotent: if the
+// record already has a result the first one is kept (the provider billed
+// once; a replay does not overwrite). Text outputs are stored as a JSON
+// string.
+func StoreResult(ctx context.Context, db DBTX, batch, recordID string, attemptID int64, output json.RawMessage) error {
+	_, err := db.Exec(ctx, `INSERT INTO triage_result (batch, record_id, attempt_id, output)
+		VALUES ($1, $2, $3, $4)
+		ON CONFLICT (batch, record_id) DO NOTHING`, batch, recordID, attemptID, []byte(output))
+	if err != nil {
+		return fmt.Errorf("ledger: store result %s/%s: %w", batch, recordID, err)
+	}
+	return nil
+}

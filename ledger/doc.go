@@ -1,0 +1,37 @@
+// Package ledger is everything triage persists about calls: batches and their
+// input records, every attempt (intent, outcome, tokens, cost), results, spend
+// per key and batch, idempotency look-ups and dead letters. All SQL is here,
+// parameterised, and mapped to domain types at the boundary (pgx.ErrNoRows is
+// ErrNotFound). Every function takes a DBTX, so the worker writes the ledger
+// in the same transaction as River's JobCompleteTx or InsertManyFastTx.
+//
+// # Intent before send
+//
+// A call is written to the ledger twice: BeginAttempt before the request's
+// bytes leave the process (an "intent" row, committed), FinishAttempt after
+// (outcome, tokens, cost). The rule exists because a provider bills a request
+// once it has read it, whether or not the response ever reaches us: if the
+// worker crashes, is killed or loses its connection mid-call, an intent row is
+// the only trace that money may have been spent. Without it a retry after a
+// crash would look like a first attempt and could bill the record twice.
+//
+// # possibly_billed
+//
+// An attempt is possibly_billed when the request was sent and no usable
+// answer came back: a timeout or reset after the request was written, a
+// stream cut midway. The provider may or may not have processed (and billed)
+// it. An intent row left by a dead worker means the same. Before retrying
+// such a record the worker calls PriorOutcome with the record's idempotency
+// key: an attempt that finished ok means do not call again; otherwise the
+// retry reuses the key (Idempotency-Key header) so a provider that supports
+// it replays instead of billing again, and Prior.Ambiguous bounds how many
+// ambiguous retries are made. When a retry with the key succeeds,
+// ResolvePossiblyBilled marks the earlier ambiguous rows resolved. Until then
+// their estimated cost (est_cost_usd, set at intent) is reported as
+// possibly_billed_usd, apart from the billed spend_usd.
+//
+// # Time
+//
+// Timestamps come from the database clock; Intent.Now, Outcome.Now and
+// DeadLetterRow.Now pin them when a test needs to (coalesce($n, now())).
+package ledger

@@ -1,0 +1,278 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// DBTX is what every ledger function runs its SQL on. *pgxpool.Pool and
+// pgx.Tx both satisfy it, so the worker can write the ledger inside the same
+// transaction as River's JobCompleteTx or InsertManyFastTx.
+//
+// Begin is used by functions that write several statements (CreateBatch): on a
+// pool it opens a transaction, on a pgx.Tx a savepoint, so they are atomic
+// either way. CopyFrom is used for bulk record inserts.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+var (
+	// ErrNotFound: no batch, attempt or dead letter with that id.
+	ErrNotFound = errors.New("ledger: not found")
+	// ErrBatchExists: CreateBatch was given an id that is already in use.
+	ErrBatchExists = errors.New("ledger: batch already exists")
+	// ErrDuplicateRecord: CreateBatch was given two records with the same id.
+	ErrDuplicateRecord = errors.New("ledger: duplicate record id in batch")
+	// ErrAttemptFinished: FinishAttempt on an attempt that is no longer an
+	// intent (finished already, or resolved by a later attempt).
+	ErrAttemptFinished = errors.New("ledger: attempt already finished")
+)
+
+// BatchState is a batch's state as `triage status` prints it.
+type BatchState string
+
+const (
+	BatchRunning         BatchState = "running"
+	BatchSettled         BatchState = "settled" // completed + dead_lettered = total
+	BatchPausedExhausted BatchState = "paused_exhausted"
+	BatchPausedBudget    BatchState = "paused_budget"
+)
+
+// Batch is one enqueued batch.
+type Batch struct {
+	ID       string
+	Pipeline string
+	Key      string
+	// BudgetUSD caps the batch's spend; nil: no cap.
+	BudgetUSD *float64
+	// Total is set by CreateBatch to len(records).
+	Total int
+	// State as stored (running or a paused state); BatchStatus derives settled.
+	State BatchState
+	// SpentUSD is the billed cost of the batch's attempts so far, kept up to
+	// date by FinishAttempt: cheap to read on every call for the budget check.
+	SpentUSD  float64
+	CreatedAt time.Time
+}
+
+// Record is one input record of a batch, kept so export and requeue can
+// rebuild it.
+type Record struct {
+	ID   string
+	Line int // 1-based line number in the input file
+	Data json.RawMessage
+}
+
+// AttemptStatus is the lifecycle of one call in the ledger.
+type AttemptStatus string
+
+const (
+	// AttemptIntent: written before the request is sent, not finished yet. An
+	// intent row that outlives its worker (crash) is treated as ambiguous.
+	AttemptIntent AttemptStatus = "intent"
+	// AttemptOK: the call succeeded.
+	AttemptOK AttemptStatus = "ok"
+	// AttemptFailed: the call failed and was certainly not billed beyond
+	// what CostUSD says (a response arrived).
+	AttemptFailed AttemptStatus = "failed"
+	// AttemptPossiblyBilled: the request was sent and no response arrived
+	// (timeout, reset, cut stream): the provider may have billed it.
+	AttemptPossiblyBilled AttemptStatus = "possibly_billed"
+	// AttemptResolved: was possibly_billed or a stale intent; a later attempt
+	// with the same idempotency key succeeded, so it is settled.
+	AttemptResolved AttemptStatus = "resolved"
+)
+
+// Intent is the row written before a request is sent.
+type Intent struct {
+	Batch          string
+	RecordID       string
+	JobID          int64
+	Attempt        int // River's attempt number
+	Key            string
+	Model          string
+	IdempotencyKey string
+	RequestHash    string
+	IsRetry        bool
+	// EstCostUSD is the estimated cost of the call (prompt tokens and max
+	// output at the model's prices); counted as possibly_billed_usd while the
+	// attempt is ambiguous.
+	EstCostUSD float64
+	// Now pins started_at; zero: the database clock.
+	Now time.Time
+}
+
+// Outcome is what FinishAttempt records after the call.
+type Outcome struct {
+	Status       AttemptStatus // AttemptOK, AttemptFailed or AttemptPossiblyBilled
+	Class        string        // classifier class; "" for none
+	HTTPStatus   int           // 0: no status line
+	VendorCode   string        // "" for none
+	Reason       string        // "" for none
+	InputTokens  int
+	OutputTokens int
+	CostUSD      float64
+	// Now pins finished_at; zero: the database clock.
+	Now time.Time
+}
+
+// Attempt is one row of the attempt ledger (`triage ledger`).
+type Attempt struct {
+	ID             int64         `json:"id"`
+	Batch          string        `json:"batch"`
+	RecordID       string        `json:"record_id"`
+	JobID          int64         `json:"job_id"`
+	Attempt        int           `json:"attempt"`
+	Key            string        `json:"key"`
+	Model          string        `json:"model"`
+	IdempotencyKey string        `json:"idempotency_key"`
+	RequestHash    string        `json:"request_hash"`
+	Status         AttemptStatus `json:"status"`
+	Class          *string       `json:"class"`
+	HTTPStatus     *int          `json:"http_status"`
+	VendorCode     *string       `json:"vendor_code"`
+	Reason         *string       `json:"reason"`
+	InputTokens    int           `json:"input_tokens"`
+	OutputTokens   int           `json:"output_tokens"`
+	CostUSD        float64       `json:"cost_usd"`
+	EstCostUSD     float64       `json:"est_cost_usd"`
+	IsRetry        bool          `json:"is_retry"`
+	StartedAt      time.Time     `json:"started_at"`
+	FinishedAt     *time.Time    `json:"finished_at"`
+}
+
+// AttemptFilter selects attempts for ListAttempts; empty fields match all.
+type AttemptFilter struct {
+	Batch string
+	Key   string
+	// Limit caps the rows returned, newest first; 0: AttemptLimitDefault.
+	Limit int
+}
+
+// AttemptLimitDefault is ListAttempts' row cap when AttemptFilter.Limit is 0.
+const AttemptLimitDefault = 1000
+
+// Prior is what the ledger knows about earlier attempts under one
+// idempotency key, read before a retry.
+type Prior struct {
+	// Attempts under the key so far, in any status.
+	Attempts int
+	// OKAttemptID is the id of an attempt that finished ok; 0: none. When
+	// set, do not call the provider again.
+	OKAttemptID int64
+	// ResultStored: a result row references OKAttemptID.
+	ResultStored bool
+	// Ambiguous counts possibly_billed and intent rows (an intent row seen
+	// here belongs to a worker that died between intent and outcome, since
+	// PriorOutcome is read before this attempt's own BeginAttempt).
+	Ambiguous int
+	// BilledUSD is the cost recorded under the key.
+	BilledUSD float64
+	// PossiblyBilledUSD is the estimated cost of the ambiguous attempts.
+	PossiblyBilledUSD float64
+}
+
+// Status is one batch's progress, in the `triage status --json` shape.
+type Status struct {
+	Batch             string     `json:"batch"`
+	Pipeline          string     `json:"pipeline"`
+	Total             int        `json:"total"`
+	Completed         int        `json:"completed"`
+	DeadLettered      int        `json:"dead_lettered"`
+	Pending           int        `json:"pending"`
+	Calls             int        `json:"calls"`
+	SpendUSD          float64    `json:"spend_usd"`
+	PossiblyBilledUSD float64    `json:"possibly_billed_usd"`
+	State             BatchState `json:"state"`
+}
+
+// KeyUsage is one key's activity since a moment: for the prepaid and
+// spend-rate alerts and the fleet-wide retry budget.
+type KeyUsage struct {
+	Calls             int // attempts started
+	Retries           int // attempts with IsRetry
+	SpendUSD          float64
+	PossiblyBilledUSD float64
+}
+
+// ResultRow is one record of a batch with its stored output, for export.
+type ResultRow struct {
+	Record
+	// Output is the stored result; nil when the record has none (pending or
+	// dead-lettered).
+	Output    json.RawMessage
+	AttemptID int64 // 0 when Output is nil
+}
+
+// DeadLetterRow is what AddDeadLetter writes.
+type DeadLetterRow struct {
+	Batch      string
+	RecordID   string
+	JobID      int64
+	Pipeline   string
+	Key        string
+	Class      string
+	Reason     string
+	HTTPStatus int    // 0: none
+	VendorCode string // "": none
+	Attempts   int
+	// Request is the rendered request body, without credentials.
+	Request json.RawMessage
+	// ErrorExcerpt is the vendor's error; AddDeadLetter passes it through Redact.
+	ErrorExcerpt string
+	// Now pins created_at; zero: the database clock.
+	Now time.Time
+}
+
+// DeadLetter is one dead-lettered record with full detail (`triage dlq
+// show`). It marshals to the list shape's fields plus the detail fields; use
+// ListItem for the exact `triage dlq list --json` shape.
+type DeadLetter struct {
+	ID           int64
+	Batch        string
+	RecordID     string
+	JobID        int64
+	Pipeline     string
+	Key          string
+	Class        string
+	Reason       string
+	HTTPStatus   int    // 0: none
+	VendorCode   string // "": none
+	Attempts     int
+	Request      json.RawMessage
+	ErrorExcerpt string
+	RequeuedAt   *time.Time
+	CreatedAt    time.Time
+}
+
+// DeadLetterListItem is the exact `triage dlq list --json` element.
+type DeadLetterListItem struct {
+	ID        int64     `json:"id"`
+	Batch     string    `json:"batch"`
+	RecordID  string    `json:"record_id"`
+	Class     string    `json:"class"`
+	Reason    string    `json:"reason"`
+	Status    *int      `json:"status"` // HTTP status or null
+	Code      *string   `json:"code"`   // vendor code or null
+	Attempts  int       `json:"attempts"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// DeadLetterFilter selects dead letters; empty fields match all.
+type DeadLetterFilter struct {
+	Batch  string
+	Class  string
+	Reason string
+	// IncludeRequeued lists requeued dead letters too. Default false: only
+	// those still dead.
+	IncludeRequeued bool
+}

@@ -1,0 +1,195 @@
+package config
+
+import (
+	"slices"
+	"text/template"
+	"time"
+
+	"github.com/triage-dev/triage/classify"
+)
+
+// Defaults for fields left out of triage.toml (or zero in a Config built in
+// Go). WithDefaults fills them in; Parse and Load call WithDefaults.
+const (
+	// ConcurrencyDefault is Key.Concurrency's default: calls in flight per key
+	// per process.
+	ConcurrencyDefault = 8
+	// TimeoutDefault is Key.Timeout's default: the per-attempt timeout, covering
+	// connect, request, response and reading the body.
+	TimeoutDefault = 60 * time.Second
+	// ProbeIntervalDefault is Key.ProbeInterval's default: how long an open
+	// breaker waits before one probe request.
+	ProbeIntervalDefault = 60 * time.Second
+	// RetryBudgetDefault is Key.RetryBudget's default: retries are at most this
+	// share of first attempts, fleet-wide, per key.
+	RetryBudgetDefault = 0.2
+	// PathDefault is Key.Path's default.
+	PathDefault = classify.PathDirect
+	// MaxAttemptsDefault is Pipeline.MaxAttempts's default: River attempts per
+	// record (transient failures and ambiguous calls count, throttling does not).
+	MaxAttemptsDefault = 6
+	// MaxTokensDefault is Pipeline.MaxTokens's default: the output token cap sent
+	// with every request.
+	MaxTokensDefault = 1024
+	// AmbiguousRetriesDefault is Pipeline.AmbiguousRetries's default: how many
+	// times a call whose outcome is unknown is retried (with the same
+	// idempotency key) before the record is dead-lettered.
+	AmbiguousRetriesDefault = 1
+	// MaxSnoozesDefault is Pipeline.MaxSnoozes's default: snoozes (throttled,
+	// exhausted, paused) a job may take before it is dead-lettered as
+	// snoozed_out.
+	MaxSnoozesDefault = 100
+	// OutputDefault is Pipeline.Output's default.
+	OutputDefault = OutputJSON
+)
+
+// Output is what a pipeline expects the model to answer.
+type Output string
+
+const (
+	// OutputJSON: one JSON object; anything else is dead-lettered as
+	// invalid_output. Requests ask the vendor for a JSON object where the wire
+	// format allows it.
+	OutputJSON Output = "json"
+	// OutputText: free text, stored as a JSON string.
+	OutputText Output = "text"
+)
+
+// Vendors returns the vendor names triage.toml accepts in [[keys]] vendor, the
+// classifier's rule sets (DESIGN.md, "The classifier"), in documentation
+// order. Not every vendor has a wire format in worker/provider; see
+// provider.FormatFor.
+func Vendors() []string { return slices.Clone(vendors) }
+
+var vendors = []string{
+	"openai", "anthropic", "gemini", "vertex", "azure-openai", "bedrock", "openrouter",
+	"cloudflare-ai-gateway", "mistral", "groq", "deepseek", "together", "fireworks", "xai",
+	"cohere", "vllm", "ollama", "litellm-proxy", "other",
+}
+
+// Config is a parsed triage.toml.
+type Config struct {
+	// Database is [database].
+	Database Database `toml:"database"`
+	// Alerts is [alerts].
+	Alerts Alerts `toml:"alerts"`
+	// Keys is [[keys]]: one River queue and one breaker per key. At least one.
+	Keys []Key `toml:"keys"`
+	// Models is [[models]]: which key serves a model and what it costs.
+	Models []Model `toml:"models"`
+	// Pipelines is [[pipelines]]: prompt and output contract per job kind.
+	Pipelines []Pipeline `toml:"pipelines"`
+
+	// name is the file name used in error messages ("triage.toml").
+	name string
+}
+
+// Database is the [database] table.
+type Database struct {
+	// URL is the PostgreSQL connection URL. Default "": the DATABASE_URL
+	// environment variable if set, else the private local cluster in
+	// .triage/pg. Use Config.DatabaseURL rather than reading this directly.
+	URL string `toml:"url"`
+}
+
+// Alerts is the [alerts] table.
+type Alerts struct {
+	// WebhookURL receives a JSON POST per alert. Default "": log only.
+	WebhookURL string `toml:"webhook_url"`
+	// MaxUSDPerHour alerts when fleet spend over the last hour exceeds it.
+	// Default 0: no spend-rate alert.
+	MaxUSDPerHour float64 `toml:"max_usd_per_hour"`
+}
+
+// Key is one [[keys]] entry: an API key at one endpoint, with its own River
+// queue, breaker, pause and concurrency.
+type Key struct {
+	// Name identifies the key (queue name, breaker, ledger). Required, unique.
+	Name string `toml:"name"`
+	// Vendor selects the classifier rule set and the wire format. Required, one
+	// of Vendors.
+	Vendor string `toml:"vendor"`
+	// Path is which layers a call crosses: direct, router or gateway. Default
+	// PathDefault (direct).
+	Path classify.Path `toml:"path"`
+	// BaseURL is the API root, e.g. "https://api.openai.com/v1"; requests go to
+	// {BaseURL}/chat/completions or {BaseURL}/messages. Required, http or https.
+	BaseURL string `toml:"base_url"`
+	// APIKeyEnv names the environment variable holding the API key. Required;
+	// the key itself never appears in the file. Read it with APIKey.
+	APIKeyEnv string `toml:"api_key_env"`
+	// Concurrency is the most calls in flight per process on this key (the AIMD
+	// ceiling). Default ConcurrencyDefault (8).
+	Concurrency int `toml:"concurrency"`
+	// Timeout is the per-attempt timeout ("60s" in the file). Default
+	// TimeoutDefault (60s).
+	Timeout time.Duration `toml:"timeout"`
+	// ProbeInterval is how long an open breaker waits before one probe ("60s"
+	// in the file). Default ProbeIntervalDefault (60s).
+	ProbeInterval time.Duration `toml:"probe_interval"`
+	// PrepaidUSD is the prepaid balance; an alert fires at 70 % spent.
+	// Default 0: no prepaid alert.
+	PrepaidUSD float64 `toml:"prepaid_usd"`
+	// RetryBudget caps retries at this share of first attempts over a sliding
+	// window, fleet-wide, in [0, 1]. Default RetryBudgetDefault (0.2) when
+	// absent from the file; an explicit 0 in the file means no retries and is
+	// kept. In a Config built in Go, WithDefaults treats 0 as unset.
+	RetryBudget float64 `toml:"retry_budget"`
+
+	retryBudgetSet bool
+}
+
+// Model is one [[models]] entry.
+type Model struct {
+	// Name is the vendor's model id, sent as "model". Required, unique.
+	Name string `toml:"name"`
+	// Key names the [[keys]] entry that serves this model. Required.
+	Key string `toml:"key"`
+	// ContextTokens is the model's context window. Default 0: unknown, not
+	// checked.
+	ContextTokens int `toml:"context_tokens"`
+	// InputUSDPerMTok is the price of one million input tokens. Default 0.
+	InputUSDPerMTok float64 `toml:"input_usd_per_mtok"`
+	// OutputUSDPerMTok is the price of one million output tokens. Default 0.
+	OutputUSDPerMTok float64 `toml:"output_usd_per_mtok"`
+}
+
+// Pipeline is one [[pipelines]] entry: how a record becomes a request and what
+// the answer must look like.
+type Pipeline struct {
+	// Name identifies the pipeline (triage enqueue --pipeline). Required, unique.
+	Name string `toml:"name"`
+	// Model names the [[models]] entry to call. Required.
+	Model string `toml:"model"`
+	// System is the system prompt. Default "": none.
+	System string `toml:"system"`
+	// Prompt is a text/template over the record's fields, with a json function:
+	// "Record: {{json .}}". Required. Render executes it.
+	Prompt string `toml:"prompt"`
+	// Output is json or text. Default OutputDefault (json).
+	Output Output `toml:"output"`
+	// MaxAttempts is River's max attempts per record. Default
+	// MaxAttemptsDefault (6).
+	MaxAttempts int `toml:"max_attempts"`
+	// BudgetUSD pauses a batch of this pipeline when its spend reaches it.
+	// Default 0: no per-batch cap.
+	BudgetUSD float64 `toml:"budget_usd"`
+	// MaxTokens is the output token cap per request. Default MaxTokensDefault
+	// (1024).
+	MaxTokens int `toml:"max_tokens"`
+	// Temperature is sent when set. Default nil: the vendor's default.
+	Temperature *float64 `toml:"temperature"`
+	// AmbiguousRetries is how many times a call with an unknown outcome is
+	// retried before dead letter. Default AmbiguousRetriesDefault (1) when
+	// absent from the file; an explicit 0 in the file (never resend an
+	// ambiguous call) is kept. In a Config built in Go, WithDefaults treats 0
+	// as unset.
+	AmbiguousRetries int `toml:"ambiguous_retries"`
+	// MaxSnoozes is how many snoozes a job may take before it is dead-lettered
+	// as snoozed_out. Written max_snoozes or snooze_limit in the file (not
+	// both). Default MaxSnoozesDefault (100).
+	MaxSnoozes int `toml:"max_snoozes"`
+
+	ambiguousRetriesSet bool
+	tmpl                *template.Template
+}

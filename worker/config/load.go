@@ -1,0 +1,193 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/triage-dev/triage/classify"
+)
+
+// EnvDatabaseURL is the environment variable that overrides [database] url.
+const EnvDatabaseURL = "DATABASE_URL"
+
+// Load reads, parses and validates the file at path. Errors start with the
+// file's base name ("triage.toml: ...").
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(data, filepath.Base(path))
+}
+
+// Parse parses data as triage.toml, rejects unknown keys, fills defaults
+// (WithDefaults) and validates (Validate). name is used as the prefix of every
+// error message, e.g. "triage.toml".
+func Parse(data []byte, name string) (*Config, error) {
+	if name == "" {
+		name = "triage.toml"
+	}
+	var raw rawFile
+	md, err := toml.Decode(string(data), &raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		return nil, unknownKeys(name, data, und)
+	}
+	cfg, err := raw.config(name)
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// rawFile mirrors the file; fields whose absence differs from zero are
+// pointers, durations are strings so errors can name the field.
+type rawFile struct {
+	Database  Database      `toml:"database"`
+	Alerts    Alerts        `toml:"alerts"`
+	Keys      []rawKey      `toml:"keys"`
+	Models    []Model       `toml:"models"`
+	Pipelines []rawPipeline `toml:"pipelines"`
+}
+
+type rawKey struct {
+	Name          string   `toml:"name"`
+	Vendor        string   `toml:"vendor"`
+	Path          string   `toml:"path"`
+	BaseURL       string   `toml:"base_url"`
+	APIKeyEnv     string   `toml:"api_key_env"`
+	Concurrency   int      `toml:"concurrency"`
+	Timeout       string   `toml:"timeout"`
+	ProbeInterval string   `toml:"probe_interval"`
+	PrepaidUSD    float64  `toml:"prepaid_usd"`
+	RetryBudget   *float64 `toml:"retry_budget"`
+}
+
+type rawPipeline struct {
+	Name             string   `toml:"name"`
+	Model            string   `toml:"model"`
+	System           string   `toml:"system"`
+	Prompt           string   `toml:"prompt"`
+	Output           string   `toml:"output"`
+	MaxAttempts      int      `toml:"max_attempts"`
+	BudgetUSD        float64  `toml:"budget_usd"`
+	MaxTokens        int      `toml:"max_tokens"`
+	Temperature      *float64 `toml:"temperature"`
+	AmbiguousRetries *int     `toml:"ambiguous_retries"`
+	MaxSnoozes       *int     `toml:"max_snoozes"`
+	SnoozeLimit      *int     `toml:"snooze_limit"`
+}
+
+func (r rawFile) config(name string) (*Config, error) {
+	cfg := &Config{Database: r.Database, Alerts: r.Alerts, Models: r.Models, name: name}
+	for i, rk := range r.Keys {
+		k := Key{
+			Name: rk.Name, Vendor: rk.Vendor, Path: classify.Path(rk.Path), BaseURL: rk.BaseURL,
+			APIKeyEnv: rk.APIKeyEnv, Concurrency: rk.Concurrency, PrepaidUSD: rk.PrepaidUSD,
+		}
+		var err error
+		if k.Timeout, err = parseDuration(rk.Timeout); err != nil {
+			return nil, fmt.Errorf("%s: %s: timeout %q: %w", name, elem("keys", i, rk.Name), rk.Timeout, err)
+		}
+		if k.ProbeInterval, err = parseDuration(rk.ProbeInterval); err != nil {
+			return nil, fmt.Errorf("%s: %s: probe_interval %q: %w", name, elem("keys", i, rk.Name), rk.ProbeInterval, err)
+		}
+		if rk.RetryBudget != nil {
+			k.RetryBudget, k.retryBudgetSet = *rk.RetryBudget, true
+		}
+		cfg.Keys = append(cfg.Keys, k)
+	}
+	for i, rp := range r.Pipelines {
+		p := Pipeline{
+			Name: rp.Name, Model: rp.Model, System: rp.System, Prompt: rp.Prompt,
+			Output: Output(rp.Output), MaxAttempts: rp.MaxAttempts, BudgetUSD: rp.BudgetUSD,
+			MaxTokens: rp.MaxTokens, Temperature: rp.Temperature,
+		}
+		if rp.AmbiguousRetries != nil {
+			p.AmbiguousRetries, p.ambiguousRetriesSet = *rp.AmbiguousRetries, true
+		}
+		switch {
+		case rp.MaxSnoozes != nil && rp.SnoozeLimit != nil:
+			return nil, fmt.Errorf("%s: %s: max_snoozes and snooze_limit are the same setting; keep one", name, elem("pipelines", i, rp.Name))
+		case rp.MaxSnoozes != nil:
+			p.MaxSnoozes = *rp.MaxSnoozes
+		case rp.SnoozeLimit != nil:
+			p.MaxSnoozes = *rp.SnoozeLimit
+		}
+		if (rp.MaxSnoozes != nil || rp.SnoozeLimit != nil) && p.MaxSnoozes <= 0 {
+			field := "max_snoozes"
+			if rp.SnoozeLimit != nil {
+				field = "snooze_limit"
+			}
+			return nil, fmt.Errorf("%s: %s: %s must be at least 1, got %d", name, elem("pipelines", i, rp.Name), field, p.MaxSnoozes)
+		}
+		cfg.Pipelines = append(cfg.Pipelines, p)
+	}
+	return cfg, nil
+}
+
+var errDurationForm = errors.New(`not a duration like "60s" or "1m30s"`)
+
+// parseDuration parses a Go duration string; "" is zero (unset).
+func parseDuration(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, errDurationForm
+	}
+	if d <= 0 {
+		return 0, errors.New("must be positive")
+	}
+	return d, nil
+}
+
+// elem names an array-of-tables element in errors: `keys[0] "main"`.
+func elem(table string, i int, name string) string {
+	if name == "" {
+		return fmt.Sprintf("%s[%d]", table, i)
+	}
+	return fmt.Sprintf("%s[%d] %q", table, i, name)
+}
+
+// unknownKeys reports keys the file has and Config does not, naming the
+// [[keys]]/[[models]]/[[pipelines]] element they sit in where it can:
+//
+//	triage.toml: pipelines[1] "enrich": unknown key "temprature"
+func unknownKeys(name string, data []byte, und []toml.Key) error {
+	var generic map[string]any
+	_, _ = toml.Decode(string(data), &generic) // decoded once already
+	var errs []error
+	seen := map[string]bool{}
+	for _, k := range und {
+		if len(k) == 2 {
+			if elems, ok := generic[k[0]].([]map[string]any); ok {
+				for i, e := range elems {
+					if _, has := e[k[1]]; has {
+						n, _ := e["name"].(string)
+						msg := fmt.Sprintf("%s: %s: unknown key %q", name, elem(k[0], i, n), k[1])
+						if !seen[msg] {
+							seen[msg] = true
+							errs = append(errs, errors.New(msg))
+						}
+					}
+				}
+				continue
+			}
+		}
+		errs = append(errs, fmt.Errorf("%s: unknown key %q", name, k.String()))
+	}
+	return errors.Join(errs...)
+}

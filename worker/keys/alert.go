@@ -1,0 +1,258 @@
+package keys
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// AlertKind names what an alert is about.
+type AlertKind string
+
+// Alert kinds raised by triage.
+const (
+	AlertKeyExhausted  AlertKind = "key_exhausted"
+	AlertKeyResumed    AlertKind = "key_resumed"
+	AlertUnknownError  AlertKind = "unknown_error"
+	AlertBudgetReached AlertKind = "budget_reached"
+	AlertPrepaid70     AlertKind = "prepaid_70"
+	AlertSpendRate     AlertKind = "spend_rate"
+)
+
+// Alert is one thing a human must hear about.
+type Alert struct {
+	Kind    AlertKind
+	Key     string
+	Batch   string
+	Message string
+	// Fields are extra attributes; use snake_case names.
+	Fields map[string]any
+}
+
+// webhookBody is the JSON POSTed to the webhook.
+type webhookBody struct {
+	Kind    AlertKind      `json:"kind"`
+	Key     string         `json:"key,omitempty"`
+	Batch   string         `json:"batch,omitempty"`
+	Message string         `json:"message"`
+	Fields  map[string]any `json:"fields,omitempty"`
+	At      time.Time      `json:"at"`
+}
+
+// Alerter defaults.
+const (
+	AlertWebhookTimeoutDefault = 5 * time.Second
+	AlertQueueSizeDefault      = 256
+)
+
+// AlerterConfig configures an Alerter.
+type AlerterConfig struct {
+	// Logger receives the ERROR event of every alert. Default slog.Default().
+	Logger *slog.Logger
+	// WebhookURL, if set, receives every alert as a JSON POST. Default "": none.
+	WebhookURL string
+	// WebhookTimeout bounds one POST. Default AlertWebhookTimeoutDefault.
+	WebhookTimeout time.Duration
+	// QueueSize bounds the alerts waiting to be POSTed; when full, further
+	// alerts are logged (and recorded) but not POSTed. Default
+	// AlertQueueSizeDefault.
+	QueueSize int
+	// HTTPClient sends the POSTs. Default a client with no other timeout.
+	HTTPClient *http.Client
+	// Pool, if set, records every alert as a triage_alert row. Default nil.
+	Pool *pgxpool.Pool
+	// Clock stamps alerts. Default time.Now.
+	Clock Clock
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Alerter raises alerts: an ERROR slog event with alert=true, a triage_alert
+// row (when a Pool is configured) and an asynchronous webhook POST (when a
+// URL is configured). Alert never blocks on the webhook and never returns an
+// error: failures are logged. Flush waits for queued POSTs; Close stops.
+type Alerter struct {
+	cfg   AlerterConfig
+	mu    sync.RWMutex // guards closed against sends on queue
+	queue chan alertItem
+	done  chan struct{}
+	close bool
+}
+
+type alertItem struct {
+	body  *webhookBody
+	flush chan struct{}
+}
+
+// NewAlerter returns an Alerter; if a webhook is configured it starts the
+// goroutine that POSTs, stopped by Close.
+func NewAlerter(cfg AlerterConfig) *Alerter {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.WebhookTimeout <= 0 {
+		cfg.WebhookTimeout = AlertWebhookTimeoutDefault
+	}
+	if cfg.QueueSize <= 0 {
+		cfg.QueueSize = AlertQueueSizeDefault
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{}
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = systemClock{}
+	}
+	a := &Alerter{cfg: cfg, done: make(chan struct{})}
+	if cfg.WebhookURL == "" {
+		close(a.done)
+		return a
+	}
+	a.queue = make(chan alertItem, cfg.QueueSize)
+	go a.run()
+	return a
+}
+
+// Alert raises al. It logs synchronously, records the row with a short
+// timeout, and queues the webhook POST.
+func (a *Alerter) Alert(ctx context.Context, al Alert) {
+	attrs := []slog.Attr{
+		slog.Bool("alert", true),
+		slog.String("alert_kind", string(al.Kind)),
+	}
+	if al.Key != "" {
+		attrs = append(attrs, slog.String("key", al.Key))
+	}
+	if al.Batch != "" {
+		attrs = append(attrs, slog.String("batch", al.Batch))
+	}
+	for k, v := range al.Fields {
+		attrs = append(attrs, slog.Any(k, v))
+	}
+	msg := al.Message
+	if msg == "" {
+		msg = string(al.Kind)
+	}
+	a.cfg.Logger.LogAttrs(ctx, slog.LevelError, msg, attrs...)
+
+	body := &webhookBody{Kind: al.Kind, Key: al.Key, Batch: al.Batch, Message: msg, Fields: al.Fields, At: a.cfg.Clock.Now().UTC()}
+	if a.cfg.Pool != nil {
+		a.record(ctx, body)
+	}
+	if a.queue == nil {
+		return
+	}
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.close {
+		a.cfg.Logger.WarnContext(ctx, "alert webhook closed, not sent", slog.String("alert_kind", string(al.Kind)))
+		return
+	}
+	select {
+	case a.queue <- alertItem{body: body}:
+	default:
+		a.cfg.Logger.WarnContext(ctx, "alert webhook queue full, not sent", slog.String("alert_kind", string(al.Kind)))
+	}
+}
+
+func (a *Alerter) record(ctx context.Context, b *webhookBody) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	fields := b.Fields
+	if fields == nil {
+		fields = map[string]any{}
+	}
+	if _, err := a.cfg.Pool.Exec(ctx, `
+INSERT INTO triage_alert (kind, key, batch, message, fields, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
+		string(b.Kind), b.Key, b.Batch, b.Message, fields, b.At); err != nil {
+		a.cfg.Logger.WarnContext(ctx, "alert not recorded", slog.String("alert_kind", string(b.Kind)), slog.String("err", err.Error()))
+	}
+}
+
+func (a *Alerter) run() {
+	defer close(a.done)
+	for it := range a.queue {
+		if it.flush != nil {
+			close(it.flush)
+			continue
+		}
+		if err := a.post(it.body); err != nil {
+			a.cfg.Logger.Warn("alert webhook failed", slog.String("alert_kind", string(it.body.Kind)), slog.String("err", err.Error()))
+		}
+	}
+}
+
+func (a *Alerter) post(b *webhookBody) error {
+	payload, err := json.Marshal(b)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.WebhookTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.cfg.WebhookURL, bytes.NewReader(payload))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("webhook status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// Flush waits until every alert queued before it has been POSTed (or failed),
+// or ctx ends.
+func (a *Alerter) Flush(ctx context.Context) error {
+	if a.queue == nil {
+		return nil
+	}
+	ch := make(chan struct{})
+	a.mu.RLock()
+	if a.close {
+		a.mu.RUnlock()
+		return nil
+	}
+	select {
+	case a.queue <- alertItem{flush: ch}:
+	case <-ctx.Done():
+		a.mu.RUnlock()
+		return ctx.Err()
+	}
+	a.mu.RUnlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close sends what is queued (bounded by ctx) and stops the sender. Alerts
+// raised after Close are logged and recorded only.
+func (a *Alerter) Close(ctx context.Context) error {
+	a.mu.Lock()
+	if !a.close && a.queue != nil {
+		a.close = true
+		close(a.queue)
+	}
+	a.mu.Unlock()
+	select {
+	case <-a.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

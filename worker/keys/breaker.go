@@ -1,0 +1,316 @@
+package keys
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// State is a breaker's state, as stored in triage_key_state.state.
+type State string
+
+// Breaker states, gobreaker's three.
+const (
+	StateClosed   State = "closed"    // calls go through
+	StateOpen     State = "open"      // no calls until the probe time
+	StateHalfOpen State = "half_open" // one probe call is out; nothing else
+)
+
+// String returns the state's stored name.
+func (s State) String() string { return string(s) }
+
+// Admission is Admit's answer for one call.
+type Admission struct {
+	// Allowed: the call may be sent.
+	Allowed bool
+	// Probe: the call is the key's single half-open probe. Its outcome must be
+	// reported with ProbeResult (or Trip), or given back with ReleaseProbe.
+	Probe bool
+	// Generation of the breaker when the call was admitted. Results from an
+	// older generation are ignored.
+	Generation int64
+	// Token identifies the probe claim (Probe only).
+	Token string
+	// Wait, when not Allowed, is how long until asking again makes sense: until
+	// the probe time, or until the live probe's lease ends. Snooze the job for
+	// it.
+	Wait time.Duration
+	// State of the breaker as seen by this Admit.
+	State State
+}
+
+// keyState is one triage_key_state row.
+type keyState struct {
+	State           State
+	Generation      int64
+	OpenedAt        *time.Time
+	ProbeAt         *time.Time
+	ProbeOwner      *string
+	ProbeJobID      *int64
+	ProbeLeaseUntil *time.Time
+	Reason          string
+	UpdatedAt       time.Time
+}
+
+func (k *keyState) liveClaim(now time.Time) bool {
+	return k.State == StateHalfOpen && k.ProbeOwner != nil && k.ProbeLeaseUntil != nil && k.ProbeLeaseUntil.After(now)
+}
+
+const keyStateColumns = `state, generation, opened_at, probe_at, probe_owner, probe_job_id, probe_lease_until, reason, updated_at`
+
+func scanKeyState(row pgx.Row, extra ...any) (*keyState, error) {
+	var k keyState
+	dest := append([]any{&k.State, &k.Generation, &k.OpenedAt, &k.ProbeAt, &k.ProbeOwner, &k.ProbeJobID, &k.ProbeLeaseUntil, &k.Reason, &k.UpdatedAt}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	return &k, nil
+}
+
+// Admit decides whether a call on key may be sent now. jobID is the River
+// job the call belongs to (0 if none); it lets the job the Supervisor
+// dispatched as the probe take the probe claim made on its behalf.
+//
+//   - closed: allowed.
+//   - open, probe time not reached: not allowed; Wait until the probe time.
+//   - open, probe time reached (or half-open with an expired lease): this call
+//     atomically claims the single probe, the breaker goes half-open, and the
+//     call is allowed with Probe set.
+//   - half-open with a live claim: not allowed (Wait until the lease ends),
+//     unless jobID is the job the claim was made for.
+//
+// The closed path is one plain SELECT; the others are a short transaction
+// holding the key's row lock only for the bookkeeping.
+func (s *Store) Admit(ctx context.Context, key string, jobID int64) (Admission, error) {
+	if err := checkKey(key); err != nil {
+		return Admission{}, err
+	}
+	var (
+		state State
+		gen   int64
+	)
+	err := s.pool.QueryRow(ctx, `SELECT state, generation FROM triage_key_state WHERE key = $1`, key).Scan(&state, &gen)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return Admission{Allowed: true, State: StateClosed}, nil
+	case err != nil:
+		return Admission{}, fmt.Errorf("keys: admit %s: %w", key, err)
+	case state == StateClosed:
+		return Admission{Allowed: true, Generation: gen, State: StateClosed}, nil
+	}
+
+	var adm Admission
+	err = s.locked(ctx, key, func(tx pgx.Tx, k *keyState, now time.Time) error {
+		adm = Admission{Generation: k.Generation, State: k.State}
+		switch {
+		case k.State == StateClosed:
+			adm.Allowed = true
+			return nil
+		case k.State == StateHalfOpen && k.liveClaim(now) && jobID != 0 && k.ProbeJobID != nil && *k.ProbeJobID == jobID:
+			// The job dispatched as the probe: hand it the claim and
+			// restart the lease from now.
+			adm.Allowed, adm.Probe, adm.Token = true, true, *k.ProbeOwner
+			return s.claim(ctx, tx, key, k.Generation, *k.ProbeOwner, jobID, now)
+		case k.State == StateHalfOpen && k.liveClaim(now):
+			adm.Wait = k.ProbeLeaseUntil.Sub(now)
+			return nil
+		case k.State == StateOpen && k.ProbeAt != nil && k.ProbeAt.After(now):
+			adm.Wait = k.ProbeAt.Sub(now)
+			return nil
+		default: // open and due, or half-open with an expired claim
+			adm.Allowed, adm.Probe, adm.Token, adm.State = true, true, newToken(), StateHalfOpen
+			return s.claim(ctx, tx, key, k.Generation, adm.Token, jobID, now)
+		}
+	})
+	if err != nil {
+		return Admission{}, fmt.Errorf("keys: admit %s: %w", key, err)
+	}
+	return adm, nil
+}
+
+func (s *Store) claim(ctx context.Context, tx pgx.Tx, key string, gen int64, token string, jobID int64, now time.Time) error {
+	var job *int64
+	if jobID != 0 {
+		job = &jobID
+	}
+	_, err := tx.Exec(ctx, `
+UPDATE triage_key_state
+SET state = 'half_open', probe_owner = $3, probe_job_id = $4, probe_lease_until = $5, updated_at = $6
+WHERE key = $1 AND generation = $2`,
+		key, gen, token, job, now.Add(s.cfg.ProbeLease), now)
+	return err
+}
+
+// Trip records that a call admitted with adm saw the key exhausted. From
+// closed (in adm's generation) it opens the breaker: generation+1, opened_at
+// now, probe_at now+probeInterval. It returns true only for that transition,
+// so exactly one caller in the fleet raises the key_exhausted alert.
+//
+// While the breaker is already open or half-open, or when adm is from an
+// older generation, Trip changes nothing (late failures of calls that were
+// in flight when the breaker opened). If adm is the probe, Trip is
+// ProbeResult(adm, false).
+func (s *Store) Trip(ctx context.Context, key string, adm Admission, reason string, probeInterval time.Duration) (bool, error) {
+	if err := checkKey(key); err != nil {
+		return false, err
+	}
+	if adm.Probe {
+		_, err := s.ProbeResult(ctx, key, adm, false, probeInterval)
+		return false, err
+	}
+	var opened bool
+	err := s.locked(ctx, key, func(tx pgx.Tx, k *keyState, now time.Time) error {
+		if k.State != StateClosed || k.Generation != adm.Generation {
+			return nil
+		}
+		opened = true
+		_, err := tx.Exec(ctx, `
+UPDATE triage_key_state
+SET state = 'open', generation = generation + 1, opened_at = $2, probe_at = $3,
+    probe_owner = NULL, probe_job_id = NULL, probe_lease_until = NULL, reason = $4, updated_at = $2
+WHERE key = $1`, key, now, now.Add(probeInterval), reason)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("keys: trip %s: %w", key, err)
+	}
+	return opened, nil
+}
+
+// ProbeResult records the outcome of the probe admitted as adm: success
+// closes the breaker (generation+1); failure opens it again (generation+1)
+// with the next probe at now+probeInterval. It returns false, changing
+// nothing, when adm no longer holds the claim: another generation, a claim
+// re-taken after adm's lease ran out, a Reset.
+func (s *Store) ProbeResult(ctx context.Context, key string, adm Admission, success bool, probeInterval time.Duration) (bool, error) {
+	if err := checkKey(key); err != nil {
+		return false, err
+	}
+	var applied bool
+	err := s.locked(ctx, key, func(tx pgx.Tx, k *keyState, now time.Time) error {
+		if !holds(k, adm) {
+			return nil
+		}
+		applied = true
+		var err error
+		if success {
+			_, err = tx.Exec(ctx, `
+UPDATE triage_key_state
+SET state = 'closed', generation = generation + 1, opened_at = NULL, probe_at = NULL,
+    probe_owner = NULL, probe_job_id = NULL, probe_lease_until = NULL, reason = '', updated_at = $2
+WHERE key = $1`, key, now)
+		} else {
+			_, err = tx.Exec(ctx, `
+UPDATE triage_key_state
+SET state = 'open', generation = generation + 1, probe_at = $3,
+    probe_owner = NULL, probe_job_id = NULL, probe_lease_until = NULL, updated_at = $2
+WHERE key = $1`, key, now, now.Add(probeInterval))
+			if err == nil {
+				err = s.returnProbeJob(ctx, tx, key, k)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("keys: probe result %s: %w", key, err)
+	}
+	return applied, nil
+}
+
+// ReleaseProbe gives back the probe claim of adm without a verdict, for an
+// outcome that says nothing about the key's balance (transient, throttled,
+// ambiguous, rejected, cancelled: gobreaker's IsExcluded). The breaker goes
+// back to open in the same generation with the next probe at now+retryIn.
+// It returns false when adm no longer holds the claim.
+func (s *Store) ReleaseProbe(ctx context.Context, key string, adm Admission, retryIn time.Duration) (bool, error) {
+	if err := checkKey(key); err != nil {
+		return false, err
+	}
+	var applied bool
+	err := s.locked(ctx, key, func(tx pgx.Tx, k *keyState, now time.Time) error {
+		if !holds(k, adm) {
+			return nil
+		}
+		applied = true
+		_, err := tx.Exec(ctx, `
+UPDATE triage_key_state
+SET state = 'open', probe_at = $2, probe_owner = NULL, probe_job_id = NULL, probe_lease_until = NULL, updated_at = $3
+WHERE key = $1`, key, now.Add(retryIn), now)
+		if err != nil {
+			return err
+		}
+		return s.returnProbeJob(ctx, tx, key, k)
+	})
+	if err != nil {
+		return false, fmt.Errorf("keys: release probe %s: %w", key, err)
+	}
+	return applied, nil
+}
+
+// returnProbeJob moves the job of a failed or released probe from
+// ProbeQueueName(key) back to QueueName(key) (paused) while it is still
+// running, so that its snooze lands it there rather than in the probe queue,
+// where it would be fetched again at once.
+func (s *Store) returnProbeJob(ctx context.Context, tx pgx.Tx, key string, k *keyState) error {
+	if k.ProbeJobID == nil {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `UPDATE `+s.riverTable("river_job")+` SET queue = $2 WHERE id = $1 AND queue = $3`,
+		*k.ProbeJobID, QueueName(key), ProbeQueueName(key))
+	return err
+}
+
+func holds(k *keyState, adm Admission) bool {
+	return adm.Probe && k.State == StateHalfOpen && k.Generation == adm.Generation &&
+		k.ProbeOwner != nil && *k.ProbeOwner == adm.Token
+}
+
+// Reset is the manual resume (`triage keys resume KEY`): it closes the
+// breaker (generation+1, so results of calls admitted before are ignored) and
+// ends any pause of the key. The Supervisors then resume its River queue.
+func (s *Store) Reset(ctx context.Context, key string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	err := s.locked(ctx, key, func(tx pgx.Tx, k *keyState, now time.Time) error {
+		if k.State != StateClosed {
+			if _, err := tx.Exec(ctx, `
+UPDATE triage_key_state
+SET state = 'closed', generation = generation + 1, opened_at = NULL, probe_at = NULL,
+    probe_owner = NULL, probe_job_id = NULL, probe_lease_until = NULL, reason = '', updated_at = $2
+WHERE key = $1`, key, now); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, `UPDATE triage_pause SET until = $2, updated_at = $2 WHERE key = $1 AND until > $2`, key, now)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("keys: reset %s: %w", key, err)
+	}
+	return nil
+}
+
+// locked runs fn in a short transaction holding key's triage_key_state row
+// lock (the row is created closed if missing). now is the transaction's time
+// (the Clock's, or the database's).
+func (s *Store) locked(ctx context.Context, key string, fn func(tx pgx.Tx, k *keyState, now time.Time) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var now time.Time
+		if _, err := tx.Exec(ctx, `
+INSERT INTO triage_key_state (key, updated_at) VALUES ($1, coalesce($2::timestamptz, now()))
+ON CONFLICT (key) DO NOTHING`, key, s.nowParam()); err != nil {
+			return err
+		}
+		k, err := scanKeyState(tx.QueryRow(ctx, `
+SELECT `+keyStateColumns+`, coalesce($2::timestamptz, now())
+FROM triage_key_state WHERE key = $1 FOR UPDATE`, key, s.nowParam()), &now)
+		if err != nil {
+			return err
+		}
+		return fn(tx, k, now)
+	})
+}

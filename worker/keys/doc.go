@@ -1,0 +1,90 @@
+// Package keys holds the per-key state a fleet of triage workers shares
+// through PostgreSQL: the breaker that the exhausted class trips, pauses, and
+// the Supervisor that makes River's queues follow them; plus two in-process
+// pieces, the AIMD concurrency Limiter and the Alerter.
+//
+// Each key has one River queue, QueueName(key), and one probe queue,
+// ProbeQueueName(key). Every process working a key's queue also works its
+// probe queue (MaxWorkers 1) and runs a Supervisor.
+//
+// # Breaker
+//
+// The breaker is gobreaker v2's state machine (closed, open, half-open with a
+// single probe, generations that discard stale results) with its state in
+// the triage_key_state table instead of memory. Each transition is a short
+// transaction holding the key's row lock for the bookkeeping only, never
+// across a model call. A probe claim is a token with a lease
+// (StoreConfig.ProbeLease): if the worker holding it crashes, the claim lapses
+// and the next probe can be claimed, so no lock outlives a process.
+//
+// A worker, for each call on key (job is the River job):
+//
+//	adm, _ := store.Admit(ctx, key, job.ID)
+//	if !adm.Allowed { return river.JobSnooze(adm.Wait) }
+//	... call the provider, classify ...
+//	exhausted:     tripped, _ := store.Trip(ctx, key, adm, reason, probeInterval)
+//	               supervisor.Reconcile(ctx, key); if tripped { alert key_exhausted }
+//	               return river.JobSnooze(probeInterval)
+//	ok, adm.Probe: store.ProbeResult(ctx, key, adm, true, probeInterval) (alert key_resumed)
+//	other, adm.Probe: store.ReleaseProbe(ctx, key, adm, d)  (says nothing about the balance)
+//
+// # The probe protocol
+//
+// Goal: with 200 jobs queued and a balance that runs out, the provider sees
+// at most the calls in flight plus one probe per probe_interval; every other
+// job stays queued untouched; after a top-up one probe succeeds and the batch
+// completes.
+//
+//  1. The first exhausted call trips the breaker (open, probe_at =
+//     now+probe_interval). Its worker reconciles at once and every
+//     Supervisor within a tick: QueueName(key) is paused fleet-wide (River's
+//     river_queue.paused_at), so no process fetches another of its jobs.
+//     Calls already in flight finish; their exhausted results change nothing
+//     (already open). A job fetched in the instant before the pause took
+//     effect is refused by Admit and snoozed until the probe time.
+//  2. The queue stays paused while the breaker is open or half-open.
+//     Resuming it for the probe would let every process fetch up to its
+//     MaxWorkers jobs at once, all but one to be snoozed again each
+//     probe_interval, burning their snooze budget (snoozed_out); River has no
+//     fleet-wide "fetch one". Instead, when probe_at passes, the first
+//     Supervisor to get there claims the probe (half-open, token, lease) on
+//     behalf of the next available job and moves that one job to
+//     ProbeQueueName(key), in one transaction (river_job is locked FOR UPDATE
+//     SKIP LOCKED, so a fetch and the move never both take it).
+//  3. A worker fetches it there; Admit(key, job.ID) recognises the job the
+//     claim was made for and returns Allowed+Probe with the claim's token
+//     (and restarts the lease). Any other caller is refused while the claim
+//     is live, so at most one probe call is out in the fleet.
+//  4. Probe exhausted: ProbeResult(false) (or Trip with the probe admission)
+//     reopens the breaker with a new probe_at; the job snoozes and a
+//     Supervisor moves it back to QueueName(key). Probe ok: ProbeResult(true)
+//     closes the breaker, Supervisors resume QueueName(key), the batch drains.
+//     A probe that neither succeeds nor finds the key exhausted gives the
+//     claim back with ReleaseProbe.
+//  5. A crash: the claim's lease lapses and the next Supervisor tick
+//     dispatches another job (the crashed one is rescued by River later and
+//     moved back); a late ProbeResult of the old claim is ignored (token or
+//     generation no longer match).
+//
+// If no Supervisor runs, Admit alone still keeps the breaker: an open
+// breaker whose probe is due gives the single probe to the first caller.
+//
+// # Pauses
+//
+// A pause (triage_pause, one per key) stops fetching until a time: Pause
+// only extends it. The Supervisor pauses the key's River queue while a pause
+// is active and resumes it after (unless the breaker is open), whichever
+// process set it and whether or not that process still lives. River's
+// QueuePause fails with rivertype.ErrNotFound for a queue no client has
+// started yet; the Supervisor then creates the river_queue row already
+// paused, so a client starting later starts paused.
+//
+// The Supervisor owns the paused state of QueueName(key) queues: a queue
+// paused by hand (River UI) is resumed at the next tick unless the key is
+// paused or its breaker open; use Pause or the breaker instead.
+//
+// # Time
+//
+// StoreConfig.Clock pins the time for tests. Left nil, every statement uses
+// the database's now(), so processes whose clocks differ agree.
+package keys

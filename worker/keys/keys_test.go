@@ -1,0 +1,75 @@
+package keys
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/triage-dev/triage/ledger/dbtest"
+)
+
+// testClock is a Clock the test moves by hand.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newTestClock() *testClock {
+	return &testClock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+type testBundle struct {
+	db    *dbtest.DB
+	clock *testClock
+	store *Store
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	db := dbtest.New(t, dbtest.Options{MaxConns: 20})
+	clock := newTestClock()
+	return &testBundle{
+		db:    db,
+		clock: clock,
+		store: NewStore(db.Pool, StoreConfig{Clock: clock, Owner: "test-1"}),
+	}
+}
+
+// secondPool opens another pool on the test's schema: another process.
+func secondPool(t *testing.T, db *dbtest.DB) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), db.URL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, timeout time.Duration, msg string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for: %s", timeout, msg)
+		}
+		<-tick.C
+	}
+}

@@ -1,0 +1,102 @@
+package keys
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// KeyStatus is what `triage keys` shows about one key.
+type KeyStatus struct {
+	Key        string     `json:"key"`
+	State      State      `json:"state"`
+	Generation int64      `json:"generation"`
+	Reason     string     `json:"reason,omitempty"`
+	OpenedAt   *time.Time `json:"opened_at,omitempty"`
+	// NextProbe is when the next probe may go (open).
+	NextProbe *time.Time `json:"next_probe,omitempty"`
+	// ProbeLeaseUntil is when the live probe claim lapses (half-open).
+	ProbeLeaseUntil *time.Time `json:"probe_lease_until,omitempty"`
+	// ProbeJobID is the River job holding or dispatched for the probe.
+	ProbeJobID int64 `json:"probe_job_id,omitempty"`
+	// Pause is the active pause, nil if none.
+	Pause *Pause `json:"pause,omitempty"`
+	// Now is the time the status was read at (the Clock's or the database's).
+	Now time.Time `json:"now"`
+}
+
+// Paused reports whether the key's River queue should not be fetched from:
+// an active pause, or a breaker that is not closed.
+func (k *KeyStatus) Paused() bool { return k.Pause != nil || k.State != StateClosed }
+
+const statusSQL = `
+WITH now AS (SELECT coalesce($1::timestamptz, now()) AS t)
+SELECT coalesce(s.key, p.key), coalesce(s.state, 'closed'), coalesce(s.generation, 0), coalesce(s.reason, ''),
+       s.opened_at, s.probe_at, s.probe_lease_until, coalesce(s.probe_job_id, 0),
+       p.key IS NOT NULL AND p.until > now.t, coalesce(p.reason, ''), p.until, coalesce(p.set_by, ''), p.created_at,
+       now.t
+FROM triage_key_state s
+FULL JOIN triage_pause p ON p.key = s.key
+CROSS JOIN now
+`
+
+func scanStatus(row pgx.Row) (*KeyStatus, error) {
+	var (
+		st       KeyStatus
+		paused   bool
+		p        Pause
+		until    *time.Time
+		pCreated *time.Time
+	)
+	if err := row.Scan(&st.Key, &st.State, &st.Generation, &st.Reason, &st.OpenedAt, &st.NextProbe,
+		&st.ProbeLeaseUntil, &st.ProbeJobID, &paused, &p.Reason, &until, &p.SetBy, &pCreated, &st.Now); err != nil {
+		return nil, err
+	}
+	if st.State != StateHalfOpen {
+		st.ProbeLeaseUntil = nil
+	}
+	if paused {
+		p.Key, p.Until, p.CreatedAt = st.Key, *until, *pCreated
+		st.Pause = &p
+	}
+	return &st, nil
+}
+
+// KeyStatus returns key's breaker and pause. A key never seen is closed.
+func (s *Store) KeyStatus(ctx context.Context, key string) (*KeyStatus, error) {
+	st, err := scanStatus(s.pool.QueryRow(ctx, statusSQL+`WHERE coalesce(s.key, p.key) = $2`, s.nowParam(), key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		var now time.Time
+		if err := s.pool.QueryRow(ctx, `SELECT coalesce($1::timestamptz, now())`, s.nowParam()).Scan(&now); err != nil {
+			return nil, fmt.Errorf("keys: status %s: %w", key, err)
+		}
+		return &KeyStatus{Key: key, State: StateClosed, Now: now}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("keys: status %s: %w", key, err)
+	}
+	return st, nil
+}
+
+// ListKeyStatus returns the status of every key that has breaker or pause
+// state, by key. Keys never tripped nor paused are closed and not listed.
+func (s *Store) ListKeyStatus(ctx context.Context) ([]KeyStatus, error) {
+	rows, err := s.pool.Query(ctx, statusSQL+`ORDER BY 1`, s.nowParam())
+	if err != nil {
+		return nil, fmt.Errorf("keys: list status: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (KeyStatus, error) {
+		st, err := scanStatus(r)
+		if err != nil {
+			return KeyStatus{}, err
+		}
+		return *st, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("keys: list status: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,283 @@
+package keys
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river/rivertype"
+)
+
+// SupervisorTickDefault is SupervisorConfig.Tick's default.
+const SupervisorTickDefault = 250 * time.Millisecond
+
+// SupervisorConfig configures a Supervisor.
+type SupervisorConfig struct {
+	// Keys are supervised even before they have breaker or pause state, so
+	// a queue left paused by an earlier run is resumed. Keys with state in
+	// the tables are always supervised. Default none.
+	Keys []string
+	// Tick is the mean interval between reconciliations; each is jittered by
+	// ±20 %. Default SupervisorTickDefault.
+	Tick time.Duration
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Supervisor makes the River queues of keys follow the shared state: it
+// pauses QueueName(key) while the key is paused or its breaker is not closed,
+// resumes it otherwise, and dispatches the probe job when the breaker's probe
+// is due (see the package documentation). Every worker process runs one;
+// they agree because each only converges the queues towards the state in
+// PostgreSQL, so the fleet converges even when the process that set the state
+// has died.
+type Supervisor struct {
+	store  *Store
+	queues QueueController
+	cfg    SupervisorConfig
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewSupervisor returns a Supervisor acting on queues (a *river.Client[pgx.Tx]).
+func NewSupervisor(store *Store, queues QueueController, cfg SupervisorConfig) *Supervisor {
+	if cfg.Tick <= 0 {
+		cfg.Tick = SupervisorTickDefault
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Supervisor{store: store, queues: queues, cfg: cfg}
+}
+
+// Start runs the reconcile loop until ctx ends or Stop is called. Starting a
+// started Supervisor does nothing.
+func (s *Supervisor) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancel != nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s.cancel, s.done = cancel, make(chan struct{})
+	go s.loop(ctx, s.done)
+	return nil
+}
+
+// Stop ends the loop and waits for it.
+func (s *Supervisor) Stop() {
+	s.mu.Lock()
+	cancel, done := s.cancel, s.done
+	s.cancel, s.done = nil, nil
+	s.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+func (s *Supervisor) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		if err := s.ReconcileAll(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.WarnContext(ctx, "keys supervisor: reconcile", slog.String("err", err.Error()))
+		}
+		jitter := time.Duration((rand.Float64()*0.4 - 0.2) * float64(s.cfg.Tick))
+		timer.Reset(s.cfg.Tick + jitter)
+	}
+}
+
+// ReconcileAll reconciles every supervised key once (one tick). It goes on
+// past a key's error and returns the errors joined.
+func (s *Supervisor) ReconcileAll(ctx context.Context) error {
+	statuses, err := s.store.ListKeyStatus(ctx)
+	if err != nil {
+		return err
+	}
+	seen := make(map[string]bool, len(statuses))
+	var errs []error
+	for i := range statuses {
+		seen[statuses[i].Key] = true
+		if err := s.reconcile(ctx, &statuses[i]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, key := range s.cfg.Keys {
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		if err := s.Reconcile(ctx, key); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Reconcile brings key's River queue in line with its state now. Call it
+// right after Trip or Pause so this process's own fetching stops at once
+// rather than at the next tick.
+func (s *Supervisor) Reconcile(ctx context.Context, key string) error {
+	st, err := s.store.KeyStatus(ctx, key)
+	if err != nil {
+		return err
+	}
+	return s.reconcile(ctx, st)
+}
+
+func (s *Supervisor) reconcile(ctx context.Context, st *KeyStatus) error {
+	key := st.Key
+	probeDue := st.Pause == nil &&
+		(st.State == StateOpen && st.NextProbe != nil && !st.NextProbe.After(st.Now) ||
+			st.State == StateHalfOpen && (st.ProbeLeaseUntil == nil || !st.ProbeLeaseUntil.After(st.Now)))
+	if probeDue {
+		jobID, err := s.store.dispatchProbe(ctx, key)
+		if err != nil {
+			return err
+		}
+		if jobID != 0 {
+			s.cfg.Logger.InfoContext(ctx, "keys supervisor: probe dispatched",
+				slog.String("key", key), slog.Int64("job_id", jobID), slog.String("queue", ProbeQueueName(key)))
+		}
+	}
+	if n, err := s.store.sweepProbeQueue(ctx, key); err != nil {
+		return err
+	} else if n > 0 {
+		s.cfg.Logger.DebugContext(ctx, "keys supervisor: jobs moved back from probe queue", slog.String("key", key), slog.Int64("jobs", n))
+	}
+
+	queue := QueueName(key)
+	paused, exists, err := s.store.queuePaused(ctx, queue)
+	if err != nil {
+		return err
+	}
+	switch want := st.Paused(); {
+	case want && !paused:
+		if err := s.pauseQueue(ctx, queue, exists); err != nil {
+			return err
+		}
+		reason := string(st.State)
+		if st.Pause != nil {
+			reason = st.Pause.Reason
+		}
+		s.cfg.Logger.InfoContext(ctx, "keys supervisor: queue paused", slog.String("key", key), slog.String("queue", queue), slog.String("reason", reason))
+	case !want && paused:
+		if err := s.queues.QueueResume(ctx, queue, nil); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
+			return fmt.Errorf("keys: resume queue %s: %w", queue, err)
+		}
+		s.cfg.Logger.InfoContext(ctx, "keys supervisor: queue resumed", slog.String("key", key), slog.String("queue", queue))
+	}
+	return nil
+}
+
+// pauseQueue pauses a River queue. River's QueuePause fails with
+// rivertype.ErrNotFound when the queue has no river_queue row yet (no client
+// has worked it); the row is then created paused, so that a client starting
+// later starts paused, and the pause is sent again to reach one that created
+// the row meanwhile.
+func (s *Supervisor) pauseQueue(ctx context.Context, queue string, exists bool) error {
+	if exists {
+		err := s.queues.QueuePause(ctx, queue, nil)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, rivertype.ErrNotFound) {
+			return fmt.Errorf("keys: pause queue %s: %w", queue, err)
+		}
+	}
+	if _, err := s.store.pool.Exec(ctx, `
+INSERT INTO `+s.store.riverTable("river_queue")+` (name, created_at, metadata, paused_at, updated_at)
+VALUES ($1, now(), '{}', now(), now())
+ON CONFLICT (name) DO NOTHING`, queue); err != nil {
+		return fmt.Errorf("keys: create paused queue %s: %w", queue, err)
+	}
+	if err := s.queues.QueuePause(ctx, queue, nil); err != nil {
+		return fmt.Errorf("keys: pause queue %s: %w", queue, err)
+	}
+	return nil
+}
+
+// queuePaused reads River's river_queue row of queue.
+func (s *Store) queuePaused(ctx context.Context, queue string) (paused, exists bool, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT paused_at IS NOT NULL FROM `+s.riverTable("river_queue")+` WHERE name = $1`, queue).Scan(&paused)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("keys: read queue %s: %w", queue, err)
+	}
+	return paused, true, nil
+}
+
+// dispatchProbe claims key's due probe on behalf of the next available job of
+// QueueName(key) and moves that job to ProbeQueueName(key), in one short
+// transaction. It returns the job's id, or 0 when the probe is not due (any
+// more), the key is paused, or no job is available.
+func (s *Store) dispatchProbe(ctx context.Context, key string) (int64, error) {
+	var jobID int64
+	err := s.locked(ctx, key, func(tx pgx.Tx, k *keyState, now time.Time) error {
+		due := k.State == StateOpen && k.ProbeAt != nil && !k.ProbeAt.After(now) ||
+			k.State == StateHalfOpen && !k.liveClaim(now)
+		if !due {
+			return nil
+		}
+		var paused bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM triage_pause WHERE key = $1 AND until > $2)`, key, now).Scan(&paused); err != nil || paused {
+			return err
+		}
+		err := tx.QueryRow(ctx, `
+SELECT id FROM `+s.riverTable("river_job")+`
+WHERE queue = $1 AND state = 'available'
+ORDER BY priority, scheduled_at, id
+LIMIT 1
+FOR UPDATE SKIP LOCKED`, QueueName(key)).Scan(&jobID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.claim(ctx, tx, key, k.Generation, newToken(), jobID, now); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE `+s.riverTable("river_job")+` SET queue = $2 WHERE id = $1`, jobID, ProbeQueueName(key))
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("keys: dispatch probe %s: %w", key, err)
+	}
+	return jobID, nil
+}
+
+// sweepProbeQueue moves every job of ProbeQueueName(key) that is not running
+// and is not the live probe back to QueueName(key): a probe that failed and
+// was snoozed, a job that lost its claim to an expired lease.
+func (s *Store) sweepProbeQueue(ctx context.Context, key string) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `
+UPDATE `+s.riverTable("river_job")+` SET queue = $2
+WHERE queue = $3
+  AND state IN ('available', 'scheduled', 'retryable', 'pending')
+  AND id IS DISTINCT FROM (
+      SELECT probe_job_id FROM triage_key_state
+      WHERE key = $1 AND state = 'half_open' AND probe_lease_until > coalesce($4::timestamptz, now()))`,
+		key, QueueName(key), ProbeQueueName(key), s.nowParam())
+	if err != nil {
+		return 0, fmt.Errorf("keys: sweep probe queue %s: %w", key, err)
+	}
+	return tag.RowsAffected(), nil
+}
