@@ -1,0 +1,57 @@
+// Package classify says what an LLM provider's response means for the
+// reaction: [Classify] turns an [Observation] (vendor, path, phase, status,
+// headers, body) into a [Verdict] (class, retry_after_s, code, reason,
+// known). It is pure: no I/O, no clock, no package state that changes.
+//
+// # Rule order
+//
+//  1. Phase. not_sent is transient (nothing reached the provider);
+//     sent_no_response and stream are ambiguous (the request may have run and
+//     been billed), whatever error a broken stream carried.
+//  2. Odd statuses (0, 1xx, 3xx, >599): rejected, known:false.
+//  3. 2xx: ok, unless the body carries an error (OpenRouter's finish_reason
+//     "error"), which is ambiguous for the same billing reason as a stream.
+//  4. Errors: the vendor's tables, top to bottom, first match wins, then the
+//     generic status table. Rows read structured fields first (error.type,
+//     error.code, error.status, Google details[] ErrorInfo/QuotaFailure,
+//     Anthropic error.details.error_code, OpenRouter error.metadata,
+//     x-amzn-ErrorType, the Cloudflare error[] codes), the HTTP status second,
+//     and message text only where a vendor gives no structured field
+//     (Anthropic credit balance and usage limits, per-day windows named only
+//     in Groq and Bedrock messages, OpenAI's "Request too large", xAI's bare
+//     string, Mistral's "Service tier capacity exceeded"). OpenRouter's upstream body (error.metadata.raw, a string) is
+//     classified with the upstream provider's tables when that gives a known
+//     answer.
+//  5. Defaults: an unknown 4xx is rejected and an unknown 5xx transient, both
+//     known:false so they are counted and alerted on.
+//  6. x-should-retry: "false" turns transient into rejected and throttled
+//     into exhausted; "true" only lifts an unknown-4xx default to transient.
+//  7. Retry hint (retry-after-ms, retry-after seconds or HTTP date measured
+//     against the response's own Date header, Google RetryInfo.retryDelay)
+//     goes in retry_after_s for throttled, transient and exhausted. For an
+//     exhausted key it is reported only: the reaction is the breaker's probe.
+//
+// # Safety argument
+//
+// The two mistakes that cost money or data are putting a terminal error
+// (rejected, exhausted) in a retrying class, and calling an exhausted key
+// rejected (which dead-letters every job one by one instead of pausing the
+// key). So: account-level rows (billing, quota, spend caps, invalid keys,
+// per-day windows) come before the pacing rows of the same status; no header
+// can make a rule's exhausted or rejected answer retrying; when in doubt
+// between throttled and exhausted the classifier picks exhausted (a gateway's
+// bare 429 without a wait, a throttle the server says not to retry), because
+// the breaker probes and resumes by itself while a misread spend cap would
+// snooze jobs until they die; and when a request may have run, the answer is
+// ambiguous, so the retry goes through the idempotency check.
+//
+// Every table row is pinned by a fixture in testdata/ holding the real vendor
+// body and where it came from; a test fails if a row has none.
+//
+// # Reading the body
+//
+// The body is validated once and walked once, decoding only the members the
+// rules read (wire.go); the message text is decoded only when a rule reads
+// it. The result is exactly what encoding/json gave for any input, checked
+// against the former encoding/json reader by FuzzParseBodyMatchesEncodingJSON.
+package classify

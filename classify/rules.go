@@ -1,0 +1,348 @@
+package classify
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// rule is one row of a vendor table: when it matches, the Verdict gets its
+// class and reason. Rows are tried top to bottom; the first match wins.
+type rule struct {
+	reason string
+	class  Class
+	when   func(f *facts) bool
+	// unknown marks a row that is a deliberate fallback (known:false).
+	unknown bool
+	// delegate marks the OpenRouter row that classifies the upstream body
+	// (error.metadata.raw) with the upstream vendor's own tables.
+	delegate bool
+}
+
+type table struct {
+	name  string
+	rules []rule
+}
+
+func codeIn(f *facts, set ...string) bool { return slices.Contains(set, f.code) }
+func typeIn(f *facts, set ...string) bool { return slices.Contains(set, f.typ) }
+
+// says is the narrow message-text backup: lower-case substring match.
+func says(f *facts, subs ...string) bool {
+	lmsg := f.lower()
+	for _, s := range subs {
+		if strings.Contains(lmsg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// openaiTable holds the OpenAI rows. They read only error.code / error.type
+// values that OpenAI defined, so every OpenAI-compatible server (Groq,
+// DeepSeek, vLLM, LiteLLM, gateways, unknown vendors) runs them too.
+var openaiTable = &table{name: "openai", rules: []rule{
+	// help.openai.com 6614457 and the spend-limit docs: billing conditions share
+	// type insufficient_quota and differ in code; all arrive as 429.
+	{reason: "billing_quota", class: Exhausted, when: func(f *facts) bool {
+		return codeIn(f, "insufficient_quota", "credit_balance_exhausted", "organization_spend_limit_exceeded",
+			"project_spend_limit_exceeded", "organization_usage_limit_exceeded", "billing_hard_limit_reached",
+			"billing_not_active", "access_terminated", "account_deactivated") ||
+			typeIn(f, "insufficient_quota")
+	}},
+	// type is invalid_request_error, which alone would read as a bad request.
+	{reason: "invalid_api_key", class: Exhausted, when: func(f *facts) bool { return codeIn(f, "invalid_api_key") }},
+	// One request larger than the per-minute bucket (OpenAI 429, Groq 413): no
+	// wait makes it fit. The code says rate_limit_exceeded; only the message
+	// says which case it is.
+	{reason: "request_exceeds_rate_bucket", class: Rejected, when: func(f *facts) bool {
+		return codeIn(f, "rate_limit_exceeded") && says(f, "request too large")
+	}},
+	// Per-day buckets (Groq TPD/RPD) are named only in the message.
+	{reason: "per_day_limit", class: Exhausted, when: func(f *facts) bool {
+		return codeIn(f, "rate_limit_exceeded") && says(f, "per day", "(tpd)", "(rpd)")
+	}},
+	{reason: "rate_limit", class: Throttled, when: func(f *facts) bool {
+		return codeIn(f, "rate_limit_exceeded", "slow_down") || typeIn(f, "tokens", "requests")
+	}},
+	{reason: "server_error", class: Transient, when: func(f *facts) bool {
+		return typeIn(f, "server_error", "service_unavailable_error") || codeIn(f, "server_error", "server_is_overloaded")
+	}},
+}}
+
+// anthropicTable: docs.claude.com/en/api/errors error.type values, plus the
+// spend conditions Anthropic reports only as 400/429 with a message.
+var anthropicTable = &table{name: "anthropic", rules: []rule{
+	{reason: "spend_limit_enforced", class: Exhausted, when: func(f *facts) bool {
+		return f.detailsErrorCode == "enforced_spend_limit_reached"
+	}},
+	// 400 invalid_request_error; no structured field names the condition.
+	{reason: "credit_balance_too_low", class: Exhausted, when: func(f *facts) bool {
+		return says(f, "credit balance is too low")
+	}},
+	{reason: "usage_limit_reached", class: Exhausted, when: func(f *facts) bool {
+		return says(f, "reached your specified api usage limits", "reached your api usage limits", "monthly spend limit")
+	}},
+	{reason: "key_or_billing", class: Exhausted, when: func(f *facts) bool {
+		return typeIn(f, "authentication_error", "billing_error", "permission_error")
+	}},
+	// The OpenAI-compatible endpoint puts it in code: type invalid_request_error,
+	// code rate_limit_error.
+	{reason: "rate_limit", class: Throttled, when: func(f *facts) bool {
+		return typeIn(f, "rate_limit_error") || codeIn(f, "rate_limit_error")
+	}},
+	{reason: "overloaded", class: Transient, when: func(f *facts) bool { return typeIn(f, "overloaded_error", "api_error") }},
+}}
+
+// googleTable: Gemini (AI Studio) and Vertex AI share the google.rpc envelope.
+var googleTable = &table{name: "google", rules: []rule{
+	// 400 INVALID_ARGUMENT, but the key is the problem.
+	{reason: "api_key_invalid", class: Exhausted, when: func(f *facts) bool {
+		for _, r := range f.reasons {
+			if r == "API_KEY_INVALID" || r == "API_KEY_SERVICE_BLOCKED" || r == "SERVICE_DISABLED" || r == "CONSUMER_SUSPENDED" {
+				return true
+			}
+		}
+		return false
+	}},
+	// 403 PERMISSION_DENIED: "Your API key doesn't have the required
+	// permissions" (ai.google.dev troubleshooting), including a key Google
+	// blocked as leaked. No request on this key can succeed, and calling it
+	// rejected would dead-letter every job one by one.
+	{reason: "permission_denied", class: Exhausted, when: func(f *facts) bool { return f.gstatus == "PERMISSION_DENIED" }},
+	// 400 FAILED_PRECONDITION: "Gemini API free tier is not available in your
+	// country. Please enable billing on your project" (ai.google.dev
+	// troubleshooting), sent as "User location is not supported for the API
+	// use". An account/region condition, not the request: every request from
+	// this key fails the same way until billing is enabled or the egress region
+	// changes, so the key pauses and a human is alerted.
+	{reason: "failed_precondition", class: Exhausted, when: func(f *facts) bool { return f.gstatus == "FAILED_PRECONDITION" }},
+	// A per-day quota resets hours away even when RetryInfo says "retry in 38s".
+	{reason: "quota_per_day", class: Exhausted, when: func(f *facts) bool {
+		for _, q := range f.quotaIDs {
+			if strings.Contains(q, "PerDay") {
+				return true
+			}
+		}
+		return false
+	}},
+	// Per-minute quotas, shared-capacity 429s and the legacy errors[].reason.
+	{reason: "resource_exhausted", class: Throttled, when: func(f *facts) bool {
+		return f.gstatus == "RESOURCE_EXHAUSTED" || slices.Contains(f.reasons, "rateLimitExceeded")
+	}},
+	{reason: "unavailable", class: Transient, when: func(f *facts) bool { return f.gstatus == "UNAVAILABLE" || f.gstatus == "INTERNAL" }},
+}}
+
+var azureTable = &table{name: "azure", rules: []rule{
+	{reason: "content_filter", class: Rejected, when: func(f *facts) bool {
+		return codeIn(f, "content_filter") || f.innerCode == "ResponsibleAIPolicyViolation"
+	}},
+	// 404 DeploymentNotFound: the deployment in the key's URL does not exist
+	// (or was created under five minutes ago, says the message). That is the
+	// key's configuration, not the request: rejected would dead-letter the
+	// whole batch one call at a time, while exhausted keeps every job queued,
+	// alerts, and the probe resumes the queue once the deployment exists.
+	{reason: "deployment_not_found", class: Exhausted, when: func(f *facts) bool { return codeIn(f, "DeploymentNotFound") }},
+	// Azure's only wait is in the message ("Please retry after 86400 seconds"):
+	// a wait of an hour or more is a quota window, not pacing.
+	{reason: "quota_window", class: Exhausted, when: func(f *facts) bool {
+		return (f.status == 429 || f.code == "429") && messageWait(f.lower()) >= 3600
+	}},
+}}
+
+// bedrockTable reads the x-amzn-ErrorType header; the body is only {"message"}.
+var bedrockTable = &table{name: "bedrock", rules: []rule{
+	// 403: the account or role may not invoke this model (model access not
+	// granted, IAM, Marketplace subscription). Every call on the key fails.
+	{reason: "access_denied", class: Exhausted, when: func(f *facts) bool { return f.amzType == "AccessDeniedException" }},
+	// 400, but an account quota ("You can resubmit your request later"):
+	// account-level, so exhausted; the breaker's probe finds when it lifts.
+	{reason: "service_quota_exceeded", class: Exhausted, when: func(f *facts) bool {
+		return f.amzType == "ServiceQuotaExceededException"
+	}},
+	// 408: the model ran past its timeout; it may have run and been billed.
+	{reason: "model_timeout", class: Ambiguous, when: func(f *facts) bool { return f.amzType == "ModelTimeoutException" }},
+	{reason: "throttled_per_day", class: Exhausted, when: func(f *facts) bool {
+		return f.amzType == "ThrottlingException" && says(f, "per day")
+	}},
+	{reason: "throttled", class: Throttled, when: func(f *facts) bool { return f.amzType == "ThrottlingException" }},
+	{reason: "validation", class: Rejected, when: func(f *facts) bool { return f.amzType == "ValidationException" }},
+}}
+
+var openrouterTable = &table{name: "openrouter", rules: []rule{
+	{reason: "credits", class: Exhausted, when: func(f *facts) bool {
+		return f.status == 402 || f.code == "402" || f.metaErrorType == "payment_required" ||
+			f.limitSource == "openrouter_credits" || f.limitSource == "openrouter_key_limit"
+	}},
+	{reason: "upstream_rate_limit", class: Throttled, when: func(f *facts) bool {
+		return f.limitSource == "upstream_provider_shared_pool" || f.metaErrorType == "rate_limit_exceeded"
+	}},
+	{reason: "upstream", delegate: true, when: func(f *facts) bool { return f.metaRaw != "" }},
+}}
+
+var cloudflareTable = &table{name: "cloudflare", rules: []rule{
+	// Guardrails / DLP blocks: the content, not the key.
+	{reason: "guardrail_blocked", class: Rejected, when: func(f *facts) bool {
+		return slices.ContainsFunc(f.cfCodes, func(c int) bool { return c == 2016 || c == 2017 || c == 2030 })
+	}},
+	// Gateway or Cloudflare API credential rejected.
+	{reason: "gateway_auth", class: Exhausted, when: func(f *facts) bool {
+		return slices.ContainsFunc(f.cfCodes, func(c int) bool { return c == 2009 || c == 10000 })
+	}},
+}}
+
+var mistralTable = &table{name: "mistral", rules: []rule{
+	{reason: "rate_limited", class: Throttled, when: func(f *facts) bool { return typeIn(f, "rate_limited") }},
+	// 503 "Service tier capacity exceeded for this model." with type
+	// invalid_request_error and code null: Mistral's backend is full (LiteLLM
+	// PR #25078), not the request and not the account. Like Groq's 498 Flex
+	// capacity it is waited out without burning attempts; only the message
+	// names it.
+	{reason: "capacity_exceeded", class: Throttled, when: func(f *facts) bool {
+		return says(f, "service tier capacity exceeded")
+	}},
+}}
+
+var groqTable = &table{name: "groq", rules: []rule{
+	// console.groq.com/docs/spend-limits: 400 with code blocked_api_access.
+	{reason: "account_blocked", class: Exhausted, when: func(f *facts) bool {
+		return codeIn(f, "blocked_api_access", "organization_restricted")
+	}},
+	// console.groq.com/docs/errors: 498 Flex tier capacity exceeded.
+	{reason: "flex_capacity", class: Throttled, when: func(f *facts) bool { return f.status == 498 }},
+}}
+
+// xAI sends the credit/spend condition as a bare JSON string, on 429 and 403.
+var xaiTable = &table{name: "xai", rules: []rule{
+	{reason: "credits_or_spend_limit", class: Exhausted, when: func(f *facts) bool {
+		return f.bare && says(f, "available credits", "spending limit")
+	}},
+}}
+
+// Ollama: a model that is not pulled fails every request until someone pulls it.
+var ollamaTable = &table{name: "ollama", rules: []rule{
+	{reason: "model_not_pulled", class: Exhausted, when: func(f *facts) bool {
+		return f.status == 404 && says(f, "try pulling it first")
+	}},
+}}
+
+var litellmTable = &table{name: "litellm", rules: []rule{
+	{reason: "budget_exceeded", class: Exhausted, when: func(f *facts) bool {
+		return typeIn(f, "budget_exceeded") || says(f, "budget has been exceeded", "exceededbudget")
+	}},
+	// The proxy wraps an upstream 429 as type throttling_error; when the
+	// upstream (Azure) asked for a wait of an hour or more it is a quota window.
+	{reason: "quota_window", class: Exhausted, when: func(f *facts) bool {
+		return typeIn(f, "throttling_error") && messageWait(f.lower()) >= 3600
+	}},
+}}
+
+// genericTable runs last for every vendor: the HTTP status decides.
+var genericTable = &table{name: "generic", rules: []rule{
+	{reason: "unauthorized", class: Exhausted, when: func(f *facts) bool { return f.status == 401 }},
+	{reason: "payment_required", class: Exhausted, when: func(f *facts) bool { return f.status == 402 }},
+	{reason: "bad_request", class: Rejected, when: func(f *facts) bool { return f.status == 400 && f.structured }},
+	{reason: "not_found", class: Rejected, when: func(f *facts) bool { return f.status == 404 && f.structured }},
+	// The upstream may have run the request and billed it.
+	{reason: "timeout", class: Ambiguous, when: func(f *facts) bool { return f.status == 408 || f.status == 504 }},
+	// A gateway or router answering 429 with nothing we recognise may be its own
+	// budget or its own rate limit. With a wait it reads as pacing; without one,
+	// exhausted is the safe side: the breaker probes and resumes by itself,
+	// whereas treating a spend cap as pacing snoozes jobs until they die.
+	{reason: "gateway_rate_limit", class: Throttled, when: func(f *facts) bool {
+		return f.status == 429 && f.path != PathDirect && f.path != "" && !f.structured && f.hint != nil
+	}},
+	{reason: "gateway_429_unexplained", class: Exhausted, unknown: true, when: func(f *facts) bool {
+		return f.status == 429 && f.path != PathDirect && f.path != "" && !f.structured
+	}},
+	{reason: "rate_limit", class: Throttled, when: func(f *facts) bool { return f.status == 429 }},
+	{reason: "server_error", class: Transient, when: func(f *facts) bool {
+		return f.status == 500 || f.status == 502 || f.status == 503 || f.status == 529
+	}},
+}}
+
+// chains says which tables run, in order, for each vendor.
+var chains = map[string][]*table{
+	"openai":                {openaiTable, genericTable},
+	"anthropic":             {anthropicTable, genericTable},
+	"gemini":                {googleTable, genericTable},
+	"vertex":                {googleTable, genericTable},
+	"azure-openai":          {azureTable, openaiTable, genericTable},
+	"bedrock":               {bedrockTable, genericTable},
+	"openrouter":            {openrouterTable, openaiTable, genericTable},
+	"cloudflare-ai-gateway": {cloudflareTable, openaiTable, genericTable},
+	"mistral":               {mistralTable, openaiTable, genericTable},
+	"groq":                  {groqTable, openaiTable, genericTable},
+	"deepseek":              {openaiTable, genericTable},
+	"together":              {openaiTable, genericTable},
+	"fireworks":             {openaiTable, genericTable},
+	"xai":                   {xaiTable, openaiTable, genericTable},
+	"cohere":                {openaiTable, genericTable},
+	"vllm":                  {openaiTable, genericTable},
+	"ollama":                {ollamaTable, openaiTable, genericTable},
+	"litellm-proxy":         {litellmTable, openaiTable, genericTable},
+	"other":                 {openaiTable, genericTable},
+}
+
+// Vendors lists the vendor names the classifier has rule sets for.
+func Vendors() []string {
+	out := make([]string, 0, len(chains))
+	for v := range chains {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// KnownVendor reports whether v names a rule set; Classify treats any other
+// name as "other".
+func KnownVendor(v string) bool {
+	_, ok := chains[v]
+	return ok
+}
+
+// messageWait finds "retry after N seconds" in a lower-cased message and
+// returns N, or -1.
+func messageWait(lmsg string) float64 {
+	_, rest, ok := strings.Cut(lmsg, "retry after ")
+	if !ok {
+		return -1
+	}
+	num, unit, ok := strings.Cut(rest, " ")
+	if !ok || !strings.HasPrefix(unit, "second") {
+		return -1
+	}
+	n, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// upstreamVendor maps an OpenRouter provider_name to a rule set.
+func upstreamVendor(provider string) string {
+	p := strings.ToLower(provider)
+	switch {
+	case strings.Contains(p, "azure"):
+		return "azure-openai"
+	case strings.Contains(p, "openai"):
+		return "openai"
+	case strings.Contains(p, "anthropic"):
+		return "anthropic"
+	case strings.Contains(p, "ai studio"):
+		return "gemini"
+	case strings.Contains(p, "google"), strings.Contains(p, "vertex"):
+		return "vertex"
+	case strings.Contains(p, "bedrock"):
+		return "bedrock"
+	case strings.Contains(p, "mistral"):
+		return "mistral"
+	case strings.Contains(p, "groq"):
+		return "groq"
+	case strings.Contains(p, "deepseek"):
+		return "deepseek"
+	case strings.Contains(p, "xai"):
+		return "xai"
+	}
+	return "other"
+}

@@ -1,0 +1,566 @@
+package classify
+
+import (
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+)
+
+// This file reads an error body in one validating pass (gjson.Valid) and one
+// walk that decodes the members the rules need and skips the rest, instead of
+// encoding/json's reflection, which validated and re-scanned the same bytes
+// once per nested json.RawMessage (35 µs for a 1.4 KB Gemini 429).
+//
+// The result is exactly what encoding/json's Unmarshal into the former wire
+// structs gave, corner cases included, because bodies are untrusted and a
+// verdict must not depend on the parser: invalid JSON (or JSON nested deeper
+// than encoding/json's 10000 levels) yields nothing; member names match
+// case-insensitively; a repeated member overwrites (a repeated object merges
+// into the first, a repeated array reuses its elements, as encoding/json
+// does); null leaves a string unchanged and clears a pointer or slice; a
+// value of the wrong JSON type is ignored; strings decode with invalid UTF-8
+// and lone surrogates replaced by U+FFFD. FuzzParseBodyMatchesEncodingJSON
+// checks this against the former implementation (body_ref_test.go).
+//
+// Decoders take the whole (valid) body s and the index i where their value
+// starts, and return the index just past it.
+
+// wireBody is the top level of every envelope the rules know.
+type wireBody struct {
+	Error     string    // raw JSON: object (most vendors), string (Ollama) or array (Cloudflare)
+	err       wireError // Error decoded, when it is an object
+	Errors    string    // raw JSON: Cloudflare's errors[]
+	Object    string
+	Type      string // raw JSON scalar
+	Message   string // raw JSON string
+	Code      string // raw JSON scalar
+	ErrorType string
+	Choices   []wireChoice
+}
+
+type wireChoice struct{ FinishReason string }
+
+type wireError struct {
+	Message     string // raw JSON string
+	Type        string // raw JSON scalar
+	Code        string // raw JSON scalar
+	Status      string // raw JSON scalar
+	ErrorType   string
+	InnerError  *wireCode // innererror
+	InnerError2 *wireCode // inner_error
+	Errors      []wireReason
+	Metadata    *wireMetadata
+	Details     wireDetails // from the last "details" member
+}
+
+type wireCode struct{ Code string }
+
+type wireReason struct{ Reason string }
+
+type wireMetadata struct {
+	ErrorType    string
+	Raw          string // raw JSON
+	ProviderName string
+	LimitSource  string
+}
+
+// wireDetails is what the rules read from error.details: Google's details[]
+// (one wireDetail per element) or Anthropic's details{error_code}.
+type wireDetails struct {
+	reasons    []string // ErrorInfo.reason
+	quotaIDs   []string // QuotaFailure.violations[].quotaId
+	retryDelay string   // RetryInfo.retryDelay
+	errorCode  string   // Anthropic error_code
+}
+
+type wireDetail struct {
+	Type       string // @type
+	Reason     string
+	RetryDelay string
+	Violations []wireQuotaID
+}
+
+type wireQuotaID struct{ QuotaID string }
+
+type wireCloudflareItem struct {
+	Code    string // raw JSON scalar
+	Message string // raw JSON string
+}
+
+func (w *wireBody) decode(s string, i int) int {
+	return scanObject(s, i, func(k string, v int) int {
+		switch {
+		case keyIs(k, "error"):
+			end := 0
+			if s[v] == '{' {
+				w.err = wireError{}
+				end = w.err.decode(s, v)
+			} else {
+				end = valueEnd(s, v)
+			}
+			w.Error = s[v:end]
+			return end
+		case keyIs(k, "errors"):
+			return setRaw(&w.Errors, s, v)
+		case keyIs(k, "object"):
+			return setString(&w.Object, s, v)
+		case keyIs(k, "type"):
+			return setRaw(&w.Type, s, v)
+		case keyIs(k, "message"):
+			return setRawString(&w.Message, s, v)
+		case keyIs(k, "code"):
+			return setRaw(&w.Code, s, v)
+		case keyIs(k, "error_type"):
+			return setString(&w.ErrorType, s, v)
+		case keyIs(k, "choices"):
+			return decodeSlice(&w.Choices, s, v, func(c *wireChoice, i int) int {
+				return scanObject(s, i, func(k string, v int) int {
+					if keyIs(k, "finish_reason") {
+						return setString(&c.FinishReason, s, v)
+					}
+					return valueEnd(s, v)
+				})
+			})
+		}
+		return valueEnd(s, v)
+	})
+}
+
+func (e *wireError) decode(s string, i int) int {
+	return scanObject(s, i, func(k string, v int) int {
+		switch {
+		case keyIs(k, "message"):
+			return setRawString(&e.Message, s, v)
+		case keyIs(k, "type"):
+			return setRaw(&e.Type, s, v)
+		case keyIs(k, "code"):
+			return setRaw(&e.Code, s, v)
+		case keyIs(k, "status"):
+			return setRaw(&e.Status, s, v)
+		case keyIs(k, "details"):
+			e.Details = wireDetails{}
+			return e.Details.decode(s, v)
+		case keyIs(k, "error_type"):
+			return setString(&e.ErrorType, s, v)
+		case keyIs(k, "innererror"):
+			return decodePtr(&e.InnerError, s, v, (*wireCode).decode)
+		case keyIs(k, "inner_error"):
+			return decodePtr(&e.InnerError2, s, v, (*wireCode).decode)
+		case keyIs(k, "errors"):
+			return decodeSlice(&e.Errors, s, v, func(r *wireReason, i int) int {
+				return scanObject(s, i, func(k string, v int) int {
+					if keyIs(k, "reason") {
+						return setString(&r.Reason, s, v)
+					}
+					return valueEnd(s, v)
+				})
+			})
+		case keyIs(k, "metadata"):
+			return decodePtr(&e.Metadata, s, v, (*wireMetadata).decode)
+		}
+		return valueEnd(s, v)
+	})
+}
+
+func (c *wireCode) decode(s string, i int) int {
+	return scanObject(s, i, func(k string, v int) int {
+		if keyIs(k, "code") {
+			return setString(&c.Code, s, v)
+		}
+		return valueEnd(s, v)
+	})
+}
+
+func (m *wireMetadata) decode(s string, i int) int {
+	return scanObject(s, i, func(k string, v int) int {
+		switch {
+		case keyIs(k, "error_type"):
+			return setString(&m.ErrorType, s, v)
+		case keyIs(k, "raw"):
+			return setRaw(&m.Raw, s, v)
+		case keyIs(k, "provider_name"):
+			return setString(&m.ProviderName, s, v)
+		case keyIs(k, "limit_source"):
+			return setString(&m.LimitSource, s, v)
+		}
+		return valueEnd(s, v)
+	})
+}
+
+func (d *wireDetails) decode(s string, i int) int {
+	switch s[i] {
+	case '[': // Google details[]: each element decoded on its own
+		return scanArray(s, i, func(v int) int {
+			var x wireDetail
+			end := 0
+			if s[v] == '{' {
+				end = x.decode(s, v)
+			} else {
+				end = valueEnd(s, v)
+			}
+			switch {
+			case strings.HasSuffix(x.Type, "google.rpc.ErrorInfo") && x.Reason != "":
+				d.reasons = append(d.reasons, x.Reason)
+			case strings.HasSuffix(x.Type, "google.rpc.QuotaFailure"):
+				for _, q := range x.Violations {
+					d.quotaIDs = append(d.quotaIDs, q.QuotaID)
+				}
+			case strings.HasSuffix(x.Type, "google.rpc.RetryInfo"):
+				d.retryDelay = x.RetryDelay
+			}
+			return end
+		})
+	case '{': // Anthropic details{error_code}
+		return scanObject(s, i, func(k string, v int) int {
+			if keyIs(k, "error_code") {
+				return setString(&d.errorCode, s, v)
+			}
+			return valueEnd(s, v)
+		})
+	}
+	return valueEnd(s, i)
+}
+
+func (d *wireDetail) decode(s string, i int) int {
+	return scanObject(s, i, func(k string, v int) int {
+		switch {
+		case keyIs(k, "@type"):
+			return setString(&d.Type, s, v)
+		case keyIs(k, "reason"):
+			return setString(&d.Reason, s, v)
+		case keyIs(k, "retryDelay"):
+			return setString(&d.RetryDelay, s, v)
+		case keyIs(k, "violations"):
+			return decodeSlice(&d.Violations, s, v, func(q *wireQuotaID, i int) int {
+				return scanObject(s, i, func(k string, v int) int {
+					if keyIs(k, "quotaId") {
+						return setString(&q.QuotaID, s, v)
+					}
+					return valueEnd(s, v)
+				})
+			})
+		}
+		return valueEnd(s, v)
+	})
+}
+
+func (c *wireCloudflareItem) decode(s string, i int) int {
+	return scanObject(s, i, func(k string, v int) int {
+		switch {
+		case keyIs(k, "code"):
+			return setRaw(&c.Code, s, v)
+		case keyIs(k, "message"):
+			return setRawString(&c.Message, s, v)
+		}
+		return valueEnd(s, v)
+	})
+}
+
+// setRaw stores the raw value (last one wins, like json.RawMessage).
+func setRaw(dst *string, s string, v int) int {
+	end := valueEnd(s, v)
+	*dst = s[v:end]
+	return end
+}
+
+// setString stores a JSON string; null and other kinds leave dst unchanged.
+func setString(dst *string, s string, v int) int {
+	end := valueEnd(s, v)
+	if s[v] == '"' {
+		*dst = unquote(s[v:end])
+	}
+	return end
+}
+
+// setRawString is setString that keeps the literal undecoded (quotes
+// included), for messages: most verdicts never read the text, so it is
+// decoded only on demand (facts.message).
+func setRawString(dst *string, s string, v int) int {
+	end := valueEnd(s, v)
+	if s[v] == '"' {
+		*dst = s[v:end]
+	}
+	return end
+}
+
+// decodePtr decodes the value at s[v] into *p, as encoding/json does for a
+// pointer field: null clears it, any other value allocates it if needed, and
+// only an object fills it.
+func decodePtr[T any](p **T, s string, v int, decode func(*T, string, int) int) int {
+	if s[v] == 'n' {
+		*p = nil
+		return v + len("null")
+	}
+	if *p == nil {
+		*p = new(T)
+	}
+	if s[v] == '{' {
+		return decode(*p, s, v)
+	}
+	return valueEnd(s, v)
+}
+
+// decodeSlice decodes the array at s[v] into *p, as encoding/json does for
+// a slice field: null clears it, another kind leaves it unchanged, and an
+// array reuses the slice's elements (and its spare capacity) before growing
+// it, decoding each object element over what is already there.
+func decodeSlice[T any](p *[]T, s string, v int, decode func(*T, int) int) int {
+	switch s[v] {
+	case 'n':
+		*p = nil
+		return v + len("null")
+	case '[':
+	default:
+		return valueEnd(s, v)
+	}
+	elems, n := *p, 0
+	end := scanArray(s, v, func(e int) int {
+		if n < cap(elems) {
+			elems = elems[:max(len(elems), n+1)]
+		} else {
+			var zero T
+			elems = append(elems, zero)
+		}
+		n++
+		if s[e] == '{' {
+			return decode(&elems[n-1], e)
+		}
+		return valueEnd(s, e)
+	})
+	if n == 0 {
+		elems = []T{}
+	}
+	*p = elems[:n]
+	return end
+}
+
+// scanObject reads the object at s[i], calling member with each raw key
+// (quotes included) and the index where its value starts; member returns
+// the index just past that value. scanObject returns the index just past
+// the object.
+func scanObject(s string, i int, member func(key string, v int) int) int {
+	i = skipSpace(s, i+1)
+	for s[i] == '"' {
+		ke := stringEnd(s, i)
+		v := skipSpace(s, skipSpace(s, ke)+1) // past ':'
+		i = skipSpace(s, member(s[i:ke], v))
+		if s[i] == ',' {
+			i = skipSpace(s, i+1)
+		}
+	}
+	return i + 1
+}
+
+// scanArray reads the array at s[i], calling elem with the index where each
+// element starts; elem returns the index just past it.
+func scanArray(s string, i int, elem func(v int) int) int {
+	i = skipSpace(s, i+1)
+	for s[i] != ']' {
+		i = skipSpace(s, elem(i))
+		if s[i] == ',' {
+			i = skipSpace(s, i+1)
+		}
+	}
+	return i + 1
+}
+
+// validJSON reports whether s is one JSON value that encoding/json accepts.
+func validJSON(s string) bool {
+	// encoding/json refuses nesting deeper than 10000; only a long body can
+	// reach that, so short ones skip the count.
+	if len(s) > 2*maxNestingDepth && nestedDeeperThan(s, maxNestingDepth) {
+		return false
+	}
+	return gjson.Valid(s)
+}
+
+const maxNestingDepth = 10000 // encoding/json's limit
+
+func nestedDeeperThan(s string, max int) bool {
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '"':
+			i = stringEnd(s, i) - 1
+		case '{', '[':
+			if depth++; depth > max {
+				return true
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return false
+}
+
+func skipSpace(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index just past the string that opens at s[i].
+func stringEnd(s string, i int) int {
+	for i++; ; i++ {
+		j := strings.IndexByte(s[i:], '"')
+		if j < 0 {
+			return len(s)
+		}
+		i += j
+		// The quote ends the string unless an odd run of backslashes escapes it.
+		n := 0
+		for k := i - 1; s[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return i + 1
+		}
+	}
+}
+
+// valueEnd returns the index just past the value that starts at s[i].
+func valueEnd(s string, i int) int {
+	if i >= len(s) {
+		return i
+	}
+	switch s[i] {
+	case '"':
+		return stringEnd(s, i)
+	case '{', '[':
+		depth := 0
+		for {
+			for i < len(s) && !structural[s[i]] {
+				i++
+			}
+			if i == len(s) {
+				return i
+			}
+			switch s[i] {
+			case '"':
+				i = stringEnd(s, i)
+				continue
+			case '{', '[':
+				depth++
+			default:
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+	}
+	for i < len(s) && !endsScalar[s[i]] {
+		i++
+	}
+	return i
+}
+
+var (
+	structural = byteSet(`"{}[]`)
+	endsScalar = byteSet(",}] \t\n\r")
+)
+
+func byteSet(chars string) (set [256]bool) {
+	for _, c := range []byte(chars) {
+		set[c] = true
+	}
+	return set
+}
+
+// keyIs matches a raw member name against a field name the way
+// encoding/json does: after unescaping, case-insensitively (bytes.EqualFold).
+func keyIs(raw, name string) bool {
+	k := raw[1 : len(raw)-1]
+	if strings.IndexByte(k, '\\') >= 0 {
+		k = unquote(raw)
+	}
+	return strings.EqualFold(k, name)
+}
+
+// unquote decodes the JSON string literal raw (quotes included) exactly as
+// encoding/json does, replacing invalid UTF-8 and unpaired surrogates with
+// U+FFFD. Without escapes or bad bytes it returns a substring, no copy.
+func unquote(raw string) string {
+	s := raw[1 : len(raw)-1]
+	if strings.IndexByte(s, '\\') < 0 && utf8.ValidString(s) {
+		return s
+	}
+	b := make([]byte, 0, len(s))
+	for {
+		// Copy the run up to the next escape; ranging over a string yields
+		// U+FFFD for each invalid byte.
+		n := strings.IndexByte(s, '\\')
+		if n < 0 {
+			n = len(s)
+		}
+		if run := s[:n]; utf8.ValidString(run) {
+			b = append(b, run...)
+		} else {
+			for _, r := range run {
+				b = utf8.AppendRune(b, r)
+			}
+		}
+		if n == len(s) {
+			return string(b)
+		}
+		e := s[n+1]
+		s = s[n+2:]
+		switch e {
+		case 'b':
+			b = append(b, '\b')
+		case 'f':
+			b = append(b, '\f')
+		case 'n':
+			b = append(b, '\n')
+		case 'r':
+			b = append(b, '\r')
+		case 't':
+			b = append(b, '\t')
+		case 'u':
+			r := hex4(s)
+			s = s[4:]
+			if utf16.IsSurrogate(r) {
+				// A pair only if the next escape completes it; else U+FFFD
+				// and the next escape is read on its own.
+				r2 := rune(-1)
+				if strings.HasPrefix(s, `\u`) {
+					r2 = hex4(s[2:])
+				}
+				if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+					r = dec
+					s = s[6:]
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			b = utf8.AppendRune(b, r)
+		default: // '"', '\\', '/'
+			b = append(b, e)
+		}
+	}
+}
+
+// hex4 reads four hex digits (validated already); -1 if s is too short.
+func hex4(s string) rune {
+	if len(s) < 4 {
+		return -1
+	}
+	var r rune
+	for _, c := range []byte(s[:4]) {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return -1
+		}
+		r = r*16 + rune(c)
+	}
+	return r
+}
