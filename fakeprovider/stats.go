@@ -1,0 +1,73 @@
+package fakeprovider
+
+import (
+	"maps"
+	"slices"
+)
+
+// Stats is what the fake has seen since it was created or last reset. It is also
+// the JSON served on GET /__stats.
+type Stats struct {
+	// Requests counts every API request, rejected ones included.
+	Requests int `json:"requests"`
+	// ByStatus counts requests by the status sent; 0 is "no status line": a hang.
+	ByStatus map[int]int `json:"by_status"`
+	// ByAction counts requests by what the fake did (replays are "ok").
+	ByAction map[Action]int `json:"by_action"`
+	// ByRecord is keyed by record id (X-Triage-Record, else the messages' hash).
+	ByRecord map[string]RecordStats `json:"by_record"`
+	// BilledCalls counts calls that ran and cost money, whether or not the
+	// answer reached the client (hangs, cut streams and garbage are billed).
+	BilledCalls  int     `json:"billed_calls"`
+	BilledUSD    float64 `json:"billed_usd"`
+	InputTokens  int     `json:"input_tokens"`
+	OutputTokens int     `json:"output_tokens"`
+	// DoubleBilledRecords counts records billed more than once.
+	DoubleBilledRecords int `json:"double_billed_records"`
+	// IdempotentReplays counts requests answered from the idempotency store.
+	IdempotentReplays int `json:"idempotent_replays"`
+	// RequestsWhileExhausted counts authenticated requests that arrived while
+	// the prepaid balance was spent: how quickly a fleet stops calling.
+	RequestsWhileExhausted int `json:"requests_while_exhausted"`
+	InFlight               int `json:"in_flight"`
+	PeakInFlight           int `json:"peak_in_flight"`
+	// Hanging counts requests blocked in a hang right now.
+	Hanging int `json:"hanging"`
+	// BalanceUSD is nil when the balance is unlimited.
+	BalanceUSD *float64 `json:"balance_usd"`
+}
+
+// RecordStats is one record's history, in arrival order.
+type RecordStats struct {
+	Requests int `json:"requests"`
+	Billed   int `json:"billed"`
+	Replays  int `json:"replays"`
+	// Statuses and Actions have one entry per request.
+	Statuses []int    `json:"statuses"`
+	Actions  []Action `json:"actions"`
+	// IdempotencyKeys has one entry per request, "" when none was sent, so a
+	// test can check that a retry reused its key.
+	IdempotencyKeys []string `json:"idempotency_keys"`
+}
+
+func newStats() Stats {
+	return Stats{ByStatus: map[int]int{}, ByAction: map[Action]int{}, ByRecord: map[string]RecordStats{}}
+}
+
+func (st Stats) clone() Stats {
+	c := st
+	c.ByStatus = maps.Clone(st.ByStatus)
+	c.ByAction = maps.Clone(st.ByAction)
+	c.ByRecord = make(map[string]RecordStats, len(st.ByRecord))
+	for k, r := range st.ByRecord {
+		r.Statuses = slices.Clone(r.Statuses)
+		r.Actions = slices.Clone(r.Actions)
+		r.IdempotencyKeys = slices.Clone(r.IdempotencyKeys)
+		c.ByRecord[k] = r
+	}
+	if st.BalanceUSD != nil {
+		b := *st.BalanceUSD
+		c.BalanceUSD = &b
+	}
+	return c
+}

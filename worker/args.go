@@ -1,0 +1,24 @@
+package worker
+
+import (
+	"encoding/json"
+
+	"github.com/riverqueue/river"
+)
+
+// Kind is the River job kind of a triage call.
+const Kind = "triage_call"
+
+// Args is one record's job. The record itself travels with the job so a
+// worker needs no extra read to render the request.
+type Args struct {
+	Batch    string          `json:"batch"`
+	Pipeline string          `json:"pipeline"`
+	RecordID string          `json:"record_id"`
+	Record   json.RawMessage `json:"record"`
+}
+
+// Kind implements river.JobArgs.
+func (Args) Kind() string { return Kind }
+
+var _ river.JobArgs = Args{}

@@ -1,0 +1,120 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/triage-dev/triage/fakeprovider"
+	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/config"
+)
+
+// helperEnv carries a worker process's settings from a test to the test
+// binary re-executed as that process.
+const helperEnv = "TRIAGE_TEST_WORKER_PROCESS"
+
+type helperSpec struct {
+	DatabaseURL string `json:"database_url"`
+	ConfigTOML  string `json:"config_toml"`
+}
+
+// TestMain lets the test binary double as a worker process that a test can
+// kill -9, which no in-process stop can imitate: nothing runs after it.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(helperEnv); spec != "" {
+		os.Exit(workerProcess(spec))
+	}
+	os.Exit(m.Run())
+}
+
+func workerProcess(specJSON string) int {
+	var spec helperSpec
+	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	cfg, err := config.Parse([]byte(spec.ConfigTOML), "helper.toml")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	pool, err := pgxpool.New(ctx, spec.DatabaseURL)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	rt, err := worker.New(worker.Options{
+		Config: cfg, Pool: pool, Getenv: func(string) string { return "sk-test-secret" },
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		BackoffBase: 10 * time.Millisecond, BackoffCap: 100 * time.Millisecond,
+		FetchCooldown: 5 * time.Millisecond, SupervisorTick: 25 * time.Millisecond,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := rt.Start(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	<-ctx.Done()
+	return 0
+}
+
+// A worker killed mid-batch (SIGKILL: no deferred code, no ledger outcome,
+// jobs left running) and a worker started after it lose no record and bill
+// none twice.
+func TestCrashMidBatchLosesNothingAndBillsNothingTwice(t *testing.T) {
+	t.Parallel()
+	// Latency keeps calls in flight when the process dies.
+	b := setup(t, fakeprovider.Scenario{Latency: fakeprovider.Duration(30 * time.Millisecond)}, tweaks{concurrency: 8, timeout: "1s"})
+	const n = 120
+	b.enqueue(t, "b1", records(n, nil))
+
+	var tomlBuf []byte
+	tomlBuf = append(tomlBuf, b.tomlText...)
+	spec, _ := json.Marshal(helperSpec{DatabaseURL: b.db.URL, ConfigTOML: string(tomlBuf)})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+string(spec))
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+	eventually(t, 30*time.Second, "the worker process is mid-batch", func() bool {
+		return b.status(t, "b1").Completed >= n/4 && b.fake.Stats().InFlight > 0
+	})
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	killed := b.status(t, "b1")
+	require.Less(t, killed.Completed, n, "killed before the end")
+
+	// A new process: River rescues the jobs the dead one left running (after
+	// the dead leader's lease ends), and the ledger's intent rows make their
+	// retries reuse the idempotency key.
+	b.opts.RescueAfter = 3 * time.Second
+	b.opts.JobMargin = time.Second
+	b.start(t)
+	st := b.waitSettled(t, "b1", 90*time.Second)
+	require.Equal(t, n, st.Completed, "no record lost")
+	require.Zero(t, st.DeadLettered)
+	stats := b.fake.Stats()
+	require.Zero(t, stats.DoubleBilledRecords, "no record billed twice")
+	for id, r := range stats.ByRecord {
+		require.LessOrEqual(t, r.Billed, 1, "record %s billed %d times", id, r.Billed)
+	}
+	require.Zero(t, st.PossiblyBilledUSD, "every ambiguous attempt was resolved")
+}

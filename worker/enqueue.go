@@ -1,0 +1,159 @@
+package worker
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/keys"
+)
+
+// LineError is a bad input line: the file and line are named, and nothing is
+// enqueued.
+type LineError struct {
+	File string
+	Line int
+	Err  error
+}
+
+func (e *LineError) Error() string { return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err) }
+func (e *LineError) Unwrap() error { return e.Err }
+
+// maxLine bounds one JSONL record (a record with a long document in it is
+// fine; a file with no newlines at all is not a JSONL file).
+const maxLine = 16 << 20
+
+// ReadJSONL reads one JSON object per line. A record's id is its "id" field
+// (string or number), else its line number. Blank lines are skipped. The
+// first bad line (not an object, duplicate id) fails the whole read.
+func ReadJSONL(r io.Reader, file string) ([]ledger.Record, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var out []ledger.Record
+	seen := map[string]int{}
+	for line := 1; ; line++ {
+		b, err := readLine(br)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, &LineError{File: file, Line: line, Err: err}
+		}
+		if t := bytes.TrimSpace(b); len(t) > 0 {
+			rec, rerr := parseRecord(t, line)
+			if rerr != nil {
+				return nil, &LineError{File: file, Line: line, Err: rerr}
+			}
+			if first, dup := seen[rec.ID]; dup {
+				return nil, &LineError{File: file, Line: line, Err: fmt.Errorf("record id %q already used on line %d", rec.ID, first)}
+			}
+			seen[rec.ID] = line
+			out = append(out, rec)
+		}
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+	}
+}
+
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var buf []byte
+	for {
+		chunk, isPrefix, err := br.ReadLine()
+		buf = append(buf, chunk...)
+		if len(buf) > maxLine {
+			return nil, fmt.Errorf("line longer than %d MiB", maxLine>>20)
+		}
+		if err != nil {
+			return buf, err
+		}
+		if !isPrefix {
+			return buf, nil
+		}
+	}
+}
+
+func parseRecord(b []byte, line int) (ledger.Record, error) {
+	if b[0] != '{' {
+		return ledger.Record{}, errors.New("not a JSON object")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return ledger.Record{}, fmt.Errorf("invalid JSON: %w", err)
+	}
+	id := strconv.Itoa(line)
+	if raw, ok := fields["id"]; ok {
+		var s string
+		var n json.Number
+		switch {
+		case json.Unmarshal(raw, &s) == nil && s != "":
+			id = s
+		case json.Unmarshal(raw, &n) == nil:
+			id = n.String()
+		default:
+			return ledger.Record{}, errors.New(`"id" must be a non-empty string or a number`)
+		}
+	}
+	return ledger.Record{ID: id, Line: line, Data: json.RawMessage(bytes.Clone(b))}, nil
+}
+
+// EnqueueParams describe one batch.
+type EnqueueParams struct {
+	Pipeline string
+	// Batch id; required (the CLI derives one when --batch is absent).
+	Batch string
+	// BudgetUSD overrides the pipeline's budget_usd; nil: the pipeline's.
+	BudgetUSD *float64
+	Records   []ledger.Record
+}
+
+// Enqueue writes the batch, its records and one River job per record in a
+// single transaction: either the whole batch is queued or nothing is.
+func Enqueue(ctx context.Context, pool *pgxpool.Pool, schema string, cfg *config.Config, p EnqueueParams) error {
+	pl, err := cfg.Pipeline(p.Pipeline)
+	if err != nil {
+		return err
+	}
+	key, _, err := cfg.KeyFor(pl.Name)
+	if err != nil {
+		return err
+	}
+	budget := p.BudgetUSD
+	if budget == nil && pl.BudgetUSD > 0 {
+		b := pl.BudgetUSD
+		budget = &b
+	}
+	// An insert-only client: it needs no workers and starts nothing.
+	rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Schema: schema})
+	if err != nil {
+		return fmt.Errorf("enqueue: river client: %w", err)
+	}
+	params := make([]river.InsertManyParams, len(p.Records))
+	opts := &river.InsertOpts{Queue: keys.QueueName(key.Name), MaxAttempts: pl.MaxAttempts}
+	for i, rec := range p.Records {
+		params[i] = river.InsertManyParams{
+			Args:       Args{Batch: p.Batch, Pipeline: pl.Name, RecordID: rec.ID, Record: rec.Data},
+			InsertOpts: opts,
+		}
+	}
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if err := ledger.CreateBatch(ctx, tx, ledger.Batch{ID: p.Batch, Pipeline: pl.Name, Key: key.Name, BudgetUSD: budget}, p.Records); err != nil {
+			return fmt.Errorf("enqueue: %w", err)
+		}
+		if len(params) == 0 {
+			return nil
+		}
+		if _, err := rc.InsertManyFastTx(ctx, tx, params); err != nil {
+			return fmt.Errorf("enqueue: insert jobs: %w", err)
+		}
+		return nil
+	})
+}

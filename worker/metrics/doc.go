@@ -1,0 +1,33 @@
+// Package metrics exposes a triage worker process to Prometheus.
+//
+// A Metrics is a worker.Observer: pass it as worker.Options.Observer and it
+// counts every provider call the process makes. At scrape time it also reads
+// the shared key state (breaker and pause, from keys.Store) and the ledger's
+// spend per key, so those gauges are the same on every process of the fleet,
+// while the counters are this process's own since it started.
+//
+// Handler serves
+//
+//	/metrics   Prometheus text exposition (this Metrics' own registry, plus
+//	           the Go runtime and process collectors)
+//	/healthz   200 "ok" when the database answers a ping within
+//	           HealthTimeoutDefault, else 503 and a one-line reason
+//
+// Nothing it serves is authenticated: bind it to loopback or a private
+// network. Choosing the address, and defaulting it to loopback, is the
+// caller's job (`triage work --metrics-addr`). River's web UI is not embedded: riverqueue.com/riverui
+// v0.22.0 requires River v0.49 with its SQLite driver and would move shared
+// dependencies to other versions.
+//
+// Metrics:
+//
+//	triage_calls_total{key,class,status}      counter: calls by classifier class and HTTP status ("0": no status line)
+//	triage_retries_total{key,class}           counter: calls that were not the record's first
+//	triage_unknown_errors_total{key}          counter: calls no classifier rule matched
+//	triage_spend_usd_total{key}               counter: billed cost of this process's calls
+//	triage_call_duration_seconds{key,class}   histogram: call latency
+//	triage_breaker_state{key}                 gauge: 0 closed, 1 half_open, 2 open (fleet-wide)
+//	triage_key_paused{key}                    gauge: 1 when an operator or throttle pause is active (fleet-wide)
+//	triage_key_spend_usd{key}                 gauge: spend recorded in the ledger (fleet-wide)
+//	triage_shared_state_up                    gauge: 1 when the last scrape read the gauges above
+package metrics

@@ -1,0 +1,283 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/triage-dev/triage/classify"
+)
+
+// maxSuccessBytes bounds how much of a 2xx body is read for decoding. Bodies
+// kept in the Observation are cut at MaxBodyBytes regardless.
+const maxSuccessBytes = 32 << 20
+
+func formatFor(vendor string) (Format, error) {
+	switch vendor {
+	case "anthropic":
+		return FormatAnthropic, nil
+	case "openai", "azure-openai", "openrouter", "groq", "vllm", "ollama", "together",
+		"fireworks", "xai", "deepseek", "mistral", "litellm-proxy", "cloudflare-ai-gateway", "other":
+		return FormatOpenAI, nil
+	case "gemini", "vertex", "bedrock", "cohere":
+		return "", fmt.Errorf("%w: %q speaks its own API; use it through an OpenAI-compatible gateway or router", ErrUnsupportedVendor, vendor)
+	default:
+		return "", fmt.Errorf("%w: %q is not a vendor name", ErrUnsupportedVendor, vendor)
+	}
+}
+
+// New returns a Client for one key. It checks the options and builds a pooled
+// Transport unless o.HTTPClient is set. Errors never contain the API key.
+func New(o Options) (*Client, error) {
+	f, err := formatFor(o.Vendor)
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(o.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%w: base URL must be an http or https URL with a host", ErrInvalidOptions)
+	}
+	if o.APIKey == "" {
+		return nil, fmt.Errorf("%w: API key is empty", ErrInvalidOptions)
+	}
+	if strings.ContainsFunc(o.APIKey, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return nil, fmt.Errorf("%w: API key contains control characters (a trailing newline?)", ErrInvalidOptions)
+	}
+	if o.Timeout < 0 || o.Concurrency < 0 {
+		return nil, fmt.Errorf("%w: timeout and concurrency must not be negative", ErrInvalidOptions)
+	}
+	if o.Path == "" {
+		o.Path = classify.PathDirect
+	}
+	if o.Timeout == 0 {
+		o.Timeout = TimeoutDefault
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = ConcurrencyDefault
+	}
+	hc := o.HTTPClient
+	if hc == nil {
+		hc = &http.Client{
+			Transport: newTransport(o.Concurrency),
+			// A redirect is the observation: following a POST's 301/302/303
+			// would resend it as a GET elsewhere.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	return &Client{
+		format:  f,
+		vendor:  o.Vendor,
+		path:    o.Path,
+		baseURL: u,
+		apiKey:  o.APIKey,
+		timeout: o.Timeout,
+		hc:      hc,
+	}, nil
+}
+
+// newTransport pools enough idle connections for every worker slot, keeping
+// the rest of http.DefaultTransport's settings (proxy from the environment,
+// dial and TLS handshake timeouts).
+func newTransport(concurrency int) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 2 * concurrency
+	t.MaxIdleConns = max(100, 2*concurrency)
+	t.IdleConnTimeout = 90 * time.Second
+	return t
+}
+
+// Format returns the client's wire format.
+func (c *Client) Format() Format { return c.format }
+
+// Do sends one request and describes the outcome. The error is non-nil only
+// when the Request is invalid (ErrInvalidRequest); every network outcome,
+// timeouts and error statuses included, is in Result.Observation. Do never
+// retries, and neither does the Transport underneath (the request is made
+// non-replayable so net/http cannot resend it on a broken keep-alive
+// connection).
+func (c *Client) Do(ctx context.Context, r Request) (res Result, err error) {
+	if err := r.validate(); err != nil {
+		return Result{}, err
+	}
+	body, url := c.encode(r)
+	res = Result{Observation: classify.Observation{Vendor: c.vendor, Path: c.path}}
+
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+
+	var tr writeTrace
+	ctx = httptrace.WithClientTrace(ctx, tr.clientTrace())
+	req, reqErr := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if reqErr != nil {
+		return Result{}, fmt.Errorf("%w: cannot build the HTTP request", ErrInvalidRequest)
+	}
+	// With GetBody unset the request is not replayable: net/http will not
+	// resend it by itself, whatever the Idempotency-Key header says.
+	req.GetBody = nil
+	c.setHeaders(req.Header, r)
+
+	start := time.Now()
+	defer func() { res.Elapsed = time.Since(start) }()
+
+	resp, doErr := c.hc.Do(req)
+	if doErr != nil {
+		if tr.maybeWritten() {
+			res.Observation.Phase = classify.PhaseSentNoResponse
+		} else {
+			res.Observation.Phase = classify.PhaseNotSent
+		}
+		return res, nil
+	}
+	defer resp.Body.Close()
+
+	res.Observation.Phase = classify.PhaseResponse
+	res.Observation.Status = resp.StatusCode
+	res.Observation.Headers = lowerHeaders(resp.Header)
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		// The status is the outcome; a body cut short is still evidence.
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes))
+		res.Observation.Body = string(b)
+		return res, nil
+	}
+	if r.Stream && isEventStream(resp.Header) {
+		c.readStream(resp.Body, &res)
+		return res, nil
+	}
+	b, readErr := io.ReadAll(io.LimitReader(resp.Body, maxSuccessBytes+1))
+	res.Observation.Body = capBody(b)
+	if readErr != nil {
+		// Written and answered 2xx, but the answer never arrived whole: the
+		// call ran and may be billed.
+		res.Observation.Phase = classify.PhaseSentNoResponse
+		return res, nil
+	}
+	if len(b) > maxSuccessBytes {
+		res.Malformed = fmt.Sprintf("2xx body longer than %d bytes", maxSuccessBytes)
+		return res, nil
+	}
+	c.decode(b, &res)
+	return res, nil
+}
+
+func (r Request) validate() error {
+	var missing []string
+	if r.Model == "" {
+		missing = append(missing, "Model")
+	}
+	if r.Prompt == "" {
+		missing = append(missing, "Prompt")
+	}
+	if r.IdempotencyKey == "" {
+		missing = append(missing, "IdempotencyKey")
+	}
+	if r.RecordID == "" {
+		missing = append(missing, "RecordID")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %s required", ErrInvalidRequest, strings.Join(missing, ", "))
+	}
+	if r.MaxTokens <= 0 {
+		return fmt.Errorf("%w: MaxTokens must be positive, got %d", ErrInvalidRequest, r.MaxTokens)
+	}
+	if t := r.Temperature; t != nil && (math.IsNaN(*t) || math.IsInf(*t, 0) || *t < 0) {
+		return fmt.Errorf("%w: Temperature must be a non-negative number", ErrInvalidRequest)
+	}
+	for name, v := range map[string]string{"IdempotencyKey": r.IdempotencyKey, "RecordID": r.RecordID} {
+		if strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return fmt.Errorf("%w: %s contains control characters", ErrInvalidRequest, name)
+		}
+	}
+	return nil
+}
+
+func (c *Client) setHeaders(h http.Header, r Request) {
+	h.Set("Content-Type", "application/json")
+	h.Set(HeaderIdempotencyKey, r.IdempotencyKey)
+	h.Set(HeaderRecord, r.RecordID)
+	if r.Stream {
+		h.Set("Accept", "text/event-stream")
+	} else {
+		h.Set("Accept", "application/json")
+	}
+	switch c.format {
+	case FormatAnthropic:
+		h.Set("x-api-key", c.apiKey)
+		h.Set("anthropic-version", AnthropicVersion)
+	default:
+		h.Set("Authorization", "Bearer "+c.apiKey)
+		if c.vendor == "azure-openai" {
+			// Azure's key header; its v1 API also reads the bearer token.
+			h.Set("api-key", c.apiKey)
+		}
+	}
+}
+
+// writeTrace records how far the request got, from httptrace callbacks that
+// run on the Transport's goroutines.
+type writeTrace struct {
+	mu           sync.Mutex
+	wroteHeaders bool
+	wroteDone    bool
+	wroteErr     error
+}
+
+func (t *writeTrace) clientTrace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		WroteHeaders: func() {
+			t.mu.Lock()
+			t.wroteHeaders = true
+			t.mu.Unlock()
+		},
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			t.mu.Lock()
+			t.wroteDone, t.wroteErr = true, info.Err
+			t.mu.Unlock()
+		},
+	}
+}
+
+// maybeWritten reports whether the server may have received the whole
+// request. It is false only when the headers were never written or the write
+// reported an error. When the headers went out and the body write had not yet
+// reported (the call ended while the write was finishing), it answers true:
+// calling a sent request unsent risks paying twice, the other mistake costs
+// one ambiguous retry.
+func (t *writeTrace) maybeWritten() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.wroteHeaders {
+		return false
+	}
+	if t.wroteDone {
+		return t.wroteErr == nil
+	}
+	return true
+}
+
+func lowerHeaders(h http.Header) map[string]string {
+	out := make(map[string]string, len(h))
+	for k, vs := range h {
+		out[strings.ToLower(k)] = strings.Join(vs, ", ")
+	}
+	return out
+}
+
+func capBody(b []byte) string {
+	if len(b) > MaxBodyBytes {
+		b = b[:MaxBodyBytes]
+	}
+	return string(b)
+}
+
+func isEventStream(h http.Header) bool {
+	return strings.HasPrefix(strings.ToLower(h.Get("Content-Type")), "text/event-stream")
+}

@@ -1,0 +1,137 @@
+package provider
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/triage-dev/triage/classify"
+)
+
+const (
+	// TimeoutDefault is Options.Timeout's default: the per-attempt timeout,
+	// covering connect, write, response and reading the body.
+	TimeoutDefault = 60 * time.Second
+	// ConcurrencyDefault is Options.Concurrency's default.
+	ConcurrencyDefault = 8
+	// MaxBodyBytes caps Observation.Body: longer bodies are cut at this size.
+	MaxBodyBytes = 64 << 10
+	// AnthropicVersion is sent as the anthropic-version header.
+	AnthropicVersion = "2023-06-01"
+	// HeaderIdempotencyKey and HeaderRecord are sent on every request.
+	HeaderIdempotencyKey = "Idempotency-Key"
+	HeaderRecord         = "X-Triage-Record"
+)
+
+// Format is a wire format.
+type Format string
+
+const (
+	// FormatOpenAI is OpenAI-compatible chat completions.
+	FormatOpenAI Format = "openai"
+	// FormatAnthropic is Anthropic messages.
+	FormatAnthropic Format = "anthropic"
+)
+
+var (
+	// ErrUnsupportedVendor: the vendor has no wire format here (gemini, vertex,
+	// bedrock, cohere, or a name that is not a vendor).
+	ErrUnsupportedVendor = errors.New("provider: vendor has no supported wire format")
+	// ErrInvalidOptions is wrapped by New's other errors.
+	ErrInvalidOptions = errors.New("provider: invalid options")
+	// ErrInvalidRequest is wrapped by Do's errors: the Request itself is wrong
+	// (a programming or configuration error, not a network outcome).
+	ErrInvalidRequest = errors.New("provider: invalid request")
+)
+
+// FormatFor returns the wire format for a vendor name (DESIGN.md vendor list),
+// or an error wrapping ErrUnsupportedVendor.
+func FormatFor(vendor string) (Format, error) { return formatFor(vendor) }
+
+// Options configure a Client. One Client per [[keys]] entry.
+type Options struct {
+	// Vendor selects the wire format and is copied to Observation.Vendor.
+	// Required.
+	Vendor string
+	// Path is copied to Observation.Path. Default classify.PathDirect.
+	Path classify.Path
+	// BaseURL is the API root, e.g. "https://api.openai.com/v1". Required.
+	BaseURL string
+	// APIKey is sent as Bearer token or x-api-key. Required; never logged or
+	// put in an error.
+	APIKey string
+	// Timeout bounds each Do call as a whole, reading the body included.
+	// Default TimeoutDefault (60s).
+	Timeout time.Duration
+	// Concurrency sizes the connection pool (MaxIdleConnsPerHost). Default
+	// ConcurrencyDefault (8). Ignored when HTTPClient is set.
+	Concurrency int
+	// HTTPClient replaces the default client (one with its own pooled
+	// Transport). Its Timeout should be zero: Do applies Timeout itself.
+	HTTPClient *http.Client
+}
+
+// Request is one model call.
+type Request struct {
+	// Model is the vendor's model id. Required.
+	Model string
+	// System is the system prompt; "" sends none.
+	System string
+	// Prompt is the user message. Required.
+	Prompt string
+	// MaxTokens caps output tokens. Required (> 0): Anthropic requires it.
+	MaxTokens int
+	// Temperature is sent when non-nil.
+	Temperature *float64
+	// JSON asks for one JSON object: OpenAI response_format json_object.
+	// Anthropic has no such switch; the system prompt must ask for JSON.
+	JSON bool
+	// Stream asks for a server-sent-event stream; Result.Content is assembled
+	// from the deltas.
+	Stream bool
+	// IdempotencyKey is sent as Idempotency-Key. Required; see IdempotencyKey.
+	IdempotencyKey string
+	// RecordID is sent as X-Triage-Record. Required.
+	RecordID string
+}
+
+// Result is what one call produced. Observation describes every outcome,
+// success included; the other fields are filled when a 2xx body was decoded.
+type Result struct {
+	// Observation: Vendor and Path from Options; Phase; Status and lower-cased
+	// Headers when a status line arrived; Body (at most MaxBodyBytes) as
+	// received, or the stream text received for PhaseStream.
+	Observation classify.Observation
+	// Content is the model's text on a decoded 2xx.
+	Content string
+	// FinishReason is the vendor's finish_reason / stop_reason on a decoded
+	// 2xx ("stop", "length", "end_turn", "max_tokens", "refusal", ...).
+	FinishReason string
+	// InputTokens and OutputTokens come from the response's usage.
+	InputTokens, OutputTokens int
+	// Malformed, on a 2xx, says the body could not be decoded in the vendor's
+	// wire format (a garbage 200 from a proxy); a short description, never the
+	// body. Content is then empty.
+	Malformed string
+	// Elapsed is the wall time of the call.
+	Elapsed time.Duration
+}
+
+// Client calls one key's endpoint. Safe for concurrent use.
+type Client struct {
+	format  Format
+	vendor  string
+	path    classify.Path
+	baseURL *url.URL
+	apiKey  string
+	timeout time.Duration
+	hc      *http.Client
+}
+
+// String describes the client without its API key.
+func (c *Client) String() string {
+	u := *c.baseURL
+	u.User, u.RawQuery = nil, ""
+	return "provider.Client(" + c.vendor + " " + string(c.format) + " " + u.String() + ")"
+}

@@ -1,0 +1,355 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/provider"
+)
+
+// Defaults for Options.
+const (
+	// BackoffBaseDefault and BackoffCapDefault bound transient retries:
+	// base·2^(attempt-1), capped, with jitter (DESIGN.md: base 1 s, cap 5 min).
+	BackoffBaseDefault = time.Second
+	BackoffCapDefault  = 5 * time.Minute
+	// ThrottleWaitDefault is the pause after a throttle that names no wait; it
+	// doubles with each further hint-less throttle on the key within a minute,
+	// up to ThrottleWaitMax (the adaptive default of DESIGN.md).
+	ThrottleWaitDefault = 2 * time.Second
+	ThrottleWaitMax     = 2 * time.Minute
+	// BudgetRecheckDefault is how long a job of a batch paused at its spend
+	// cap waits before looking again (raising the budget wakes jobs sooner).
+	BudgetRecheckDefault = 30 * time.Second
+	// RetryWindowDefault and RetryFloorDefault shape the fleet retry budget:
+	// retries over the window may be at most retry_budget of first attempts,
+	// but never fewer than the floor, so a quiet key can still retry.
+	RetryWindowDefault = time.Minute
+	RetryFloorDefault  = 10
+	// RetryDeferDefault is how long a retry over the budget waits to try
+	// again (jittered); the wait is a snooze, not an attempt.
+	RetryDeferDefault = 2 * time.Second
+	// SpendCheckDefault is how often prepaid and spend-rate alerts are
+	// evaluated from the ledger.
+	SpendCheckDefault = 15 * time.Second
+	// MaxAgeDefault: see Options.MaxAge.
+	MaxAgeDefault = 7 * 24 * time.Hour
+	// JobMarginDefault: see Options.JobMargin.
+	JobMarginDefault = 30 * time.Second
+)
+
+// Options configure a Runtime.
+type Options struct {
+	// Config is the parsed triage.toml. Required.
+	Config *config.Config
+	// Pool reaches triage's and River's tables. Required.
+	Pool *pgxpool.Pool
+	// Schema is River's schema (River's Config.Schema). Default "": the
+	// connection's search_path.
+	Schema string
+	// Getenv reads the API keys' environment variables. Default: none set.
+	Getenv func(string) string
+	// Keys limits the keys this process works. Default: every key.
+	Keys []string
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+	// Clock pins the time of the shared key state (tests). Default nil: the
+	// database clock.
+	Clock keys.Clock
+	// HTTPClient replaces each key's HTTP client (tests). Default: one pooled
+	// client per key.
+	HTTPClient *http.Client
+	// BackoffBase and BackoffCap: see BackoffBaseDefault.
+	BackoffBase, BackoffCap time.Duration
+	// ThrottleWait is the first adaptive throttle pause. Default
+	// ThrottleWaitDefault.
+	ThrottleWait time.Duration
+	// FetchCooldown and FetchPollInterval are River's. Default River's.
+	FetchCooldown, FetchPollInterval time.Duration
+	// SupervisorTick: see keys.SupervisorConfig. Default keys' default.
+	SupervisorTick time.Duration
+	// ProbeLease: see keys.StoreConfig. Default keys' default, raised to
+	// cover the longest key timeout.
+	ProbeLease time.Duration
+	// Alerter raises alerts. Default: one built from Config.Alerts.
+	Alerter *keys.Alerter
+	// ID names this process to River. Default River's.
+	ID string
+	// JobMargin is added to the longest key timeout for River's job timeout:
+	// the call is bounded by the key's timeout, the ledger writes around it
+	// need a moment more. Default JobMarginDefault.
+	JobMargin time.Duration
+	// RescueAfter is how long a job may stay running before River hands it to
+	// another worker (its worker died). Default 2·job timeout + 1 min: minutes,
+	// not River's default hour.
+	RescueAfter time.Duration
+	// BudgetRecheck: see BudgetRecheckDefault.
+	BudgetRecheck time.Duration
+	// RetryWindow, RetryFloor, RetryDefer: see RetryWindowDefault.
+	RetryWindow time.Duration
+	RetryFloor  int
+	RetryDefer  time.Duration
+	// MaxAge is how long a job may wait in total (parked by an open breaker, a
+	// spend cap, ...) before it is dead-lettered as snoozed_out. Default
+	// MaxAgeDefault.
+	MaxAge time.Duration
+	// SpendCheck: see SpendCheckDefault.
+	SpendCheck time.Duration
+	// Observer hears about every call (metrics). Default: none.
+	Observer Observer
+}
+
+// Observer hears about every provider call this process makes, after it is
+// classified. Implementations must be cheap and safe for concurrent use: they
+// run on the job's path.
+type Observer interface {
+	ObserveCall(c CallEvent)
+}
+
+// CallEvent describes one finished call.
+type CallEvent struct {
+	Key     string
+	Class   string // classify class: ok, transient, throttled, exhausted, rejected, ambiguous
+	Status  int    // HTTP status; 0 when no status line arrived
+	Known   bool   // false: no classifier rule matched
+	Retry   bool   // not the record's first call
+	CostUSD float64
+	Elapsed time.Duration
+}
+
+// keyRuntime is one key's in-process state.
+type keyRuntime struct {
+	cfg     *config.Key
+	client  *provider.Client
+	limiter *keys.Limiter
+
+	mu            sync.Mutex
+	lastThrottle  time.Time
+	throttleWait  time.Duration
+	throttleFirst time.Duration
+}
+
+// nextThrottleWait is the adaptive pause for a throttle without a hint.
+func (k *keyRuntime) nextThrottleWait(now time.Time) time.Duration {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.throttleWait == 0 || now.Sub(k.lastThrottle) > time.Minute {
+		k.throttleWait = k.throttleFirst
+	} else {
+		k.throttleWait = min(2*k.throttleWait, ThrottleWaitMax)
+	}
+	k.lastThrottle = now
+	return k.throttleWait
+}
+
+// Runtime is one triage worker process: a River client working the keys'
+// queues, the Supervisor that keeps those queues in line with the shared key
+// state, and the per-key clients and limiters.
+type Runtime struct {
+	opts       Options
+	cfg        *config.Config
+	pool       *pgxpool.Pool
+	log        *slog.Logger
+	river      *river.Client[pgx.Tx]
+	store      *keys.Store
+	supervisor *keys.Supervisor
+	alerter    *keys.Alerter
+	ownAlerter bool
+	keys       map[string]*keyRuntime
+	retryAfter sync.Map // job id -> time.Duration: a transient error's hint, read by NextRetry
+	stopWatch  context.CancelFunc
+	watchDone  chan struct{}
+}
+
+// New builds a Runtime; Start runs it.
+func New(opts Options) (*Runtime, error) {
+	if opts.Config == nil || opts.Pool == nil {
+		return nil, errors.New("worker: Options.Config and Options.Pool are required")
+	}
+	if opts.Getenv == nil {
+		opts.Getenv = func(string) string { return "" }
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.BackoffBase <= 0 {
+		opts.BackoffBase = BackoffBaseDefault
+	}
+	if opts.BackoffCap <= 0 {
+		opts.BackoffCap = BackoffCapDefault
+	}
+	if opts.JobMargin <= 0 {
+		opts.JobMargin = JobMarginDefault
+	}
+	if opts.BudgetRecheck <= 0 {
+		opts.BudgetRecheck = BudgetRecheckDefault
+	}
+	if opts.RetryWindow <= 0 {
+		opts.RetryWindow = RetryWindowDefault
+	}
+	if opts.RetryFloor <= 0 {
+		opts.RetryFloor = RetryFloorDefault
+	}
+	if opts.RetryDefer <= 0 {
+		opts.RetryDefer = RetryDeferDefault
+	}
+	if opts.MaxAge <= 0 {
+		opts.MaxAge = MaxAgeDefault
+	}
+	if opts.SpendCheck <= 0 {
+		opts.SpendCheck = SpendCheckDefault
+	}
+	if opts.ThrottleWait <= 0 {
+		opts.ThrottleWait = ThrottleWaitDefault
+	}
+	cfg := opts.Config
+	names := opts.Keys
+	if len(names) == 0 {
+		for _, k := range cfg.Keys {
+			names = append(names, k.Name)
+		}
+	}
+	r := &Runtime{opts: opts, cfg: cfg, pool: opts.Pool, log: opts.Logger, keys: map[string]*keyRuntime{}}
+
+	queues := map[string]river.QueueConfig{}
+	var maxTimeout time.Duration
+	for _, name := range names {
+		k, err := cfg.Key(name)
+		if err != nil {
+			return nil, fmt.Errorf("worker: --keys: %w", err)
+		}
+		apiKey, err := k.APIKey(opts.Getenv)
+		if err != nil {
+			return nil, fmt.Errorf("worker: key %q: %w", k.Name, err)
+		}
+		client, err := provider.New(provider.Options{
+			Vendor: k.Vendor, Path: k.Path, BaseURL: k.BaseURL, APIKey: apiKey,
+			Timeout: k.Timeout, Concurrency: k.Concurrency, HTTPClient: opts.HTTPClient,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("worker: key %q: %w", k.Name, err)
+		}
+		r.keys[k.Name] = &keyRuntime{
+			cfg: k, client: client,
+			limiter:       keys.NewLimiter(keys.LimiterConfig{Max: k.Concurrency}),
+			throttleFirst: opts.ThrottleWait,
+		}
+		queues[keys.QueueName(k.Name)] = river.QueueConfig{MaxWorkers: k.Concurrency}
+		queues[keys.ProbeQueueName(k.Name)] = river.QueueConfig{MaxWorkers: 1}
+		maxTimeout = max(maxTimeout, k.Timeout)
+	}
+
+	lease := opts.ProbeLease
+	if lease <= 0 {
+		lease = max(keys.ProbeLeaseDefault, 2*(maxTimeout+opts.JobMargin))
+	}
+	r.store = keys.NewStore(opts.Pool, keys.StoreConfig{Clock: opts.Clock, ProbeLease: lease, RiverSchema: opts.Schema})
+	r.alerter = opts.Alerter
+	if r.alerter == nil {
+		r.alerter = keys.NewAlerter(keys.AlerterConfig{Logger: opts.Logger, WebhookURL: cfg.Alerts.WebhookURL, Pool: opts.Pool, Clock: opts.Clock})
+		r.ownAlerter = true
+	}
+
+	workers := river.NewWorkers()
+	if err := river.AddWorkerSafely(workers, &callWorker{rt: r}); err != nil {
+		return nil, fmt.Errorf("worker: register: %w", err)
+	}
+	jobTimeout := maxTimeout + opts.JobMargin
+	rescueAfter := opts.RescueAfter
+	if rescueAfter <= 0 {
+		rescueAfter = 2*jobTimeout + time.Minute
+	}
+	rescueAfter = max(rescueAfter, jobTimeout)
+	rc, err := river.NewClient(riverpgxv5.New(opts.Pool), &river.Config{
+		ID:         opts.ID,
+		Schema:     opts.Schema,
+		Logger:     opts.Logger,
+		Queues:     queues,
+		Workers:    workers,
+		JobTimeout: jobTimeout,
+		// A crashed worker's running jobs come back after a few timeouts, not
+		// River's default hour.
+		RescueStuckJobsAfter: rescueAfter,
+		FetchCooldown:        opts.FetchCooldown,
+		FetchPollInterval:    opts.FetchPollInterval,
+		MaxAttempts:          config.MaxAttemptsDefault,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("worker: river client: %w", err)
+	}
+	r.river = rc
+	r.supervisor = keys.NewSupervisor(r.store, rc, keys.SupervisorConfig{Keys: names, Tick: opts.SupervisorTick, Logger: opts.Logger})
+	return r, nil
+}
+
+// River is the runtime's River client (for inserting and subscribing).
+func (r *Runtime) River() *river.Client[pgx.Tx] { return r.river }
+
+// Store is the shared key state.
+func (r *Runtime) Store() *keys.Store { return r.store }
+
+// Limiter returns a key's concurrency limiter, or nil.
+func (r *Runtime) Limiter(key string) *keys.Limiter {
+	if k := r.keys[key]; k != nil {
+		return k.limiter
+	}
+	return nil
+}
+
+// Start reconciles the key queues once (so a queue left paused by a dead
+// process is resumed before fetching starts), then starts the Supervisor and
+// River.
+func (r *Runtime) Start(ctx context.Context) error {
+	if err := r.supervisor.ReconcileAll(ctx); err != nil {
+		r.log.WarnContext(ctx, "reconcile key queues", "err", err)
+	}
+	if err := r.supervisor.Start(ctx); err != nil {
+		return fmt.Errorf("worker: supervisor: %w", err)
+	}
+	if err := r.river.Start(ctx); err != nil {
+		r.supervisor.Stop()
+		return fmt.Errorf("worker: start river: %w", err)
+	}
+	watchCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.stopWatch = cancel
+	r.watchDone = make(chan struct{})
+	go func() {
+		defer close(r.watchDone)
+		r.watchSpend(watchCtx)
+	}()
+	return nil
+}
+
+// Stop lets running calls finish (River's soft stop) until ctx ends, then
+// cancels them; it stops the Supervisor and flushes alerts.
+func (r *Runtime) Stop(ctx context.Context) error {
+	if r.stopWatch != nil {
+		r.stopWatch()
+		<-r.watchDone
+	}
+	err := r.river.Stop(ctx)
+	if err != nil {
+		hard, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		err = r.river.StopAndCancel(hard)
+	}
+	r.supervisor.Stop()
+	if r.ownAlerter {
+		flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = r.alerter.Close(flush)
+	}
+	return err
+}
