@@ -100,18 +100,25 @@ func FinishAttempt(ctx context.Context, db DBTX, attemptID int64, out Outcome) e
 // one whose worker died mid-call, counted as ambiguous with possibly_billed.
 // An unknown key is the zero Prior, not an error.
 func PriorOutcome(ctx context.Context, db DBTX, idempotencyKey string) (Prior, error) {
+	return PriorOutcomeForJob(ctx, db, idempotencyKey, 0)
+}
+
+// PriorOutcomeForJob is PriorOutcome that also counts JobAmbiguous, the
+// ambiguous attempts made by jobID.
+func PriorOutcomeForJob(ctx context.Context, db DBTX, idempotencyKey string, jobID int64) (Prior, error) {
 	var p Prior
 	err := db.QueryRow(ctx, `SELECT
 			count(*),
 			coalesce(min(a.id) FILTER (WHERE a.status = 'ok'), 0),
 			count(*) FILTER (WHERE a.status IN ('possibly_billed', 'intent')),
+			count(*) FILTER (WHERE a.status IN ('possibly_billed', 'intent') AND a.job_id = $2),
 			coalesce(sum(a.cost_usd), 0)::float8,
 			coalesce(sum(a.est_cost_usd) FILTER (WHERE a.status IN ('possibly_billed', 'intent')), 0)::float8,
 			coalesce(bool_or(r.attempt_id IS NOT NULL), false)
 		FROM triage_attempt a
 		LEFT JOIN triage_result r ON r.attempt_id = a.id
-		WHERE a.idempotency_key = $1`, idempotencyKey).
-		Scan(&p.Attempts, &p.OKAttemptID, &p.Ambiguous, &p.BilledUSD, &p.PossiblyBilledUSD, &p.ResultStored)
+		WHERE a.idempotency_key = $1`, idempotencyKey, jobID).
+		Scan(&p.Attempts, &p.OKAttemptID, &p.Ambiguous, &p.JobAmbiguous, &p.BilledUSD, &p.PossiblyBilledUSD, &p.ResultStored)
 	if err != nil {
 		return Prior{}, fmt.Errorf("ledger: prior outcome: %w", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ErrBudgetReached is wrapped by ReserveAttempt's *BudgetError.
@@ -38,56 +40,79 @@ func (e *BudgetError) Unwrap() error { return ErrBudgetReached }
 // would be passed, the batch moves to paused_budget and a *BudgetError is
 // returned.
 func ReserveAttempt(ctx context.Context, db DBTX, in Intent) (int64, error) {
-	var (
-		id                      *int64
-		found, paused           bool
-		budget, spent, reserved *float64
-	)
-	err := db.QueryRow(ctx, `WITH b AS (
-		SELECT id, budget_usd, spent_usd, state FROM triage_batch WHERE id = $1 FOR UPDATE
-	), r AS (
-		SELECT CASE WHEN b.budget_usd IS NULL THEN 0 ELSE (
-			SELECT coalesce(sum(est_cost_usd), 0) FROM triage_attempt
-			WHERE batch = $1 AND status IN ('intent', 'possibly_billed')) END AS reserved
-		FROM b
-	), ok AS (
-		SELECT b.state <> 'paused_budget'
-		       AND (b.budget_usd IS NULL OR b.spent_usd + r.reserved + $10 <= b.budget_usd) AS ok
-		FROM b, r
-	), ins AS (
-		INSERT INTO triage_attempt
+	// Most batches have no cap: one statement, no lock.
+	var id int64
+	err := db.QueryRow(ctx, `INSERT INTO triage_attempt
 			(batch, record_id, job_id, attempt, key, model, idempotency_key, request_hash, is_retry, est_cost_usd, started_at)
-		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11, now()) FROM ok WHERE ok.ok
-		RETURNING id
-	), pause AS (
-		UPDATE triage_batch t SET state = 'paused_budget' FROM ok
-		WHERE t.id = $1 AND NOT ok.ok AND t.state <> 'paused_budget'
-		RETURNING t.id
-	)
-	SELECT (SELECT id FROM ins), EXISTS (SELECT 1 FROM b), EXISTS (SELECT 1 FROM pause),
-	       (SELECT budget_usd::float8 FROM b), (SELECT spent_usd::float8 FROM b), (SELECT reserved::float8 FROM r)`,
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11, now())
+		FROM triage_batch WHERE id = $1 AND budget_usd IS NULL AND state <> 'paused_budget'
+		RETURNING id`,
 		in.Batch, in.RecordID, in.JobID, in.Attempt, in.Key, in.Model, in.IdempotencyKey, in.RequestHash,
-		in.IsRetry, in.EstCostUSD, nowArg(in.Now)).Scan(&id, &found, &paused, &budget, &spent, &reserved)
-	if err != nil {
+		in.IsRetry, in.EstCostUSD, nowArg(in.Now)).Scan(&id)
+	if err == nil {
+		return id, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
 		return 0, fmt.Errorf("ledger: reserve attempt %s/%s: %w", in.Batch, in.RecordID, err)
 	}
-	if !found {
+	return reserveCapped(ctx, db, in)
+}
+
+// reserveCapped is ReserveAttempt for a batch with a cap (or paused). The
+// batch row lock is taken by its own statement: under READ COMMITTED the
+// next statement's snapshot then sees every reservation committed by the
+// transactions that held the lock before, which a single statement (whose
+// snapshot predates its lock wait) would not.
+func reserveCapped(ctx context.Context, db DBTX, in Intent) (int64, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: reserve attempt: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck
+	var (
+		budget *float64
+		spent  float64
+		state  BatchState
+	)
+	err = tx.QueryRow(ctx, `SELECT budget_usd::float8, spent_usd::float8, state FROM triage_batch WHERE id = $1 FOR UPDATE`, in.Batch).
+		Scan(&budget, &spent, &state)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, fmt.Errorf("ledger: reserve attempt: batch %q: %w", in.Batch, ErrNotFound)
 	}
-	if id != nil {
-		return *id, nil
+	if err != nil {
+		return 0, fmt.Errorf("ledger: reserve attempt: %w", err)
 	}
-	be := &BudgetError{Batch: in.Batch, Paused: paused}
+	be := &BudgetError{Batch: in.Batch, SpentUSD: spent}
 	if budget != nil {
 		be.BudgetUSD = *budget
 	}
-	if spent != nil {
-		be.SpentUSD = *spent
+	if state == BatchPausedBudget {
+		return 0, be
 	}
-	if reserved != nil {
-		be.ReservedUSD = *reserved
+	if budget != nil {
+		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(est_cost_usd), 0)::float8 FROM triage_attempt
+			WHERE batch = $1 AND status IN ('intent', 'possibly_billed')`, in.Batch).Scan(&be.ReservedUSD); err != nil {
+			return 0, fmt.Errorf("ledger: reserve attempt: reservations: %w", err)
+		}
+		if spent+be.ReservedUSD+in.EstCostUSD > *budget+1e-12 {
+			if _, err := tx.Exec(ctx, `UPDATE triage_batch SET state = 'paused_budget' WHERE id = $1`, in.Batch); err != nil {
+				return 0, fmt.Errorf("ledger: pause batch %q: %w", in.Batch, err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				return 0, fmt.Errorf("ledger: pause batch %q: %w", in.Batch, err)
+			}
+			be.Paused = true
+			return 0, be
+		}
 	}
-	return 0, be
+	id, err := BeginAttempt(ctx, tx, in)
+	if err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("ledger: reserve attempt: %w", err)
+	}
+	return id, nil
 }
 
 // ClaimOnce records that the alert kind fired for key and reports whether

@@ -175,6 +175,11 @@ type Prior struct {
 	// here belongs to a worker that died between intent and outcome, since
 	// PriorOutcome is read before this attempt's own BeginAttempt).
 	Ambiguous int
+	// JobAmbiguous is the part of Ambiguous made by the job PriorOutcomeForJob
+	// was asked about. A record requeued by hand is a new job, so its
+	// ambiguous-retry allowance starts again, while a crashed job rescued by
+	// River keeps its id and its count.
+	JobAmbiguous int
 	// BilledUSD is the cost recorded under the key.
 	BilledUSD float64
 	// PossiblyBilledUSD is the estimated cost of the ambiguous attempts.

@@ -147,7 +147,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	c.req.IdempotencyKey = provider.IdempotencyKey(job.Args.Batch, job.Args.RecordID, p.Name, hash)
 
 	// Before any resend: what does the ledger know about this request?
-	prior, err := ledger.PriorOutcome(ctx, rt.pool, c.req.IdempotencyKey)
+	prior, err := ledger.PriorOutcomeForJob(ctx, rt.pool, c.req.IdempotencyKey, job.ID)
 	if err != nil {
 		return fmt.Errorf("ledger look-up: %w", err)
 	}
@@ -155,9 +155,9 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		// Stored by a run whose completion did not land: finish, don't call.
 		return rt.complete(ctx, c, nil)
 	}
-	if prior.Ambiguous > p.AmbiguousRetries {
+	if prior.JobAmbiguous > p.AmbiguousRetries {
 		return rt.deadLetter(ctx, c, "ambiguous", ReasonAmbiguousExhausted,
-			fmt.Sprintf("%d calls with no answer (pipeline ambiguous_retries %d)", prior.Ambiguous, p.AmbiguousRetries))
+			fmt.Sprintf("%d calls with no answer (pipeline ambiguous_retries %d)", prior.JobAmbiguous, p.AmbiguousRetries))
 	}
 
 	if prior.Attempts > 0 {
@@ -279,9 +279,9 @@ func (r *Runtime) react(ctx context.Context, c *call, prior ledger.Prior) error 
 	case classify.Ambiguous:
 		_ = r.finish(ctx, c, ledger.AttemptPossiblyBilled)
 		r.probeDone(ctx, c, false)
-		if prior.Ambiguous+1 > c.pipeline.AmbiguousRetries || job.Attempt >= job.MaxAttempts {
+		if prior.JobAmbiguous+1 > c.pipeline.AmbiguousRetries || job.Attempt >= job.MaxAttempts {
 			return r.deadLetter(ctx, c, "ambiguous", ReasonAmbiguousExhausted,
-				fmt.Sprintf("no answer after %d sends with the same idempotency key; last: %s", prior.Ambiguous+1, c.verdict.Reason))
+				fmt.Sprintf("no answer after %d sends with the same idempotency key; last: %s", prior.JobAmbiguous+1, c.verdict.Reason))
 		}
 		return &CallError{Class: c.verdict.Class, Status: c.res.Observation.Status, Code: deref(c.verdict.Code), Reason: c.verdict.Reason}
 

@@ -163,3 +163,24 @@ func TestExhaustedKeyStopsCallsAndResumesAfterTopUp(t *testing.T) {
 	eventually(t, 10*time.Second, "the key_resumed alert", func() bool { return b.hooks.count("key_resumed") >= 1 })
 	require.Equal(t, 1, b.hooks.count("key_exhausted"), "one alert per exhaustion, not one per worker or job: %s", b.hooks.all())
 }
+
+// An answer that never comes, twice: the retry reuses the key, and after
+// ambiguous_retries (1) the record goes to the dead letters instead of being
+// sent a third time.
+func TestAmbiguousRetriesExhaustedDeadLetters(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakeprovider.Scenario{Latency: fakeprovider.Duration(5 * time.Second)}, tweaks{timeout: "200ms"})
+	b.enqueue(t, "b1", records(1, nil))
+	b.start(t)
+
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, 1, st.DeadLettered)
+	rec := b.fake.Stats().ByRecord["r001"]
+	require.Equal(t, 2, rec.Requests, "one send and one retry, no third")
+	require.Equal(t, rec.IdempotencyKeys[0], rec.IdempotencyKeys[1])
+	dls := b.deadLetters(t, "b1")
+	require.Len(t, dls, 1)
+	require.Equal(t, "ambiguous", dls[0].Class)
+	require.Equal(t, "ambiguous_retries_exhausted", dls[0].Reason)
+	require.Positive(t, st.PossiblyBilledUSD, "the unanswered sends stay possibly billed")
+}
