@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http/httptest"
+	"time"
+
+	"github.com/triage-dev/triage/fakeprovider"
+	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/keys"
+)
+
+func init() {
+	register(command{
+		name:    "demo",
+		summary: "run a stormy sample batch against a built-in fake provider (no configuration needed)",
+		run:     runDemo,
+	})
+}
+
+// demoSample is the shipped sample: 300 company records to enrich, of which
+// five carry an invalid parameter, three a policy violation and two are far
+// over the model's context window.
+//
+//go:embed demo/sample.jsonl
+var demoSample []byte
+
+// The demo's key, its fake account and its timings: short enough that the
+// whole storm passes in about a minute.
+const (
+	demoAPIKeyEnv = "TRIAGE_DEMO_API_KEY"
+	demoAPIKey    = "sk-demo-not-a-real-key"
+	// demoBalanceUSD runs out about halfway through the batch.
+	demoBalanceUSD = 0.004
+	demoTopUpUSD   = 1.0
+	demoPipeline   = "enrich"
+)
+
+// demoConfig is the embedded configuration; %s is the fake provider's URL.
+const demoConfig = `
+[[keys]]
+name = "main"
+vendor = "openai"
+base_url = %q
+api_key_env = "` + demoAPIKeyEnv + `"
+concurrency = 8
+timeout = "3s"
+probe_interval = "5s"
+retry_budget = 1.0
+
+[[models]]
+name = "gpt-4o-mini"
+key = "main"
+context_tokens = 16000
+input_usd_per_mtok = 0.15
+output_usd_per_mtok = 0.60
+
+[[pipelines]]
+name = "enrich"
+model = "gpt-4o-mini"
+system = "You add fields to records. Answer with one JSON object."
+prompt = "Record: {{json .}}"
+output = "json"
+max_attempts = 6
+`
+
+func runDemo(ctx context.Context, e *env, args []string) int {
+	fs := flag.NewFlagSet("triage demo", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	interval := fs.Duration("progress-interval", progressIntervalDefault, "how often a progress line is printed when stderr is not a terminal")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: triage demo")
+		fmt.Fprintln(e.stderr, "Runs a 300-record sample batch against a fake provider served on 127.0.0.1 with a storm")
+		fmt.Fprintln(e.stderr, "scenario: poisoned records (rejected), rate limits (throttled), an outage (transient), cut")
+		fmt.Fprintln(e.stderr, "streams and hangs (ambiguous), and a prepaid balance that runs out (exhausted) and is")
+		fmt.Fprintln(e.stderr, "topped up by the demo once the breaker is open and a probe failed. Needs no triage.toml;")
+		fmt.Fprintln(e.stderr, "the database is DATABASE_URL, else the private cluster in "+embeddedDir+".")
+		fmt.Fprintln(e.stderr, "Exit 0 when the batch settles (its dead letters are part of the show), 4 if interrupted.")
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return parseFailed(err)
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(e.stderr, "triage demo: unexpected argument %q\n", pos[0])
+		return exitUsage
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(e.stderr, "triage demo: %v\n", err)
+		return exitFor(err)
+	}
+
+	sc, err := fakeprovider.LoadScenario("storm")
+	if err != nil {
+		return fail(err)
+	}
+	sc.APIKey = demoAPIKey
+	sc.Balance = &fakeprovider.Balance{USD: demoBalanceUSD}
+	fake := fakeprovider.New(sc)
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	defer fake.Close() // first: releases hung requests so srv.Close does not wait on them
+	cfg, err := config.Parse(fmt.Appendf(nil, demoConfig, srv.URL+"/v1"), "demo.toml")
+	if err != nil {
+		return fail(err)
+	}
+	recs, err := worker.ReadJSONL(bytes.NewReader(demoSample), "demo/sample.jsonl")
+	if err != nil {
+		return fail(err)
+	}
+
+	d, err := openDB(ctx, e, nil)
+	if err != nil {
+		return fail(err)
+	}
+	defer d.Close()
+	id, err := enqueueDemo(ctx, d, cfg, recs)
+	if err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(e.stderr, "triage demo: %d records as batch %s on %s\n", len(recs), id, d.where)
+	fmt.Fprintf(e.stderr, "fake provider on %s: storm scenario (rate limits, an outage, cut streams, hangs, poisoned records),\n", srv.URL)
+	fmt.Fprintf(e.stderr, "prepaid balance $%.3f; the demo tops it up once the key's breaker is open and a probe has failed\n\n", demoBalanceUSD)
+
+	getenv := func(k string) string {
+		if k == demoAPIKeyEnv {
+			return demoAPIKey
+		}
+		return e.getenv(k)
+	}
+	tu := &topUp{fake: fake}
+	out, err := workBatch(ctx, e, batchRun{
+		cfg: cfg, d: d, batch: id, key: "main", interval: *interval, getenv: getenv, watch: tu.watch,
+		opts: worker.Options{
+			BackoffBase:       250 * time.Millisecond,
+			BackoffCap:        4 * time.Second,
+			FetchCooldown:     20 * time.Millisecond,
+			FetchPollInterval: 200 * time.Millisecond,
+		},
+	})
+	if err != nil {
+		return fail(err)
+	}
+	stats := fake.Stats()
+	fmt.Fprintf(e.stdout, "the provider saw %d requests and billed %d calls ($%.6f); records billed twice: %d\n",
+		stats.Requests, stats.BilledCalls, stats.BilledUSD, stats.DoubleBilledRecords)
+	fmt.Fprintf(e.stdout, "\nlook next (no triage.toml needed%s):\n", demoDBNote(e))
+	for _, c := range []string{
+		"triage status " + id,
+		"triage dlq list --batch " + id,
+		"triage ledger --batch " + id,
+		"triage export " + id + " > enriched.jsonl",
+	} {
+		fmt.Fprintln(e.stdout, "  "+c)
+	}
+	if out.stopped != "" {
+		return exitQueued
+	}
+	return exitOK
+}
+
+// demoDBNote reminds that the commands read the same database.
+func demoDBNote(e *env) string {
+	if e.getenv(config.EnvDatabaseURL) != "" {
+		return "; keep DATABASE_URL set"
+	}
+	return ""
+}
+
+// enqueueDemo queues the sample under a fresh batch id, demo-<UTC time>,
+// with a suffix when two demos start within the same second.
+func enqueueDemo(ctx context.Context, d *db, cfg *config.Config, recs []ledger.Record) (string, error) {
+	base := defaultBatchID("demo", time.Now())
+	for i := 1; ; i++ {
+		id := base
+		if i > 1 {
+			id = fmt.Sprintf("%s-%d", base, i)
+		}
+		err := worker.Enqueue(ctx, d.pool, "", cfg, worker.EnqueueParams{Pipeline: demoPipeline, Batch: id, Records: recs})
+		if errors.Is(err, ledger.ErrBatchExists) && i < 20 {
+			continue
+		}
+		return id, err
+	}
+}
+
+// topUp pays the fake provider once the key's breaker has opened and then a
+// probe has failed (the breaker reopened in a later generation): the human
+// who was alerted topping up the account.
+type topUp struct {
+	fake   *fakeprovider.Server
+	opened bool
+	gen    int64
+	done   bool
+}
+
+func (t *topUp) watch(_ context.Context, v batchView, p *progress) {
+	ks := v.key
+	if t.done || ks == nil {
+		return
+	}
+	switch {
+	case !t.opened && ks.State != keys.StateClosed:
+		t.opened, t.gen = true, ks.Generation
+	case t.opened && ks.State == keys.StateOpen && ks.Generation > t.gen:
+		t.fake.TopUp(demoTopUpUSD)
+		t.done = true
+		p.event(v.now, "demo: topped the account up with $%.2f, as the alerted human would; the next probe will pass", demoTopUpUSD)
+	}
+}

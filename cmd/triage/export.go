@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+
+	"github.com/tidwall/sjson"
+
+	"github.com/triage-dev/triage/ledger"
+)
+
+func init() {
+	register(command{
+		name:    "export",
+		summary: "print a batch's records with their \"enrichment\" as JSONL (B)",
+		run:     runExport,
+	})
+}
+
+func runExport(ctx context.Context, e *env, args []string) int {
+	fs := flag.NewFlagSet("triage export", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: triage export B > enriched.jsonl")
+		fmt.Fprintln(e.stderr, "Prints each record of batch B that has a result, in input order, with an added")
+		fmt.Fprintln(e.stderr, "\"enrichment\" field: the JSON object (or text) the model returned. Records without a")
+		fmt.Fprintln(e.stderr, "result (dead-lettered or pending) are skipped and counted on stderr.")
+	}
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return parseFailed(err)
+	}
+	switch {
+	case len(pos) == 0:
+		fmt.Fprintln(e.stderr, "triage export: name the batch (`triage status` lists them)")
+		return exitUsage
+	case len(pos) > 1:
+		fmt.Fprintf(e.stderr, "triage export: unexpected argument %q (one batch at a time)\n", pos[1])
+		return exitUsage
+	}
+	id := pos[0]
+	cfg, err := loadConfigOptional(e)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "triage export: %v\n", err)
+		return exitFor(err)
+	}
+	d, err := openDB(ctx, e, cfg)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "triage export: %v\n", err)
+		return exitFor(err)
+	}
+	defer d.Close()
+	if _, err := ledger.GetBatch(ctx, d.pool, id); err != nil {
+		if errors.Is(err, ledger.ErrNotFound) {
+			fmt.Fprintf(e.stderr, "triage export: no batch %q (`triage status` lists them)\n", id)
+			return exitUsage
+		}
+		fmt.Fprintf(e.stderr, "triage export: %v\n", err)
+		return exitRuntime
+	}
+	w := bufio.NewWriter(e.stdout)
+	exported, skipped := 0, 0
+	for row, err := range ledger.Results(ctx, d.pool, id) {
+		if err != nil {
+			w.Flush()
+			fmt.Fprintf(e.stderr, "triage export: %v\n", err)
+			return exitRuntime
+		}
+		if row.Output == nil {
+			skipped++
+			continue
+		}
+		line, err := enrich(row.Data, row.Output)
+		if err != nil {
+			w.Flush()
+			fmt.Fprintf(e.stderr, "triage export: record %s: %v\n", row.ID, err)
+			return exitRuntime
+		}
+		w.Write(line)
+		w.WriteByte('\n')
+		exported++
+	}
+	if err := w.Flush(); err != nil {
+		fmt.Fprintf(e.stderr, "triage export: write: %v\n", err)
+		return exitRuntime
+	}
+	fmt.Fprintf(e.stderr, "exported %d records", exported)
+	if skipped > 0 {
+		fmt.Fprintf(e.stderr, "; skipped %d without a result (dead-lettered or pending: `triage dlq list --batch %s`)", skipped, id)
+	}
+	fmt.Fprintln(e.stderr)
+	return exitOK
+}
+
+// enrich returns record, on one line, with "enrichment" set to output (a
+// JSON object, or a JSON string for text pipelines). An "enrichment" field
+// the record already had is replaced.
+func enrich(record, output json.RawMessage) ([]byte, error) {
+	b, err := sjson.SetRawBytes(bytes.Clone(record), "enrichment", output)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

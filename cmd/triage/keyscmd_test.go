@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/triage-dev/triage/fakeprovider"
+	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/keys"
+)
+
+// keysViewKeys is the `triage keys --json` element's key set (a contract).
+var keysViewKeys = []string{
+	"concurrency_per_process", "configured", "key", "next_probe", "opened_at", "pause_reason", "paused",
+	"paused_until", "prepaid_usd", "prepaid_used_pct", "queue", "reason", "spend_usd", "state", "vendor",
+}
+
+// keysHook records the webhook POSTs it receives.
+type keysHook struct {
+	mu     sync.Mutex
+	bodies []map[string]any
+}
+
+func (h *keysHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	h.mu.Lock()
+	h.bodies = append(h.bodies, m)
+	h.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *keysHook) all() []map[string]any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]map[string]any(nil), h.bodies...)
+}
+
+func keysJSON(t *testing.T, c *cli) map[string]map[string]any {
+	t.Helper()
+	r := c.run("", "keys", "--json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	var list []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list), r.stdout)
+	out := map[string]map[string]any{}
+	for _, v := range list {
+		require.Equal(t, keysViewKeys, dlqKeySet(v))
+		out[v["key"].(string)] = v
+	}
+	return out
+}
+
+func TestKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	hook := &keysHook{}
+	hookSrv := httptest.NewServer(hook)
+	t.Cleanup(hookSrv.Close)
+	c := newCLI(t, fakeprovider.Scenario{}, fmt.Sprintf("\n[alerts]\nwebhook_url = %q\n", hookSrv.URL))
+	dlqRewriteConfig(t, c, `probe_interval = "500ms"`, `probe_interval = "500ms"`+"\nprepaid_usd = 10")
+
+	views := keysJSON(t, c)
+	require.Len(t, views, 1)
+	got, err := json.Marshal(views["main"])
+	require.NoError(t, err)
+	require.JSONEq(t, `{"key":"main","configured":true,"vendor":"openai","queue":"key_main","state":"closed",
+		"reason":null,"opened_at":null,"next_probe":null,"paused":false,"pause_reason":null,"paused_until":null,
+		"concurrency_per_process":4,"spend_usd":0,"prepaid_usd":10,"prepaid_used_pct":0}`, string(got))
+
+	// Spend $2.50 on the key, trip its breaker and pause it; give an
+	// unconfigured key a pause too.
+	dlqSeedBatch(t, c, "b1", 1)
+	aid, err := ledger.BeginAttempt(ctx, c.db.Pool, ledger.Intent{Batch: "b1", RecordID: "r001", Attempt: 1, Key: "main",
+		Model: "fake-model", IdempotencyKey: "k1", RequestHash: "h1"})
+	require.NoError(t, err)
+	require.NoError(t, ledger.FinishAttempt(ctx, c.db.Pool, aid, ledger.Outcome{Status: ledger.AttemptOK, CostUSD: 2.5}))
+	store := keys.NewStore(c.db.Pool, keys.StoreConfig{})
+	adm, err := store.Admit(ctx, "main", 0)
+	require.NoError(t, err)
+	opened, err := store.Trip(ctx, "main", adm, "insufficient_quota", time.Hour)
+	require.NoError(t, err)
+	require.True(t, opened)
+	_, err = store.Pause(ctx, "main", keys.PauseExhausted, time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	_, err = store.Pause(ctx, "ghost", keys.PauseThrottled, time.Now().Add(time.Hour))
+	require.NoError(t, err)
+
+	views = keysJSON(t, c)
+	require.Len(t, views, 2)
+	main := views["main"]
+	require.Equal(t, "open", main["state"])
+	require.Equal(t, "insufficient_quota", main["reason"])
+	require.NotNil(t, main["opened_at"])
+	require.NotNil(t, main["next_probe"])
+	require.Equal(t, true, main["paused"])
+	require.Equal(t, "exhausted", main["pause_reason"])
+	require.NotNil(t, main["paused_until"])
+	require.InDelta(t, 2.5, main["spend_usd"], 1e-9)
+	require.InDelta(t, 25.0, main["prepaid_used_pct"], 1e-9)
+	ghost := views["ghost"]
+	require.Equal(t, false, ghost["configured"])
+	require.Nil(t, ghost["vendor"])
+	require.Nil(t, ghost["concurrency_per_process"])
+	require.Nil(t, ghost["prepaid_usd"])
+	require.Equal(t, "closed", ghost["state"])
+	require.Equal(t, "throttled", ghost["pause_reason"])
+
+	r := c.run("", "keys")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Regexp(t, `(?m)^KEY\s+VENDOR\s+BREAKER\s+REASON\s+OPENED\s+NEXT PROBE\s+PAUSE\s+CONCURRENCY\s+SPEND\s+PREPAID$`, r.stdout)
+	require.Regexp(t, `(?m)^main\s+openai\s+open\s+insufficient_quota\s+.*exhausted until .*4 max per process\s+\$2\.5000\s+\$10\.00 \(25\.0 % used\)$`, r.stdout)
+	require.Regexp(t, `(?m)^ghost\s+\(not in config\)\s+closed\s+`, r.stdout)
+	require.Contains(t, r.stdout, "triage keys resume KEY")
+
+	// Resume by hand: breaker closed, pause ended, an alert raised.
+	r = c.run("", "keys", "resume", "main")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "key main resumed")
+	require.Contains(t, r.stderr, "resumed by hand", "the alert is logged")
+	st, err := store.KeyStatus(ctx, "main")
+	require.NoError(t, err)
+	require.Equal(t, keys.StateClosed, st.State)
+	require.Nil(t, st.Pause)
+	var kind, msg string
+	require.NoError(t, c.db.Pool.QueryRow(ctx, `SELECT kind, message FROM triage_alert WHERE key = 'main'`).Scan(&kind, &msg))
+	require.Equal(t, string(keys.AlertKeyResumed), kind)
+	require.Equal(t, "resumed by hand", msg)
+	hooks := hook.all()
+	require.Len(t, hooks, 1, "the webhook is POSTed before the command returns")
+	require.Equal(t, "key_resumed", hooks[0]["kind"])
+	require.Equal(t, "main", hooks[0]["key"])
+	require.Equal(t, "resumed by hand", hooks[0]["message"])
+
+	views = keysJSON(t, c)
+	require.Equal(t, "closed", views["main"]["state"])
+	require.Equal(t, false, views["main"]["paused"])
+	require.Nil(t, views["main"]["next_probe"])
+
+	// A key known only by its state in the database can be resumed too.
+	r = c.run("", "keys", "resume", "ghost")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Equal(t, false, keysJSON(t, c)["ghost"]["paused"])
+}
+
+func TestKeysUsage(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	for _, tc := range []struct {
+		name, want string
+		args       []string
+	}{
+		{"unknown flag", "", []string{"keys", "--all"}},
+		{"stray argument", "did you mean", []string{"keys", "main"}},
+		{"resume unknown key", `unknown key "nope"`, []string{"keys", "resume", "nope"}},
+		{"resume no key", "exactly one KEY", []string{"keys", "resume"}},
+		{"resume two keys", "exactly one KEY", []string{"keys", "resume", "main", "other"}},
+		{"resume unknown flag", "", []string{"keys", "resume", "main", "--force"}},
+	} {
+		r := c.run("", tc.args...)
+		require.Equal(t, exitUsage, r.code, tc.name)
+		require.Empty(t, r.stdout, tc.name)
+		require.Contains(t, r.stderr, tc.want, tc.name)
+	}
+	var n int
+	require.NoError(t, c.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM triage_key_state`).Scan(&n))
+	require.Zero(t, n, "a refused resume leaves no state behind")
+
+	// A configured key without any state resumes fine (nothing to do).
+	r := c.run("", "keys", "resume", "main")
+	require.Equal(t, exitOK, r.code, r.stderr)
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/keys"
+)
+
+// progressIntervalDefault is how often `triage run` prints a plain progress
+// line when stderr is not a terminal.
+const progressIntervalDefault = 5 * time.Second
+
+// redrawEvery is how often the progress bar is redrawn on a terminal.
+const redrawEvery = 250 * time.Millisecond
+
+// progress draws a batch's progress on w: on a terminal one line redrawn in
+// place (\r), elsewhere one plain line per interval. Log lines and events
+// written through it are printed above the bar, which is then redrawn, so
+// they never tear it. Safe for concurrent use.
+type progress struct {
+	mu       sync.Mutex
+	w        io.Writer
+	tty      bool
+	columns  int // terminal width; 0: unknown
+	interval time.Duration
+	line     string    // what the bar shows now (terminal)
+	printed  time.Time // when the last plain line was printed
+}
+
+func newProgress(w io.Writer, tty bool, interval time.Duration) *progress {
+	if interval <= 0 {
+		interval = progressIntervalDefault
+	}
+	return &progress{w: w, tty: tty, interval: interval}
+}
+
+// show draws line: redrawn at once on a terminal, printed elsewhere when the
+// interval has passed since the last line (or when force is set).
+func (p *progress) show(line string, now time.Time, force bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty {
+		line = fitWidth(line, p.columns)
+		p.line = line
+		fmt.Fprint(p.w, "\r"+line+"\x1b[K")
+		return
+	}
+	if force || p.printed.IsZero() || now.Sub(p.printed) >= p.interval {
+		p.printed = now
+		fmt.Fprintln(p.w, line)
+	}
+}
+
+// Write prints b (whole lines: a log event) above the bar.
+func (p *progress) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.tty {
+		return p.w.Write(b)
+	}
+	fmt.Fprint(p.w, "\r\x1b[K")
+	n, err := p.w.Write(b)
+	if p.line != "" {
+		fmt.Fprint(p.w, p.line+"\x1b[K")
+	}
+	return n, err
+}
+
+// event prints one line of narration above the bar.
+func (p *progress) event(now time.Time, format string, args ...any) {
+	fmt.Fprintf(p, "%s %s\n", now.Format(time.TimeOnly), fmt.Sprintf(format, args...))
+}
+
+// finish ends the bar's line so what follows starts on a fresh one.
+func (p *progress) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty && p.line != "" {
+		fmt.Fprintln(p.w)
+		p.line = ""
+	}
+}
+
+// progressLine is one look at a batch in words: counts, the state, calls,
+// spend and the rate of records settled per second of elapsed. On a
+// terminal it is the compact bar line, the state before the figures a
+// narrow terminal would cut off.
+func progressLine(st ledger.Status, ks *keys.KeyStatus, elapsed time.Duration, bar bool) string {
+	settled := st.Completed + st.DeadLettered
+	rate := 0.0
+	if s := elapsed.Seconds(); s > 0 {
+		rate = float64(settled) / s
+	}
+	state := describeState(st, ks)
+	if !bar {
+		return fmt.Sprintf("progress: %d/%d done, %d dead-lettered, %d pending, %d calls, %s, %.1f/s, %s",
+			st.Completed, st.Total, st.DeadLettered, st.Pending, st.Calls, usd(st.SpendUSD), rate, state)
+	}
+	const width = 16
+	filled := 0
+	if st.Total > 0 {
+		filled = settled * width / st.Total
+	}
+	return fmt.Sprintf("[%s%s] %d/%d done · %d dead · %d pending · %s · %d calls · %s · %.1f/s",
+		strings.Repeat("#", filled), strings.Repeat(".", width-filled),
+		st.Completed, st.Total, st.DeadLettered, st.Pending, state, st.Calls, usd(st.SpendUSD), rate)
+}
+
+// fitWidth cuts line to columns runes (0: no limit), so a redrawn line
+// never wraps (a wrapped line cannot be redrawn with \r).
+func fitWidth(line string, columns int) string {
+	if columns <= 0 {
+		return line
+	}
+	r := []rune(line)
+	if len(r) < columns {
+		return line
+	}
+	return string(r[:columns-2]) + "…"
+}
+
+// describeState says the batch's state in words, e.g. "paused: key main
+// exhausted since 02:13:05, next probe in 41s".
+func describeState(st ledger.Status, ks *keys.KeyStatus) string {
+	switch st.State {
+	case ledger.BatchSettled:
+		return "settled"
+	case ledger.BatchPausedBudget:
+		return "paused: the batch's budget is spent (raise it with `triage batch budget " + st.Batch + " USD`)"
+	case ledger.BatchPausedExhausted:
+		if ks != nil {
+			return "paused: " + describeKey(ks)
+		}
+		return "paused: key exhausted"
+	}
+	if ks != nil && ks.Pause != nil && ks.Pause.Until.After(ks.Now) {
+		return fmt.Sprintf("throttled: key %s paused for %s", ks.Key, roundWait(ks.Pause.Until.Sub(ks.Now)))
+	}
+	return "running"
+}
+
+// describeKey says why a key's breaker is not closed and what comes next.
+func describeKey(ks *keys.KeyStatus) string {
+	s := "key " + ks.Key + " exhausted"
+	if ks.OpenedAt != nil {
+		s += " since " + ks.OpenedAt.Local().Format("15:04")
+	}
+	switch {
+	case ks.State == keys.StateHalfOpen:
+		s += ", probing"
+	case ks.NextProbe != nil && ks.NextProbe.After(ks.Now):
+		s += ", next probe in " + roundWait(ks.NextProbe.Sub(ks.Now))
+	case ks.NextProbe != nil:
+		s += ", probe due"
+	}
+	return s
+}
+
+// roundWait rounds a wait for display: tenths under ten seconds, else seconds.
+func roundWait(d time.Duration) string {
+	if d < 10*time.Second {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}

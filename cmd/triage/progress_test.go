@@ -1,0 +1,54 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/keys"
+)
+
+func TestProgressLine(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 30, 2, 14, 0, 0, time.UTC)
+	opened, probe := now.Add(-time.Minute), now.Add(41*time.Second)
+	ks := &keys.KeyStatus{Key: "main", State: keys.StateOpen, OpenedAt: &opened, NextProbe: &probe, Now: now}
+	st := ledger.Status{Batch: "b1", Total: 10, Completed: 4, DeadLettered: 1, Pending: 5, Calls: 7, SpendUSD: 0.0021,
+		State: ledger.BatchPausedExhausted}
+	line := progressLine(st, ks, 2*time.Second, true)
+	require.Equal(t, "[########........] 4/10 done · 1 dead · 5 pending · paused: key main exhausted since "+
+		opened.Local().Format("15:04")+", next probe in 41s · 7 calls · $0.002100 · 2.5/s", line)
+	require.Equal(t, "[########........] 4/10 done · 1 dead · 5 …", fitWidth(line, 44), "one column short of the width")
+	require.Equal(t, line, fitWidth(line, 0))
+	require.Equal(t, "progress: 4/10 done, 1 dead-lettered, 5 pending, 7 calls, $0.002100, 2.5/s, "+
+		"paused: key main exhausted since "+opened.Local().Format("15:04")+", next probe in 41s", progressLine(st, ks, 2*time.Second, false))
+
+	st.State = ledger.BatchRunning
+	pause := &keys.Pause{Key: "main", Reason: "throttled", Until: now.Add(1200 * time.Millisecond)}
+	require.Equal(t, "throttled: key main paused for 1.2s",
+		describeState(st, &keys.KeyStatus{Key: "main", State: keys.StateClosed, Pause: pause, Now: now}))
+	require.Equal(t, "running", describeState(st, &keys.KeyStatus{Key: "main", State: keys.StateClosed, Now: now}))
+	require.True(t, strings.HasPrefix(progressLine(st, nil, 0, false), "progress: 4/10 done"))
+}
+
+func TestProgressOnTerminalRedrawsAroundLogLines(t *testing.T) {
+	t.Parallel()
+	var w strings.Builder
+	p := newProgress(&w, true, 0)
+	p.show("bar 1", time.Now(), false)
+	p.show("bar 2", time.Now(), false)
+	p.event(time.Date(2026, 1, 1, 2, 13, 0, 0, time.Local), "key main exhausted")
+	p.finish()
+	require.Equal(t, "\rbar 1\x1b[K\rbar 2\x1b[K\r\x1b[K02:13:00 key main exhausted\nbar 2\x1b[K\n", w.String())
+
+	w.Reset()
+	p = newProgress(&w, false, time.Hour)
+	start := time.Now()
+	p.show("one", start, false)
+	p.show("two", start.Add(time.Minute), false)
+	p.show("three", start.Add(2*time.Minute), true)
+	require.Equal(t, "one\nthree\n", w.String(), "plain lines at most once per interval, and the last")
+}

@@ -1,0 +1,329 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/keys"
+)
+
+func init() {
+	register(command{
+		name:    "run",
+		summary: "enqueue a JSONL file and work it until it settles (--pipeline P [--batch B] [--max-wait D] [--budget USD] FILE|-)",
+		run:     runRun,
+	})
+}
+
+// stopGrace is how long a stopping worker lets calls in flight finish
+// (River's soft stop) before cancelling them.
+const stopGrace = 15 * time.Second
+
+// pollEvery is how often a run reads its batch's status.
+const pollEvery = 250 * time.Millisecond
+
+// usdFlag is an optional dollar amount: unset is nil.
+type usdFlag struct{ v *float64 }
+
+func (f *usdFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return strconv.FormatFloat(*f.v, 'f', -1, 64)
+}
+
+func (f *usdFlag) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v <= 0 {
+		return fmt.Errorf("want a positive amount of USD, got %q", s)
+	}
+	f.v = &v
+	return nil
+}
+
+func runRun(ctx context.Context, e *env, args []string) int {
+	fs := flag.NewFlagSet("triage run", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	pipeline := fs.String("pipeline", "", "pipeline of triage.toml that processes the records (required)")
+	batch := fs.String("batch", "", "batch id (default: PIPELINE-YYYYMMDDTHHMMSSZ, UTC)")
+	maxWait := fs.Duration("max-wait", 0, "stop after this long even if jobs are still queued (0: wait until settled)")
+	var budget usdFlag
+	fs.Var(&budget, "budget", "spend cap of the batch in USD (default: the pipeline's budget_usd)")
+	interval := fs.Duration("progress-interval", progressIntervalDefault, "how often a progress line is printed when stderr is not a terminal")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: triage run --pipeline P [--batch B] [--max-wait D] [--budget USD] FILE|-")
+		fmt.Fprintln(e.stderr, "Enqueues the file as one batch and works it in this process until every record is")
+		fmt.Fprintln(e.stderr, "completed or dead-lettered, then prints a summary. While the key is exhausted it waits")
+		fmt.Fprintln(e.stderr, "(one probe per probe_interval); when the batch's budget is spent it stops.")
+		fmt.Fprintln(e.stderr, "Exit: 0 settled; 3 settled with dead letters; 4 stopped with jobs still queued")
+		fmt.Fprintln(e.stderr, "(--max-wait passed, budget reached, interrupted); `triage work` finishes them.")
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return parseFailed(err)
+	}
+	if err := checkOneFile(pos, *pipeline); err != nil {
+		fmt.Fprintf(e.stderr, "triage run: %v\n", err)
+		return exitUsage
+	}
+	if *maxWait < 0 {
+		fmt.Fprintln(e.stderr, "triage run: --max-wait must not be negative")
+		return exitUsage
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(e.stderr, "triage run: %v\n", err)
+		return exitFor(err)
+	}
+	cfg, err := loadConfig(e)
+	if err != nil {
+		return fail(err)
+	}
+	key, _, err := cfg.KeyFor(*pipeline)
+	if err != nil {
+		return fail(usageError{err})
+	}
+	recs, err := readInput(e, pos[0])
+	if err != nil {
+		return fail(err)
+	}
+	id := *batch
+	if id == "" {
+		id = defaultBatchID(*pipeline, time.Now())
+	}
+	d, err := openDB(ctx, e, cfg)
+	if err != nil {
+		return fail(err)
+	}
+	defer d.Close()
+	if err := enqueueBatch(ctx, d, cfg, worker.EnqueueParams{Pipeline: *pipeline, Batch: id, BudgetUSD: budget.v, Records: recs}); err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(e.stderr, "enqueued %d records as batch %s\n", len(recs), id)
+	out, err := workBatch(ctx, e, batchRun{cfg: cfg, d: d, batch: id, key: key.Name, maxWait: *maxWait, interval: *interval})
+	if err != nil {
+		return fail(err)
+	}
+	return out.exitCode()
+}
+
+// batchRun is one batch worked to the end in this process.
+type batchRun struct {
+	cfg   *config.Config
+	d     *db
+	batch string
+	key   string
+	// maxWait stops the run with jobs still queued; 0: no limit.
+	maxWait time.Duration
+	// interval between plain progress lines (stderr not a terminal).
+	interval time.Duration
+	// opts tunes the worker; Config, Pool, Keys, Getenv and Logger are set
+	// by workBatch.
+	opts worker.Options
+	// getenv reads the API keys' variables; default the env's.
+	getenv func(string) string
+	// watch, if set, is called on every poll (the demo tops up its fake
+	// provider from it).
+	watch func(ctx context.Context, v batchView, p *progress)
+}
+
+// batchView is one poll of a running batch.
+type batchView struct {
+	st  ledger.Status
+	key *keys.KeyStatus
+	now time.Time
+}
+
+// runOutcome is how a run ended.
+type runOutcome struct {
+	st      ledger.Status
+	stopped string // why it stopped before settling; "" when settled
+	wall    time.Duration
+}
+
+func (o runOutcome) exitCode() int {
+	switch {
+	case o.stopped != "":
+		return exitQueued
+	case o.st.DeadLettered > 0:
+		return exitDeadLetters
+	default:
+		return exitOK
+	}
+}
+
+// workBatch runs a worker for r.key until r.batch settles, its budget is
+// spent, maxWait passes or ctx ends; draws the progress on stderr; then
+// stops the worker gracefully and writes the summary on stdout.
+func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
+	tty := isTerminal(e.stderr)
+	p := newProgress(e.stderr, tty, r.interval)
+	// The terminal's width, when the shell exports it; golang.org/x/term
+	// would ask the terminal itself.
+	p.columns, _ = strconv.Atoi(e.getenv("COLUMNS"))
+	opts := r.opts
+	opts.Config, opts.Pool, opts.Keys = r.cfg, r.d.pool, []string{r.key}
+	if r.getenv == nil {
+		r.getenv = e.getenv
+	}
+	opts.Getenv = r.getenv
+	if opts.Logger == nil {
+		// Alerts (ERROR) only: per-record events would drown the progress.
+		// The dead letters and the ledger keep the detail.
+		hopts := &slog.HandlerOptions{Level: slog.LevelError}
+		if tty {
+			opts.Logger = slog.New(slog.NewTextHandler(p, hopts))
+		} else {
+			opts.Logger = slog.New(slog.NewJSONHandler(p, hopts))
+		}
+	}
+	rt, err := worker.New(opts)
+	if err != nil {
+		return runOutcome{}, err
+	}
+	// The worker runs on a context of its own: an interrupt stops it
+	// gracefully through Stop, not by cancelling the calls in flight.
+	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRun()
+	start := time.Now()
+	if err := rt.Start(runCtx); err != nil {
+		return runOutcome{}, err
+	}
+	out, loopErr := pollBatch(ctx, rt.Store(), r, p, start)
+	p.finish()
+
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGrace)
+	defer cancel()
+	if err := rt.Stop(stopCtx); err != nil {
+		fmt.Fprintf(p, "triage: stopping the worker: %v\n", err)
+	}
+	out.wall = time.Since(start)
+	if loopErr != nil {
+		return out, loopErr
+	}
+	// Calls in flight at the stop may have settled the batch meanwhile.
+	if st, _, err := batchStatus(context.WithoutCancel(ctx), r.d.pool, rt.Store(), r.batch); err == nil {
+		out.st = st
+		if st.State == ledger.BatchSettled {
+			out.stopped = ""
+		}
+	}
+	if out.stopped != "" {
+		fmt.Fprintf(p, "stopped: %s; %d records still queued (`triage work` finishes them)\n", out.stopped, out.st.Pending)
+	}
+	if err := writeSummary(ctx, e.stdout, r.d, out); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// pollBatch draws progress until the batch settles or the run must stop,
+// narrating the key's breaker as it opens, fails a probe and closes.
+func pollBatch(ctx context.Context, store *keys.Store, r batchRun, p *progress, start time.Time) (runOutcome, error) {
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	var deadline <-chan time.Time
+	if r.maxWait > 0 {
+		t := time.NewTimer(r.maxWait)
+		defer t.Stop()
+		deadline = t.C
+	}
+	var prev *keys.KeyStatus
+	for {
+		now := time.Now()
+		st, ks, err := batchStatus(ctx, r.d.pool, store, r.batch)
+		if err != nil {
+			if ctx.Err() != nil {
+				return runOutcome{st: st, stopped: "interrupted"}, nil
+			}
+			return runOutcome{}, err
+		}
+		narrateKey(p, prev, ks, now)
+		prev = ks
+		if r.watch != nil {
+			r.watch(ctx, batchView{st: st, key: ks, now: now}, p)
+		}
+		done := st.State == ledger.BatchSettled || st.State == ledger.BatchPausedBudget
+		p.show(progressLine(st, ks, time.Since(start), p.tty), now, done)
+		switch st.State {
+		case ledger.BatchSettled:
+			return runOutcome{st: st}, nil
+		case ledger.BatchPausedBudget:
+			return runOutcome{st: st, stopped: "the batch's budget is spent"}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return runOutcome{st: st, stopped: "interrupted"}, nil
+		case <-deadline:
+			p.show(progressLine(st, ks, time.Since(start), p.tty), time.Now(), true)
+			return runOutcome{st: st, stopped: fmt.Sprintf("--max-wait %s passed", r.maxWait)}, nil
+		case <-tick.C:
+		}
+	}
+}
+
+// narrateKey prints the breaker's transitions between two polls.
+func narrateKey(p *progress, prev, cur *keys.KeyStatus, now time.Time) {
+	if cur == nil {
+		return
+	}
+	wasClosed := prev == nil || prev.State == keys.StateClosed
+	switch {
+	case wasClosed && cur.State != keys.StateClosed:
+		p.event(now, "key %s exhausted (%s): its jobs stay queued; one probe at a time until it answers", cur.Key, cur.Reason)
+	case !wasClosed && cur.State == keys.StateClosed:
+		p.event(now, "key %s resumed: the probe succeeded, its queue drains again", cur.Key)
+	case !wasClosed && cur.State == keys.StateOpen && cur.Generation > prev.Generation:
+		p.event(now, "key %s: the probe failed, still exhausted; %s", cur.Key, describeKey(cur))
+	}
+}
+
+// writeSummary prints what the run did: records, calls and spend per class,
+// dead letters by reason, wall time.
+func writeSummary(ctx context.Context, w io.Writer, d *db, out runOutcome) error {
+	ctx = context.WithoutCancel(ctx)
+	st := out.st
+	attempts, err := allAttempts(ctx, d, ledger.AttemptFilter{Batch: st.Batch})
+	if err != nil {
+		return err
+	}
+	dls, err := ledger.ListDeadLetters(ctx, d.pool, ledger.DeadLetterFilter{Batch: st.Batch})
+	if err != nil {
+		return err
+	}
+	total, byClass := usageByClass(attempts)
+	fmt.Fprintf(w, "\nbatch %s (pipeline %s): %d records, %d completed, %d dead-lettered, %d pending\n\n",
+		st.Batch, st.Pipeline, st.Total, st.Completed, st.DeadLettered, st.Pending)
+	writeUsageTable(w, total, byClass, false)
+	fmt.Fprintf(w, "\nspend %s, possibly billed %s (sent, no answer)\n", usd(st.SpendUSD), usd(st.PossiblyBilledUSD))
+	if len(dls) > 0 {
+		type reasonKey struct{ class, reason string }
+		counts := map[reasonKey]int{}
+		var order []reasonKey
+		for _, dl := range dls {
+			k := reasonKey{dl.Class, dl.Reason}
+			if counts[k] == 0 {
+				order = append(order, k)
+			}
+			counts[k]++
+		}
+		fmt.Fprintln(w, "\ndead letters:")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  class\treason\trecords")
+		for _, k := range order {
+			fmt.Fprintf(tw, "  %s\t%s\t%d\n", k.class, k.reason, counts[k])
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(w, "\nwall time %s\n", out.wall.Round(100*time.Millisecond))
+	return nil
+}

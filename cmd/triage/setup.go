@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/triage-dev/triage/ledger/pgcluster"
+	"github.com/triage-dev/triage/migrations"
+	"github.com/triage-dev/triage/worker/config"
+)
+
+// configFileDefault is read when neither --config nor TRIAGE_CONFIG names a file.
+const configFileDefault = "triage.toml"
+
+// usageError marks errors that are the caller's input (exit 2), as opposed to
+// runtime failures (exit 1).
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+// exitFor maps an error to the contract's exit code.
+func exitFor(err error) int {
+	var u usageError
+	if errors.As(err, &u) {
+		return exitUsage
+	}
+	return exitRuntime
+}
+
+// loadConfig reads --config, else $TRIAGE_CONFIG, else ./triage.toml.
+func loadConfig(e *env) (*config.Config, error) {
+	path := e.configPath
+	if path == "" {
+		path = e.getenv("TRIAGE_CONFIG")
+	}
+	if path == "" {
+		path = configFileDefault
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, usageError{fmt.Errorf("no configuration: %s does not exist (give one with --config FILE or TRIAGE_CONFIG; `triage demo` needs none)", path)}
+		}
+		return nil, usageError{err}
+	}
+	return cfg, nil
+}
+
+// loadConfigOptional is loadConfig for commands that only read the database
+// (status, dlq, ledger, keys): with no --config, no TRIAGE_CONFIG and no
+// ./triage.toml it returns nil, nil, and the database comes from DATABASE_URL
+// or the embedded default — so `triage demo`'s results can be inspected
+// without writing a configuration first.
+func loadConfigOptional(e *env) (*config.Config, error) {
+	if e.configPath == "" && e.getenv("TRIAGE_CONFIG") == "" {
+		if _, err := os.Stat(configFileDefault); errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+	}
+	return loadConfig(e)
+}
+
+// db is an open database for one command.
+type db struct {
+	pool *pgxpool.Pool
+	// where names the database for messages, without credentials.
+	where string
+}
+
+func (d *db) Close() { d.pool.Close() }
+
+// openDB connects to DATABASE_URL, else [database] url, else the private
+// cluster in .triage/pg (started on first use). The embedded cluster is
+// migrated on the spot; a configured database must have been migrated with
+// `triage migrate`, so a fleet's schema only changes when someone says so.
+func openDB(ctx context.Context, e *env, cfg *config.Config) (*db, error) {
+	url := e.getenv(config.EnvDatabaseURL)
+	if url == "" && cfg != nil {
+		url = cfg.Database.URL
+	}
+	embedded := url == ""
+	where := ""
+	if embedded {
+		c, err := pgcluster.Start(ctx, embeddedDir, pgcluster.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("embedded database in %s: %w", embeddedDir, err)
+		}
+		url, where = c.URL(), "the private cluster in "+embeddedDir
+	}
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("database URL (DATABASE_URL or [database] url) is not valid: %v", redactErr(err))}
+	}
+	if where == "" {
+		where = fmt.Sprintf("database %q on %s:%d", pcfg.ConnConfig.Database, pcfg.ConnConfig.Host, pcfg.ConnConfig.Port)
+	}
+	pcfg.MaxConns = max(pcfg.MaxConns, 20)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("%s is unreachable (set DATABASE_URL or [database] url): %w", where, err)
+	}
+	d := &db{pool: pool, where: where}
+	if embedded {
+		if _, err := migrations.Migrate(ctx, pool, ""); err != nil {
+			pool.Close()
+			return nil, err
+		}
+		return d, nil
+	}
+	if err := checkMigrated(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	return d, nil
+}
+
+func checkMigrated(ctx context.Context, pool *pgxpool.Pool) error {
+	all, err := migrations.All()
+	if err != nil {
+		return err
+	}
+	var have int
+	err = pool.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM triage_migration").Scan(&have)
+	if err != nil || have < len(all) {
+		return errors.New("the schema is missing or out of date: run `triage migrate`")
+	}
+	return nil
+}
+
+// redactErr drops a URL's password from a parse error.
+func redactErr(err error) string {
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) && pe.Unwrap() != nil {
+		return pe.Unwrap().Error()
+	}
+	return "cannot parse it"
+}
+
+// newLogger writes text to a terminal and JSON elsewhere, one event a line.
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if isTerminal(w) {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
