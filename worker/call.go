@@ -222,7 +222,14 @@ func (r *Runtime) react(ctx context.Context, c *call, prior ledger.Prior) error 
 	case classify.OK:
 		output, bad := usableOutput(c)
 		if bad != "" {
-			_ = r.finish(ctx, c, ledger.AttemptOK)
+			// A 2xx body that is not the vendor's format tells no usage: the
+			// call may have been billed, so it stays possibly billed at its
+			// estimate rather than being recorded as free.
+			status := ledger.AttemptOK
+			if c.res.Malformed != "" {
+				status = ledger.AttemptPossiblyBilled
+			}
+			_ = r.finish(ctx, c, status)
 			r.probeDone(ctx, c, true)
 			return r.deadLetter(ctx, c, "ok", ReasonInvalidOutput, bad)
 		}

@@ -184,3 +184,22 @@ func TestAmbiguousRetriesExhaustedDeadLetters(t *testing.T) {
 	require.Equal(t, "ambiguous_retries_exhausted", dls[0].Reason)
 	require.Positive(t, st.PossiblyBilledUSD, "the unanswered sends stay possibly billed")
 }
+
+// A 200 whose body is not the vendor's format is never retried: it is
+// dead-lettered as invalid_output, and since the provider may have billed it
+// the attempt stays possibly billed at its estimate.
+func TestGarbage200IsInvalidOutputAndPossiblyBilled(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakeprovider.Scenario{RecordScripts: map[string][]fakeprovider.Step{"r002": steps(act(fakeprovider.ActionGarbage))}}, tweaks{})
+	b.enqueue(t, "b1", records(3, nil))
+	b.start(t)
+
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, 2, st.Completed)
+	require.Equal(t, 1, b.fake.Stats().ByRecord["r002"].Requests, "an unusable answer is not resent")
+	dls := b.deadLetters(t, "b1")
+	require.Len(t, dls, 1)
+	require.Equal(t, "ok", dls[0].Class)
+	require.Equal(t, "invalid_output", dls[0].Reason)
+	require.Positive(t, st.PossiblyBilledUSD)
+}
