@@ -82,15 +82,19 @@ func (c *Cluster) URL() string {
 // FindBinaries returns the directory holding initdb and pg_ctl: PATH first, then
 // the newest /usr/lib/postgresql/N/bin.
 func FindBinaries() (string, error) {
-	if p, err := exec.LookPath("pg_ctl"); err == nil {
-		if _, err := exec.LookPath("initdb"); err == nil {
+	return findBinaries(exec.LookPath, "/usr/lib/postgresql/*/bin")
+}
+
+func findBinaries(lookPath func(string) (string, error), versionedBinDirs string) (string, error) {
+	if p, err := lookPath("pg_ctl"); err == nil {
+		if _, err := lookPath("initdb"); err == nil {
 			if real, err := filepath.EvalSymlinks(p); err == nil {
 				return filepath.Dir(real), nil
 			}
 			return filepath.Dir(p), nil
 		}
 	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	dirs, _ := filepath.Glob(versionedBinDirs)
 	sort.Slice(dirs, func(i, j int) bool { return versionOf(dirs[i]) > versionOf(dirs[j]) })
 	for _, d := range dirs {
 		if isExecutable(filepath.Join(d, "initdb")) && isExecutable(filepath.Join(d, "pg_ctl")) {
