@@ -1,0 +1,50 @@
+package migrations_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/triage-dev/triage/ledger/dbtest"
+	"github.com/triage-dev/triage/migrations"
+)
+
+// Migrate twice: the second run applies nothing. Two processes at once:
+// each file is applied exactly once and both succeed.
+func TestMigrateIsIdempotentAndSafeConcurrently(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t, dbtest.Options{NoMigrate: true})
+	all, err := migrations.All()
+	require.NoError(t, err)
+
+	var wg sync.WaitGroup
+	results := make([]*migrations.Result, 2)
+	errs := make([]error, 2)
+	for i := range 2 {
+		pool, err := pgxpool.New(ctx, db.URL) // a second "process"
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = migrations.Migrate(ctx, pool, db.Schema)
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	require.Equal(t, len(all), len(results[0].Triage)+len(results[1].Triage), "each triage migration applied exactly once")
+	require.NotEmpty(t, append(results[0].River, results[1].River...))
+
+	again, err := migrations.Migrate(ctx, db.Pool, db.Schema)
+	require.NoError(t, err)
+	require.Empty(t, again.Triage)
+	require.Empty(t, again.River)
+	var n int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM triage_migration").Scan(&n))
+	require.Equal(t, len(all), n)
+}
