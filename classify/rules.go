@@ -50,6 +50,12 @@ var openaiTable = &table{name: "openai", rules: []rule{
 			"billing_not_active", "access_terminated", "account_deactivated") ||
 			typeIn(f, "insufficient_quota")
 	}},
+	// 403 type request_forbidden, code unsupported_country_region_territory:
+	// the key's egress region is refused. Every request from this key fails the
+	// same way until the region changes, like Gemini's FAILED_PRECONDITION.
+	{reason: "region_not_supported", class: Exhausted, when: func(f *facts) bool {
+		return codeIn(f, "unsupported_country_region_territory")
+	}},
 	// type is invalid_request_error, which alone would read as a bad request.
 	{reason: "invalid_api_key", class: Exhausted, when: func(f *facts) bool { return codeIn(f, "invalid_api_key") }},
 	// One request larger than the per-minute bucket (OpenAI 429, Groq 413): no
@@ -91,6 +97,9 @@ var anthropicTable = &table{name: "anthropic", rules: []rule{
 	{reason: "rate_limit", class: Throttled, when: func(f *facts) bool {
 		return typeIn(f, "rate_limit_error") || codeIn(f, "rate_limit_error")
 	}},
+	// 413 request_too_large (docs.claude.com errors): the body is over the
+	// endpoint's size limit; resending it unchanged cannot fit.
+	{reason: "request_too_large", class: Rejected, when: func(f *facts) bool { return typeIn(f, "request_too_large") }},
 	{reason: "overloaded", class: Transient, when: func(f *facts) bool { return typeIn(f, "overloaded_error", "api_error") }},
 }}
 
@@ -126,6 +135,13 @@ var googleTable = &table{name: "google", rules: []rule{
 		}
 		return false
 	}},
+	// Code Assist (cloudcode-pa) names its per-day limit only in the message
+	// ("limit 'Gemini 2.5 Pro Requests per day per user per tier'"); the body
+	// carries no QuotaFailure quotaId. Narrow text backup, read only when no
+	// quotaId is present (a quotaId, above, decides on its own).
+	{reason: "quota_per_day_message", class: Exhausted, when: func(f *facts) bool {
+		return f.gstatus == "RESOURCE_EXHAUSTED" && len(f.quotaIDs) == 0 && says(f, "per day")
+	}},
 	// Per-minute quotas, shared-capacity 429s and the legacy errors[].reason.
 	{reason: "resource_exhausted", class: Throttled, when: func(f *facts) bool {
 		return f.gstatus == "RESOURCE_EXHAUSTED" || slices.Contains(f.reasons, "rateLimitExceeded")
@@ -155,6 +171,17 @@ var bedrockTable = &table{name: "bedrock", rules: []rule{
 	// 403: the account or role may not invoke this model (model access not
 	// granted, IAM, Marketplace subscription). Every call on the key fails.
 	{reason: "access_denied", class: Exhausted, when: func(f *facts) bool { return f.amzType == "AccessDeniedException" }},
+	// 403 UnrecognizedClientException / ExpiredTokenException: the AWS
+	// credentials of the key are invalid or expired; no call on them succeeds.
+	{reason: "invalid_credentials", class: Exhausted, when: func(f *facts) bool {
+		return f.amzType == "UnrecognizedClientException" || f.amzType == "ExpiredTokenException"
+	}},
+	// The same, when the x-amzn-ErrorType header did not reach us: the body is
+	// only {"message"}, so the AWS wording is the narrow backup.
+	{reason: "invalid_credentials_message", class: Exhausted, when: func(f *facts) bool {
+		return f.amzType == "" && f.status == 403 && says(f, "security token included in the request is invalid",
+			"security token included in the request is expired")
+	}},
 	// 400, but an account quota ("You can resubmit your request later"):
 	// account-level, so exhausted; the breaker's probe finds when it lifts.
 	{reason: "service_quota_exceeded", class: Exhausted, when: func(f *facts) bool {
@@ -173,6 +200,12 @@ var openrouterTable = &table{name: "openrouter", rules: []rule{
 	{reason: "credits", class: Exhausted, when: func(f *facts) bool {
 		return f.status == 402 || f.code == "402" || f.metaErrorType == "payment_required" ||
 			f.limitSource == "openrouter_credits" || f.limitSource == "openrouter_key_limit"
+	}},
+	// 429 "Rate limit exceeded: free-models-per-day": the daily :free-model
+	// allowance (openrouter.ai/docs limits), named only in the message; it
+	// resets daily or when credits are bought, so waiting minutes is useless.
+	{reason: "free_models_per_day", class: Exhausted, when: func(f *facts) bool {
+		return says(f, "free-models-per-day")
 	}},
 	{reason: "upstream_rate_limit", class: Throttled, when: func(f *facts) bool {
 		return f.limitSource == "upstream_provider_shared_pool" || f.metaErrorType == "rate_limit_exceeded"
@@ -213,9 +246,24 @@ var groqTable = &table{name: "groq", rules: []rule{
 }}
 
 // xAI sends the credit/spend condition as a bare JSON string, on 429 and 403.
+// The body is a bare JSON string or {"code":"<gRPC status text>","error":"<message>"};
+// neither carries a discriminating field, so the message text decides.
 var xaiTable = &table{name: "xai", rules: []rule{
+	// 429/403 credits or spend cap; 403 for a new team without credits.
 	{reason: "credits_or_spend_limit", class: Exhausted, when: func(f *facts) bool {
-		return f.bare && says(f, "available credits", "spending limit")
+		return says(f, "available credits", "spending limit", "any credits", "run out of credits")
+	}},
+	// xAI answers a bad key with 400 "Incorrect API key provided".
+	{reason: "invalid_api_key", class: Exhausted, when: func(f *facts) bool {
+		return says(f, "incorrect api key provided", "incorrect%20api%20key%20provided")
+	}},
+}}
+
+// Fireworks: 412 code PRECONDITION_FAILED "Account … is suspended, possibly due
+// to reaching the monthly spending limit or failure to pay past invoices".
+var fireworksTable = &table{name: "fireworks", rules: []rule{
+	{reason: "account_suspended", class: Exhausted, when: func(f *facts) bool {
+		return codeIn(f, "PRECONDITION_FAILED") || f.status == 412
 	}},
 }}
 
@@ -243,6 +291,8 @@ var genericTable = &table{name: "generic", rules: []rule{
 	{reason: "payment_required", class: Exhausted, when: func(f *facts) bool { return f.status == 402 }},
 	{reason: "bad_request", class: Rejected, when: func(f *facts) bool { return f.status == 400 && f.structured }},
 	{reason: "not_found", class: Rejected, when: func(f *facts) bool { return f.status == 404 && f.structured }},
+	// 413: the request body is over a size limit; it never fits unchanged.
+	{reason: "request_too_large", class: Rejected, when: func(f *facts) bool { return f.status == 413 }},
 	// The upstream may have run the request and billed it.
 	{reason: "timeout", class: Ambiguous, when: func(f *facts) bool { return f.status == 408 || f.status == 504 }},
 	// A gateway or router answering 429 with nothing we recognise may be its own
@@ -275,7 +325,7 @@ var chains = map[string][]*table{
 	"groq":                  {groqTable, openaiTable, genericTable},
 	"deepseek":              {openaiTable, genericTable},
 	"together":              {openaiTable, genericTable},
-	"fireworks":             {openaiTable, genericTable},
+	"fireworks":             {fireworksTable, openaiTable, genericTable},
 	"xai":                   {xaiTable, openaiTable, genericTable},
 	"cohere":                {openaiTable, genericTable},
 	"vllm":                  {openaiTable, genericTable},
