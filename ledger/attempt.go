@@ -190,3 +190,45 @@ func UsageByKey(ctx context.Context, db DBTX, key string, since time.Time) (KeyU
 	}
 	return u, nil
 }
+
+// UsageByClass sums the attempts matching f (Limit is ignored) per
+// classifier class, in the database: calls, distinct records, retries,
+// tokens, billed spend and the possibly-billed estimate. It returns the sums
+// over every class (whose Records counts each record once, whatever classes
+// its attempts had) and one ClassUsage per class, ordered by class name with
+// "" (no class recorded) first. No attempt is loaded into memory.
+func UsageByClass(ctx context.Context, db DBTX, f AttemptFilter) (total ClassUsage, byClass []ClassUsage, err error) {
+	rows, err := db.Query(ctx, `SELECT grouping(class) = 1, coalesce(class, ''),
+			count(*), count(DISTINCT (batch, record_id)), count(*) FILTER (WHERE is_retry),
+			coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0),
+			coalesce(sum(cost_usd), 0)::float8,
+			coalesce(sum(est_cost_usd) FILTER (WHERE status IN ('possibly_billed', 'intent')), 0)::float8
+		FROM triage_attempt
+		WHERE ($1 = '' OR batch = $1) AND ($2 = '' OR key = $2)
+		GROUP BY GROUPING SETS ((class), ())
+		ORDER BY 1, 2`, f.Batch, f.Key)
+	if err != nil {
+		return ClassUsage{}, nil, fmt.Errorf("ledger: usage by class: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			u     ClassUsage
+			isAll bool
+		)
+		if err := rows.Scan(&isAll, &u.Class, &u.Calls, &u.Records, &u.Retries, &u.InputTokens, &u.OutputTokens,
+			&u.SpendUSD, &u.PossiblyBilledUSD); err != nil {
+			return ClassUsage{}, nil, fmt.Errorf("ledger: usage by class: %w", err)
+		}
+		if isAll {
+			u.Class = ""
+			total = u
+			continue
+		}
+		byClass = append(byClass, u)
+	}
+	if err := rows.Err(); err != nil {
+		return ClassUsage{}, nil, fmt.Errorf("ledger: usage by class: %w", err)
+	}
+	return total, byClass, nil
+}

@@ -119,7 +119,7 @@ func SetBatchBudget(ctx context.Context, db DBTX, id string, budgetUSD *float64)
 // statusQuery computes Status for the batches matched by its WHERE clause.
 // Each count is one indexed aggregate per batch.
 const statusQuery = `
-SELECT b.id, b.pipeline, b.total, b.state,
+SELECT b.id, b.pipeline, b.key, b.total, b.state,
        (SELECT count(*) FROM triage_result r WHERE r.batch = b.id),
        (SELECT count(*) FROM triage_dead_letter d WHERE d.batch = b.id AND d.requeued_at IS NULL),
        a.calls, a.spend::float8, a.possibly_billed::float8
@@ -134,7 +134,7 @@ CROSS JOIN LATERAL (
 
 func scanStatus(row pgx.Row) (Status, error) {
 	var s Status
-	if err := row.Scan(&s.Batch, &s.Pipeline, &s.Total, &s.State, &s.Completed, &s.DeadLettered,
+	if err := row.Scan(&s.Batch, &s.Pipeline, &s.Key, &s.Total, &s.State, &s.Completed, &s.DeadLettered,
 		&s.Calls, &s.SpendUSD, &s.PossiblyBilledUSD); err != nil {
 		return Status{}, err
 	}

@@ -198,6 +198,9 @@ type Status struct {
 	SpendUSD          float64    `json:"spend_usd"`
 	PossiblyBilledUSD float64    `json:"possibly_billed_usd"`
 	State             BatchState `json:"state"`
+	// Key is the batch's key, for joining it with the key's breaker; not part
+	// of the JSON shape.
+	Key string `json:"-"`
 }
 
 // KeyUsage is one key's activity since a moment: for the prepaid and
@@ -207,6 +210,25 @@ type KeyUsage struct {
 	Retries           int // attempts with IsRetry
 	SpendUSD          float64
 	PossiblyBilledUSD float64
+}
+
+// ClassUsage is what a set of attempts with one classifier class came to
+// (UsageByClass). The JSON names are the shape of `triage ledger --json`.
+type ClassUsage struct {
+	// Class is the classifier class the attempt finished with; "" for
+	// attempts with none recorded (in flight, or resolved before finishing).
+	Class string `json:"class,omitempty"`
+	Calls int    `json:"calls"`
+	// Records counts distinct records (batch and record id).
+	Records      int `json:"records"`
+	Retries      int `json:"retries"`
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+	// SpendUSD is the billed cost.
+	SpendUSD float64 `json:"spend_usd"`
+	// PossiblyBilledUSD is the estimated cost of attempts still ambiguous
+	// (possibly_billed, or an intent not finished).
+	PossiblyBilledUSD float64 `json:"possibly_billed_usd"`
 }
 
 // ResultRow is one record of a batch with its stored output, for export.

@@ -426,7 +426,7 @@ func TestBatchStatusCounts(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ledger.Status{
 		Batch: "b1", Pipeline: "enrich", Total: 5, Completed: 2, DeadLettered: 1, Pending: 2, Calls: 4,
-		SpendUSD: 1.0, PossiblyBilledUSD: 0.02, State: ledger.BatchPausedBudget,
+		SpendUSD: 1.0, PossiblyBilledUSD: 0.02, State: ledger.BatchPausedBudget, Key: "main",
 	}, st)
 
 	out, err := json.Marshal(st)
@@ -448,6 +448,7 @@ func TestBatchStatusCounts(t *testing.T) {
 	byID := map[string]ledger.Status{list[0].Batch: list[0], list[1].Batch: list[1]}
 	require.Equal(t, ledger.BatchSettled, byID["b0"].State, "an empty batch is settled")
 	require.Equal(t, ledger.BatchRunning, byID["b1"].State)
+	require.Equal(t, "main", byID["b1"].Key, "the batch's key, for its breaker")
 
 	_, err = ledger.BatchStatus(b.ctx, b.db.Pool, "nope")
 	require.ErrorIs(t, err, ledger.ErrNotFound)
@@ -627,4 +628,49 @@ func TestRedact(t *testing.T) {
 		t.Parallel()
 		require.Equal(t, "upstream timeout", ledger.Redact("upstream timeout"))
 	})
+}
+
+func TestUsageByClass(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.batch(t, "b1", 3)
+	b.batch(t, "b2", 1)
+	finish := func(batch, record string, attempt int, out ledger.Outcome) {
+		t.Helper()
+		id, err := ledger.BeginAttempt(b.ctx, b.db.Pool, intent(batch, record, attempt))
+		require.NoError(t, err)
+		if out.Status != "" {
+			require.NoError(t, ledger.FinishAttempt(b.ctx, b.db.Pool, id, out))
+		}
+	}
+	// r1: transient, then ok on the retry; r2: ok; r3: possibly billed, then
+	// in flight; b2/r1: ok on another key's filter target.
+	finish("b1", "r1", 1, ledger.Outcome{Status: ledger.AttemptFailed, Class: "transient", HTTPStatus: 503})
+	finish("b1", "r1", 2, ledger.Outcome{Status: ledger.AttemptOK, Class: "ok", InputTokens: 100, OutputTokens: 10, CostUSD: 0.25})
+	finish("b1", "r2", 1, ledger.Outcome{Status: ledger.AttemptOK, Class: "ok", InputTokens: 50, OutputTokens: 5, CostUSD: 0.125})
+	finish("b1", "r3", 1, ledger.Outcome{Status: ledger.AttemptPossiblyBilled, Class: "ambiguous"})
+	finish("b1", "r3", 2, ledger.Outcome{})
+	finish("b2", "r1", 1, ledger.Outcome{Status: ledger.AttemptOK, Class: "ok", CostUSD: 1})
+
+	total, byClass, err := ledger.UsageByClass(b.ctx, b.db.Pool, ledger.AttemptFilter{Batch: "b1", Limit: 1})
+	require.NoError(t, err)
+	require.Equal(t, ledger.ClassUsage{Calls: 5, Records: 3, Retries: 2, InputTokens: 150, OutputTokens: 15,
+		SpendUSD: 0.375, PossiblyBilledUSD: 0.02}, total, "Limit is ignored; r1 and r3 count once")
+	require.Equal(t, []ledger.ClassUsage{
+		{Class: "", Calls: 1, Records: 1, Retries: 1, PossiblyBilledUSD: 0.01},
+		{Class: "ambiguous", Calls: 1, Records: 1, PossiblyBilledUSD: 0.01},
+		{Class: "ok", Calls: 2, Records: 2, Retries: 1, InputTokens: 150, OutputTokens: 15, SpendUSD: 0.375},
+		{Class: "transient", Calls: 1, Records: 1},
+	}, byClass)
+
+	total, byClass, err = ledger.UsageByClass(b.ctx, b.db.Pool, ledger.AttemptFilter{Key: "main"})
+	require.NoError(t, err)
+	require.Equal(t, 6, total.Calls)
+	require.Equal(t, 4, total.Records, "b1/r1 and b2/r1 are two records")
+	require.Len(t, byClass, 4)
+
+	total, byClass, err = ledger.UsageByClass(b.ctx, b.db.Pool, ledger.AttemptFilter{Key: "other"})
+	require.NoError(t, err)
+	require.Equal(t, ledger.ClassUsage{}, total)
+	require.Empty(t, byClass)
 }

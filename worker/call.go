@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -492,8 +493,18 @@ func (r *Runtime) overRetryBudget(ctx context.Context, k *keyRuntime) (bool, err
 	if err != nil {
 		return false, fmt.Errorf("retry budget: %w", err)
 	}
-	allowed := max(float64(r.opts.RetryFloor), k.cfg.RetryBudget*float64(u.FirstCalls))
-	return float64(u.OpenRetries) >= allowed, nil
+	return u.OpenRetries >= RetryAllowance(k.cfg.RetryBudget, u.FirstCalls, r.opts.RetryFloor), nil
+}
+
+// RetryAllowance is how many open retries a key may have over the retry
+// window: retry_budget of its first calls, but at least floor, so a quiet key
+// can still retry; none at all when retry_budget is 0 (transient failures
+// are then not retried). The CLI and the metrics show the same number.
+func RetryAllowance(retryBudget float64, firstCalls, floor int) int {
+	if retryBudget <= 0 {
+		return 0
+	}
+	return int(math.Ceil(max(float64(floor), retryBudget*float64(firstCalls))))
 }
 
 func retryAfter(v classify.Verdict) time.Duration {

@@ -8,6 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"net/http/httptest"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/triage-dev/triage/fakeprovider"
@@ -85,18 +87,10 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintln(e.stderr, "Exit 0 when the batch settles (its dead letters are part of the show), 4 if interrupted.")
 		fs.PrintDefaults()
 	}
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return parseFailed(err)
+	if code, ok := parseNoArgs(e, "demo", fs, args); !ok {
+		return code
 	}
-	if len(pos) > 0 {
-		fmt.Fprintf(e.stderr, "triage demo: unexpected argument %q\n", pos[0])
-		return exitUsage
-	}
-	fail := func(err error) int {
-		fmt.Fprintf(e.stderr, "triage demo: %v\n", err)
-		return exitFor(err)
-	}
+	fail := func(err error) int { return failCmd(e, "demo", err) }
 
 	sc, err := fakeprovider.LoadScenario("storm")
 	if err != nil {
@@ -153,13 +147,14 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	fmt.Fprintf(e.stdout, "the provider saw %d requests and billed %d calls ($%.6f); records billed twice: %d\n",
 		stats.Requests, stats.BilledCalls, stats.BilledUSD, stats.DoubleBilledRecords)
 	fmt.Fprintf(e.stdout, "\nlook next (no triage.toml needed%s):\n", demoDBNote(e))
+	self := selfCommand(e)
 	for _, c := range []string{
-		"triage status " + id,
-		"triage dlq list --batch " + id,
-		"triage ledger --batch " + id,
-		"triage export " + id + " > enriched.jsonl",
+		"status " + id,
+		"dlq list --batch " + id,
+		"ledger --batch " + id,
+		"export " + id + " > enriched.jsonl",
 	} {
-		fmt.Fprintln(e.stdout, "  "+c)
+		fmt.Fprintln(e.stdout, "  "+self+" "+c)
 	}
 	if out.stopped != "" {
 		return exitQueued
@@ -173,6 +168,33 @@ func demoDBNote(e *env) string {
 		return "; keep DATABASE_URL set"
 	}
 	return ""
+}
+
+// selfCommand is how to run this triage again from the same directory:
+// `go run ./cmd/triage` when the binary was built by `go run` (it lives in a
+// go-build temporary directory, gone once the run ends), else `triage`.
+func selfCommand(e *env) string {
+	if e.executable != nil {
+		if exe, err := e.executable(); err == nil && builtByGoRun(exe) {
+			return "go run ./cmd/triage"
+		}
+	}
+	return "triage"
+}
+
+// builtByGoRun reports whether exe is where `go run` puts the binary it
+// builds: $GOTMPDIR/go-buildNNN/b001/exe/NAME.
+func builtByGoRun(exe string) bool {
+	dir := filepath.Dir(exe)
+	if filepath.Base(dir) != "exe" {
+		return false
+	}
+	for d := filepath.Dir(dir); d != filepath.Dir(d); d = filepath.Dir(d) {
+		if strings.HasPrefix(filepath.Base(d), "go-build") {
+			return true
+		}
+	}
+	return false
 }
 
 // enqueueDemo queues the sample under a fresh batch id, demo-<UTC time>,

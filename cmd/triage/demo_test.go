@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"testing"
 
@@ -42,4 +43,25 @@ func TestDemoEndToEnd(t *testing.T) {
 	require.Contains(t, r.stdout, `"state":"settled"`)
 	r = runBare(t, envs, "dlq", "list", "--batch", id[1])
 	require.Equal(t, exitOK, r.code, r.stderr)
+}
+
+func TestSelfCommand(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		exe  string
+		err  error
+		want string
+	}{
+		{"/tmp/go-build4271845194/b001/exe/triage", nil, "go run ./cmd/triage"},
+		{"/var/tmp/gotmp/go-build123/b001/exe/triage", nil, "go run ./cmd/triage"},
+		{"/usr/local/bin/triage", nil, "triage"},
+		{"/home/me/go/bin/triage", nil, "triage"},
+		{"/home/me/exe/triage", nil, "triage"},
+		{"/tmp/go-build1/b001/triage.test", nil, "triage"},
+		{"", errors.New("no executable"), "triage"},
+	} {
+		e := &env{executable: func() (string, error) { return tc.exe, tc.err }}
+		require.Equal(t, tc.want, selfCommand(e), tc.exe)
+	}
+	require.Equal(t, "triage", selfCommand(&env{}), "unknown executable")
 }

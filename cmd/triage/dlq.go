@@ -59,26 +59,6 @@ func runDLQ(ctx context.Context, e *env, args []string) int {
 	}
 }
 
-// failCmd prints a command's error and returns its exit code.
-func failCmd(e *env, cmd string, err error) int {
-	fmt.Fprintf(e.stderr, "triage %s: %v\n", cmd, err)
-	return exitFor(err)
-}
-
-// openDBOptional opens the database for a command that needs no configuration
-// (the config, when present, may name the database).
-func openDBOptional(ctx context.Context, e *env) (*config.Config, *db, error) {
-	cfg, err := loadConfigOptional(e)
-	if err != nil {
-		return nil, nil, err
-	}
-	d, err := openDB(ctx, e, cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	return cfg, d, nil
-}
-
 // dlqClassFlag checks --class against the classifier's closed set.
 func dlqClassFlag(class string) error {
 	if class == "" {
@@ -100,12 +80,8 @@ func runDLQList(ctx context.Context, e *env, args []string) int {
 	class := fs.String("class", "", "only this class (transient, throttled, exhausted, rejected, ambiguous, ok)")
 	reason := fs.String("reason", "", "only this reason (e.g. context_length, retries_exhausted)")
 	asJSON := fs.Bool("json", false, "print a JSON array")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return parseFailed(err)
-	}
-	if len(pos) > 0 {
-		return failCmd(e, cmd, usageError{fmt.Errorf("unexpected argument %q", pos[0])})
+	if code, ok := parseNoArgs(e, cmd, fs, args); !ok {
+		return code
 	}
 	if err := dlqClassFlag(*class); err != nil {
 		return failCmd(e, cmd, err)

@@ -30,35 +30,6 @@ func defaultBatchID(pipeline string, now time.Time) string {
 	return pipeline + "-" + now.UTC().Format(batchIDLayout)
 }
 
-// parseInterleaved parses fs over args letting flags and positional arguments
-// come in any order (`triage enqueue FILE --pipeline P` as well as
-// `triage enqueue --pipeline P FILE`); everything after "--" is positional.
-// It returns the positional arguments in order.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		pos, args = append(pos, rest[0]), rest[1:]
-	}
-}
-
-// parseFailed maps a flag parse error to its exit code: -h is not a failure.
-func parseFailed(err error) int {
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
-	return exitUsage
-}
-
 // readInput reads the records of FILE, or of stdin for "-". Errors are the
 // caller's input (exit 2): a missing file, a bad line (named by file and line).
 func readInput(e *env, file string) ([]ledger.Record, error) {
@@ -97,8 +68,8 @@ func enqueueBatch(ctx context.Context, d *db, cfg *config.Config, p worker.Enque
 func runEnqueue(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("triage enqueue", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	pipeline := fs.String("pipeline", "", "pipeline of triage.toml that processes the records (required)")
-	batch := fs.String("batch", "", "batch id (default: PIPELINE-YYYYMMDDTHHMMSSZ, UTC)")
+	var f batchFlags
+	f.define(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: triage enqueue --pipeline P [--batch B] FILE|-")
 		fmt.Fprintln(e.stderr, "Queues every record of the JSONL file (one object a line; id from \"id\", else the line")
@@ -106,61 +77,81 @@ func runEnqueue(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintln(e.stderr, "Prints the batch id on stdout.")
 		fs.PrintDefaults()
 	}
-	pos, err := parseInterleaved(fs, args)
+	if code, ok := f.parse(e, "enqueue", fs, args); !ok {
+		return code
+	}
+	_, d, id, n, err := enqueueFile(ctx, e, f, nil)
 	if err != nil {
-		return parseFailed(err)
+		return failCmd(e, "enqueue", err)
 	}
-	if err := checkOneFile(pos, *pipeline); err != nil {
-		fmt.Fprintf(e.stderr, "triage enqueue: %v\n", err)
-		return exitUsage
-	}
-	id, n, err := enqueueFile(ctx, e, *pipeline, *batch, pos[0])
-	if err != nil {
-		fmt.Fprintf(e.stderr, "triage enqueue: %v\n", err)
-		return exitFor(err)
-	}
+	d.Close()
 	fmt.Fprintln(e.stdout, id)
 	fmt.Fprintf(e.stderr, "enqueued %d records as batch %s\n", n, id)
 	return exitOK
 }
 
-// checkOneFile checks the arguments common to enqueue and run.
-func checkOneFile(pos []string, pipeline string) error {
-	switch {
-	case pipeline == "":
-		return errors.New("--pipeline is required")
-	case len(pos) == 0:
-		return errors.New("name the JSONL file to read (or - for stdin)")
-	case len(pos) > 1:
-		return fmt.Errorf("unexpected argument %q (one file at a time)", pos[1])
-	}
-	return nil
+// batchFlags are the flags and the argument enqueue and run share.
+type batchFlags struct {
+	pipeline, batch string
+	file            string // after parse: the JSONL file, "-" for stdin
 }
 
-// enqueueFile loads the configuration, reads file and queues it; it returns
-// the batch id and the number of records.
-func enqueueFile(ctx context.Context, e *env, pipeline, batch, file string) (string, int, error) {
+// define adds --pipeline and --batch to fs.
+func (f *batchFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&f.pipeline, "pipeline", "", "pipeline of triage.toml that processes the records (required)")
+	fs.StringVar(&f.batch, "batch", "", "batch id (default: PIPELINE-YYYYMMDDTHHMMSSZ, UTC)")
+}
+
+// parse parses args with fs and checks for --pipeline and exactly one file.
+// When the command must stop it has said why on stderr and returns the exit
+// code with ok false.
+func (f *batchFlags) parse(e *env, cmd string, fs *flag.FlagSet, args []string) (code int, ok bool) {
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return parseFailed(err), false
+	}
+	switch {
+	case f.pipeline == "":
+		err = errors.New("--pipeline is required")
+	case len(pos) == 0:
+		err = errors.New("name the JSONL file to read (or - for stdin)")
+	case len(pos) > 1:
+		err = fmt.Errorf("unexpected argument %q (one file at a time)", pos[1])
+	}
+	if err != nil {
+		return failCmd(e, cmd, usageError{err}), false
+	}
+	f.file = pos[0]
+	return exitOK, true
+}
+
+// enqueueFile loads the configuration, reads the file and queues it as one
+// batch (budget: nil for the pipeline's budget_usd). It returns the
+// configuration, the database, still open for the caller to close, the batch
+// id and the number of records.
+func enqueueFile(ctx context.Context, e *env, f batchFlags, budget *float64) (*config.Config, *db, string, int, error) {
 	cfg, err := loadConfig(e)
 	if err != nil {
-		return "", 0, err
+		return nil, nil, "", 0, err
 	}
-	if _, err := cfg.Pipeline(pipeline); err != nil {
-		return "", 0, usageError{err}
+	if _, _, err := cfg.KeyFor(f.pipeline); err != nil { // the pipeline, its model and its key
+		return nil, nil, "", 0, usageError{err}
 	}
-	recs, err := readInput(e, file)
+	recs, err := readInput(e, f.file)
 	if err != nil {
-		return "", 0, err
+		return nil, nil, "", 0, err
 	}
-	if batch == "" {
-		batch = defaultBatchID(pipeline, time.Now())
+	id := f.batch
+	if id == "" {
+		id = defaultBatchID(f.pipeline, time.Now())
 	}
 	d, err := openDB(ctx, e, cfg)
 	if err != nil {
-		return "", 0, err
+		return nil, nil, "", 0, err
 	}
-	defer d.Close()
-	if err := enqueueBatch(ctx, d, cfg, worker.EnqueueParams{Pipeline: pipeline, Batch: batch, Records: recs}); err != nil {
-		return "", 0, err
+	if err := enqueueBatch(ctx, d, cfg, worker.EnqueueParams{Pipeline: f.pipeline, Batch: id, BudgetUSD: budget, Records: recs}); err != nil {
+		d.Close()
+		return nil, nil, "", 0, err
 	}
-	return batch, len(recs), nil
+	return cfg, d, id, len(recs), nil
 }

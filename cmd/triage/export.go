@@ -44,15 +44,9 @@ func runExport(ctx context.Context, e *env, args []string) int {
 		return exitUsage
 	}
 	id := pos[0]
-	cfg, err := loadConfigOptional(e)
+	_, d, err := openDBOptional(ctx, e)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "triage export: %v\n", err)
-		return exitFor(err)
-	}
-	d, err := openDB(ctx, e, cfg)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "triage export: %v\n", err)
-		return exitFor(err)
+		return failCmd(e, "export", err)
 	}
 	defer d.Close()
 	if _, err := ledger.GetBatch(ctx, d.pool, id); err != nil {

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger/dbtest"
+	"github.com/triage-dev/triage/worker/workertest"
 )
 
 // cli is one in-process triage world for CLI tests: a private schema (reached
@@ -27,39 +26,21 @@ type cli struct {
 	envs   map[string]string
 }
 
+// cliAPIKey is the fake provider's API key in CLI tests, which look for it
+// in output that must be redacted.
+const cliAPIKey = "sk-cli-secret"
+
 // newCLI sets up the world; extraTOML is appended to the configuration.
 func newCLI(t *testing.T, sc fakeprovider.Scenario, extraTOML string) *cli {
 	t.Helper()
 	c := &cli{t: t, db: dbtest.New(t), dir: t.TempDir()}
-	sc.APIKey = "sk-cli-secret"
-	c.fake = fakeprovider.New(sc)
-	srv := httptest.NewServer(c.fake)
-	t.Cleanup(func() { c.fake.Close(); srv.Close() })
+	sc.APIKey = cliAPIKey
+	fake, baseURL := workertest.Provider(t, sc)
+	c.fake = fake
 	c.config = filepath.Join(c.dir, "triage.toml")
-	toml := fmt.Sprintf(`
-[[keys]]
-name = "main"
-vendor = "openai"
-base_url = %q
-api_key_env = "FAKE_API_KEY"
-concurrency = 4
-timeout = "5s"
-probe_interval = "500ms"
-
-[[models]]
-name = "fake-model"
-key = "main"
-input_usd_per_mtok = 0.15
-output_usd_per_mtok = 0.60
-
-[[pipelines]]
-name = "enrich"
-model = "fake-model"
-system = "You add fields to records. Answer with one JSON object."
-prompt = "Record: {{json .}}"
-%s`, srv.URL+"/v1", extraTOML)
+	toml := workertest.Config(workertest.ConfigOptions{BaseURL: baseURL, ExtraPipeline: extraTOML})
 	require.NoError(t, os.WriteFile(c.config, []byte(toml), 0o600))
-	c.envs = map[string]string{"DATABASE_URL": c.db.URL, "FAKE_API_KEY": "sk-cli-secret"}
+	c.envs = map[string]string{"DATABASE_URL": c.db.URL, workertest.APIKeyEnv: cliAPIKey}
 	return c
 }
 
@@ -88,10 +69,4 @@ func (c *cli) run(stdin string, args ...string) result {
 }
 
 // jsonl makes n records r001..rNNN.
-func jsonl(n int) string {
-	var b strings.Builder
-	for i := 1; i <= n; i++ {
-		fmt.Fprintf(&b, `{"id":"r%03d","name":"name %d"}`+"\n", i, i)
-	}
-	return b.String()
-}
+func jsonl(n int) string { return workertest.JSONL(n) }

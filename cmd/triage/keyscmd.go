@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/keys"
 )
@@ -55,6 +56,42 @@ type keyView struct {
 	// PrepaidUsedPct is SpendUSD as a percentage of PrepaidUSD (2 decimals),
 	// null without PrepaidUSD.
 	PrepaidUsedPct *float64 `json:"prepaid_used_pct"`
+	// RetryBudget is the fleet retry budget in use; null for a key not in
+	// the configuration (its retry_budget is unknown).
+	RetryBudget *retryBudgetView `json:"retry_budget"`
+}
+
+// retryBudgetView is the fleet-wide retry budget of a key over the sliding
+// window, as the worker computes it (worker's overRetryBudget): a retry may
+// go while OpenRetries < Allowed.
+type retryBudgetView struct {
+	// Share is the key's retry_budget: retries at most this share of first
+	// calls. 0: transient failures are not retried at all.
+	Share float64 `json:"share"`
+	// WindowS is the sliding window in seconds (worker.RetryWindowDefault).
+	WindowS float64 `json:"window_s"`
+	// Floor is the retries allowed however few first calls there were
+	// (worker.RetryFloorDefault).
+	Floor int `json:"floor"`
+	// FirstCalls and OpenRetries are counted over the window; a retry that
+	// succeeded is no longer open.
+	FirstCalls  int `json:"first_calls"`
+	OpenRetries int `json:"open_retries"`
+	// Allowed is max(Floor, Share × FirstCalls) rounded up (0 when Share
+	// is 0): the open retries at which further retries wait.
+	Allowed int `json:"allowed"`
+	// Spent: OpenRetries has reached Allowed; retries wait (snoozed) until
+	// some succeed or leave the window.
+	Spent bool `json:"spent"`
+}
+
+// newRetryBudgetView applies the worker's rule to a key's usage.
+func newRetryBudgetView(share float64, u ledger.RetryUsage) *retryBudgetView {
+	v := &retryBudgetView{Share: share, WindowS: worker.RetryWindowDefault.Seconds(), Floor: worker.RetryFloorDefault,
+		FirstCalls: u.FirstCalls, OpenRetries: u.OpenRetries}
+	v.Allowed = worker.RetryAllowance(share, u.FirstCalls, v.Floor)
+	v.Spent = v.OpenRetries >= v.Allowed
+	return v
 }
 
 func runKeys(ctx context.Context, e *env, args []string) int {
@@ -107,6 +144,7 @@ func keyViews(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) ([]ke
 	for _, st := range states {
 		byKey[st.Key] = st
 	}
+	now := time.Now()    // the worker's retry window runs on its clock too
 	views := []keyView{} // [] when empty, never null
 	seen := map[string]bool{}
 	add := func(name string, k *config.Key) error {
@@ -131,6 +169,11 @@ func keyViews(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) ([]ke
 		}
 		v.SpendUSD = spend
 		if k != nil {
+			u, err := ledger.RetryUsageByKey(ctx, pool, name, now.Add(-worker.RetryWindowDefault))
+			if err != nil {
+				return err
+			}
+			v.RetryBudget = newRetryBudgetView(k.RetryBudget, u)
 			v.Configured, v.Vendor = true, &k.Vendor
 			conc := k.Concurrency
 			v.ConcurrencyPerProcess = &conc
@@ -166,7 +209,7 @@ func writeKeys(w io.Writer, views []keyView) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tVENDOR\tBREAKER\tREASON\tOPENED\tNEXT PROBE\tPAUSE\tCONCURRENCY\tSPEND\tPREPAID")
+	fmt.Fprintln(tw, "KEY\tVENDOR\tBREAKER\tREASON\tOPENED\tNEXT PROBE\tPAUSE\tCONCURRENCY\tSPEND\tPREPAID\tRETRIES")
 	for _, v := range views {
 		vendor := "(not in config)"
 		if v.Vendor != nil {
@@ -188,16 +231,71 @@ func writeKeys(w io.Writer, views []keyView) {
 		if v.Reason != nil {
 			reason = *v.Reason
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t$%.4f\t%s\n", v.Key, vendor, v.State, reason,
-			keysTime(v.OpenedAt), keysTime(v.NextProbe), pause, conc, v.SpendUSD, prepaid)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t$%.4f\t%s\t%s\n", v.Key, vendor, v.State, reason,
+			keysTime(v.OpenedAt), keysTime(v.NextProbe), pause, conc, v.SpendUSD, prepaid, keysRetries(v.RetryBudget))
 	}
 	tw.Flush()
+	var notes []string
+	for _, v := range views {
+		notes = append(notes, keysNotes(v)...)
+	}
+	if len(notes) > 0 {
+		fmt.Fprintln(w)
+		for _, n := range notes {
+			fmt.Fprintln(w, n)
+		}
+	}
 	for _, v := range views {
 		if v.State != keys.StateClosed || v.Paused {
 			fmt.Fprintln(w, "\nafter a top-up or a fix, `triage keys resume KEY` closes the breaker and ends the pause at once (workers resume the queue within a tick)")
 			break
 		}
 	}
+}
+
+// keysRetries is the RETRIES cell: open retries of those allowed over the
+// window.
+func keysRetries(rb *retryBudgetView) string {
+	switch {
+	case rb == nil:
+		return "-"
+	case rb.Share == 0:
+		return "off (retry_budget 0)"
+	}
+	s := fmt.Sprintf("%d/%d open in %s", rb.OpenRetries, rb.Allowed, time.Duration(rb.WindowS*float64(time.Second)))
+	if rb.Spent {
+		s += ", spent"
+	}
+	return s
+}
+
+// keysNotes says, in words, why a key's jobs are not fetched (exhausted,
+// throttled) and whether its retries wait on the retry budget.
+func keysNotes(v keyView) []string {
+	var out []string
+	if v.State != keys.StateClosed {
+		s := "key " + v.Key + ": exhausted"
+		if v.Reason != nil {
+			s += " (" + *v.Reason + ")"
+		}
+		if v.OpenedAt != nil {
+			s += " since " + keysTime(v.OpenedAt)
+		}
+		switch {
+		case v.State == keys.StateHalfOpen:
+			s += "; a probe is out"
+		case v.NextProbe != nil:
+			s += "; next probe at " + keysTime(v.NextProbe)
+		}
+		out = append(out, s+"; its jobs stay queued")
+	} else if v.Paused {
+		out = append(out, fmt.Sprintf("key %s: paused (%s) until %s; its jobs wait", v.Key, *v.PauseReason, keysTime(v.PausedUntil)))
+	}
+	if rb := v.RetryBudget; rb != nil && rb.Share > 0 && rb.Spent {
+		out = append(out, fmt.Sprintf("key %s: retry budget spent: %d open retries, %d allowed (max of %d and %g × %d first calls in %s); retries wait until some succeed",
+			v.Key, rb.OpenRetries, rb.Allowed, rb.Floor, rb.Share, rb.FirstCalls, time.Duration(rb.WindowS*float64(time.Second))))
+	}
+	return out
 }
 
 // keysTime formats an optional time for a table cell.

@@ -21,7 +21,7 @@ import (
 // keysViewKeys is the `triage keys --json` element's key set (a contract).
 var keysViewKeys = []string{
 	"concurrency_per_process", "configured", "key", "next_probe", "opened_at", "pause_reason", "paused",
-	"paused_until", "prepaid_usd", "prepaid_used_pct", "queue", "reason", "spend_usd", "state", "vendor",
+	"paused_until", "prepaid_usd", "prepaid_used_pct", "queue", "reason", "retry_budget", "spend_usd", "state", "vendor",
 }
 
 // keysHook records the webhook POSTs it receives.
@@ -75,7 +75,8 @@ func TestKeys(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"key":"main","configured":true,"vendor":"openai","queue":"key_main","state":"closed",
 		"reason":null,"opened_at":null,"next_probe":null,"paused":false,"pause_reason":null,"paused_until":null,
-		"concurrency_per_process":4,"spend_usd":0,"prepaid_usd":10,"prepaid_used_pct":0}`, string(got))
+		"concurrency_per_process":4,"spend_usd":0,"prepaid_usd":10,"prepaid_used_pct":0,
+		"retry_budget":{"share":0.2,"window_s":60,"floor":10,"first_calls":0,"open_retries":0,"allowed":10,"spent":false}}`, string(got))
 
 	// Spend $2.50 on the key, trip its breaker and pause it; give an
 	// unconfigured key a pause too.
@@ -114,12 +115,15 @@ func TestKeys(t *testing.T) {
 	require.Nil(t, ghost["prepaid_usd"])
 	require.Equal(t, "closed", ghost["state"])
 	require.Equal(t, "throttled", ghost["pause_reason"])
+	require.Nil(t, ghost["retry_budget"], "an unconfigured key's retry_budget is unknown")
 
 	r := c.run("", "keys")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	require.Regexp(t, `(?m)^KEY\s+VENDOR\s+BREAKER\s+REASON\s+OPENED\s+NEXT PROBE\s+PAUSE\s+CONCURRENCY\s+SPEND\s+PREPAID$`, r.stdout)
-	require.Regexp(t, `(?m)^main\s+openai\s+open\s+insufficient_quota\s+.*exhausted until .*4 max per process\s+\$2\.5000\s+\$10\.00 \(25\.0 % used\)$`, r.stdout)
-	require.Regexp(t, `(?m)^ghost\s+\(not in config\)\s+closed\s+`, r.stdout)
+	require.Regexp(t, `(?m)^KEY\s+VENDOR\s+BREAKER\s+REASON\s+OPENED\s+NEXT PROBE\s+PAUSE\s+CONCURRENCY\s+SPEND\s+PREPAID\s+RETRIES$`, r.stdout)
+	require.Regexp(t, `(?m)^main\s+openai\s+open\s+insufficient_quota\s+.*exhausted until .*4 max per process\s+\$2\.5000\s+\$10\.00 \(25\.0 % used\)\s+0/10 open in 1m0s$`, r.stdout)
+	require.Regexp(t, `(?m)^ghost\s+\(not in config\)\s+closed\s+.*\s-$`, r.stdout)
+	require.Regexp(t, `(?m)^key main: exhausted \(insufficient_quota\) since .+; next probe at .+; its jobs stay queued$`, r.stdout)
+	require.Regexp(t, `(?m)^key ghost: paused \(throttled\) until .+; its jobs wait$`, r.stdout)
 	require.Contains(t, r.stdout, "triage keys resume KEY")
 
 	// Resume by hand: breaker closed, pause ended, an alert raised.
@@ -178,4 +182,57 @@ func TestKeysUsage(t *testing.T) {
 	// A configured key without any state resumes fine (nothing to do).
 	r := c.run("", "keys", "resume", "main")
 	require.Equal(t, exitOK, r.code, r.stderr)
+}
+
+func TestKeysRetryBudget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	dlqRewriteConfig(t, c, `probe_interval = "500ms"`, `probe_interval = "500ms"`+"\nretry_budget = 0.5")
+	// 30 first calls (allowed: max(10, 0.5 × 30) = 15) and 16 retries, of
+	// which one succeeded: 15 open, the budget is spent.
+	dlqSeedBatch(t, c, "b1", 30)
+	attempt := func(record string, n int, status ledger.AttemptStatus) {
+		t.Helper()
+		id, err := ledger.BeginAttempt(ctx, c.db.Pool, ledger.Intent{Batch: "b1", RecordID: record, Attempt: n, Key: "main",
+			Model: "fake-model", IdempotencyKey: record, RequestHash: "h", IsRetry: n > 1})
+		require.NoError(t, err)
+		if status != ledger.AttemptIntent {
+			require.NoError(t, ledger.FinishAttempt(ctx, c.db.Pool, id, ledger.Outcome{Status: status, Class: "transient"}))
+		}
+	}
+	for i := 1; i <= 30; i++ {
+		attempt(fmt.Sprintf("r%03d", i), 1, ledger.AttemptFailed)
+	}
+	for i := 1; i <= 16; i++ {
+		status := ledger.AttemptFailed
+		switch i {
+		case 1:
+			status = ledger.AttemptOK
+		case 2:
+			status = ledger.AttemptIntent
+		}
+		attempt(fmt.Sprintf("r%03d", i), 2, status)
+	}
+
+	rb := keysJSON(t, c)["main"]["retry_budget"]
+	got, err := json.Marshal(rb)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"share":0.5,"window_s":60,"floor":10,"first_calls":30,"open_retries":15,"allowed":15,"spent":true}`, string(got))
+
+	r := c.run("", "keys")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Regexp(t, `(?m)^main\s.*15/15 open in 1m0s, spent$`, r.stdout)
+	require.Contains(t, r.stdout, "key main: retry budget spent: 15 open retries, 15 allowed (max of 10 and 0.5 × 30 first calls in 1m0s)")
+	require.NotContains(t, r.stdout, "exhausted")
+
+	// retry_budget = 0: no retries at all.
+	dlqRewriteConfig(t, c, "retry_budget = 0.5", "retry_budget = 0")
+	rb = keysJSON(t, c)["main"]["retry_budget"]
+	got, err = json.Marshal(rb)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"share":0,"window_s":60,"floor":10,"first_calls":30,"open_retries":15,"allowed":0,"spent":true}`, string(got))
+	r = c.run("", "keys")
+	require.Regexp(t, `(?m)^main\s.*off \(retry_budget 0\)$`, r.stdout)
+	require.NotContains(t, r.stdout, "retry budget spent")
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/triage-dev/triage/classify"
@@ -25,89 +26,48 @@ func init() {
 // classInFlight labels attempts with no outcome yet (intent rows).
 const classInFlight = "in_flight"
 
-// callUsage is what a set of attempts came to. The JSON names are the shape of
-// `triage ledger --json`.
-type callUsage struct {
-	Class             string  `json:"class,omitempty"`
-	Calls             int     `json:"calls"`
-	Records           int     `json:"records"`
-	Retries           int     `json:"retries"`
-	InputTokens       int     `json:"input_tokens"`
-	OutputTokens      int     `json:"output_tokens"`
-	SpendUSD          float64 `json:"spend_usd"`
-	PossiblyBilledUSD float64 `json:"possibly_billed_usd"`
-
-	records map[[2]string]struct{}
+// usageByClass reads what the calls matching f came to, summed in the
+// database: the total, and the same per classifier class in the
+// classifier's order (ok, transient, throttled, exhausted, rejected,
+// ambiguous), then any other label; attempts with no class yet are
+// classInFlight. The sums are rounded to drop float noise (1e-12 USD is far
+// below any price).
+func usageByClass(ctx context.Context, d *db, f ledger.AttemptFilter) (total ledger.ClassUsage, byClass []ledger.ClassUsage, err error) {
+	total, byClass, err = ledger.UsageByClass(ctx, d.pool, f)
+	if err != nil {
+		return total, nil, err
+	}
+	rank := map[string]int{}
+	for i, c := range []classify.Class{classify.OK, classify.Transient, classify.Throttled,
+		classify.Exhausted, classify.Rejected, classify.Ambiguous} {
+		rank[c.String()] = i + 1
+	}
+	for i := range byClass {
+		if byClass[i].Class == "" {
+			byClass[i].Class = classInFlight
+		}
+		byClass[i] = roundUsage(byClass[i])
+	}
+	slices.SortStableFunc(byClass, func(a, b ledger.ClassUsage) int {
+		ra, rb := rank[a.Class], rank[b.Class]
+		if ra == 0 {
+			ra = len(rank) + 1
+		}
+		if rb == 0 {
+			rb = len(rank) + 1
+		}
+		if ra != rb {
+			return ra - rb
+		}
+		return strings.Compare(a.Class, b.Class)
+	})
+	return roundUsage(total), byClass, nil
 }
 
-func (u *callUsage) add(a ledger.Attempt) {
-	u.Calls++
-	if a.IsRetry {
-		u.Retries++
-	}
-	u.InputTokens += a.InputTokens
-	u.OutputTokens += a.OutputTokens
-	u.SpendUSD += a.CostUSD
-	if a.Status == ledger.AttemptPossiblyBilled || a.Status == ledger.AttemptIntent {
-		u.PossiblyBilledUSD += a.EstCostUSD
-	}
-	if u.records == nil {
-		u.records = map[[2]string]struct{}{}
-	}
-	u.records[[2]string{a.Batch, a.RecordID}] = struct{}{}
-	u.Records = len(u.records)
-}
-
-// rounded drops the float noise of long sums (1e-12 USD is far below any
-// price).
-func (u callUsage) rounded() callUsage {
+func roundUsage(u ledger.ClassUsage) ledger.ClassUsage {
 	u.SpendUSD = math.Round(u.SpendUSD*1e12) / 1e12
 	u.PossiblyBilledUSD = math.Round(u.PossiblyBilledUSD*1e12) / 1e12
 	return u
-}
-
-// usageByClass sums attempts per classifier class, in the classifier's order
-// (ok, transient, throttled, exhausted, rejected, ambiguous), then any other
-// label, with the total of all.
-func usageByClass(attempts []ledger.Attempt) (total callUsage, byClass []callUsage) {
-	index := map[string]*callUsage{}
-	for _, a := range attempts {
-		class := classInFlight
-		if a.Class != nil {
-			class = *a.Class
-		}
-		u := index[class]
-		if u == nil {
-			u = &callUsage{Class: class}
-			index[class] = u
-		}
-		u.add(a)
-		total.add(a)
-	}
-	order := []string{classify.OK.String(), classify.Transient.String(), classify.Throttled.String(),
-		classify.Exhausted.String(), classify.Rejected.String(), classify.Ambiguous.String()}
-	for _, c := range order {
-		if u := index[c]; u != nil {
-			byClass = append(byClass, *u)
-			delete(index, c)
-		}
-	}
-	var rest []string
-	for c := range index {
-		rest = append(rest, c)
-	}
-	slices.Sort(rest)
-	for _, c := range rest {
-		byClass = append(byClass, *index[c])
-	}
-	return total, byClass
-}
-
-// allAttempts reads every attempt matching f. ledger.ListAttempts caps its
-// rows, so the cap is lifted; the sums are done here.
-func allAttempts(ctx context.Context, d *db, f ledger.AttemptFilter) ([]ledger.Attempt, error) {
-	f.Limit = math.MaxInt32
-	return ledger.ListAttempts(ctx, d.pool, f)
 }
 
 // ledgerReport is `triage ledger --json`: the filters (null when not given),
@@ -115,8 +75,8 @@ func allAttempts(ctx context.Context, d *db, f ledger.AttemptFilter) ([]ledger.A
 type ledgerReport struct {
 	Batch *string `json:"batch"`
 	Key   *string `json:"key"`
-	callUsage
-	ByClass []callUsage `json:"by_class"`
+	ledger.ClassUsage
+	ByClass []ledger.ClassUsage `json:"by_class"`
 }
 
 func runLedger(ctx context.Context, e *env, args []string) int {
@@ -131,23 +91,12 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintln(e.stderr, "possibly billed (sent, no answer: the provider may have billed it).")
 		fs.PrintDefaults()
 	}
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return parseFailed(err)
+	if code, ok := parseNoArgs(e, "ledger", fs, args); !ok {
+		return code
 	}
-	if len(pos) > 0 {
-		fmt.Fprintf(e.stderr, "triage ledger: unexpected argument %q (use --batch B)\n", pos[0])
-		return exitUsage
-	}
-	cfg, err := loadConfigOptional(e)
+	_, d, err := openDBOptional(ctx, e)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "triage ledger: %v\n", err)
-		return exitFor(err)
-	}
-	d, err := openDB(ctx, e, cfg)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "triage ledger: %v\n", err)
-		return exitFor(err)
+		return failCmd(e, "ledger", err)
 	}
 	defer d.Close()
 	if *batch != "" {
@@ -156,14 +105,12 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 			return exitUsage
 		}
 	}
-	attempts, err := allAttempts(ctx, d, ledger.AttemptFilter{Batch: *batch, Key: *key})
+	total, byClass, err := usageByClass(ctx, d, ledger.AttemptFilter{Batch: *batch, Key: *key})
 	if err != nil {
-		fmt.Fprintf(e.stderr, "triage ledger: %v\n", err)
-		return exitRuntime
+		return failCmd(e, "ledger", err)
 	}
-	total, byClass := usageByClass(attempts)
 	if *asJSON {
-		r := ledgerReport{callUsage: total, ByClass: byClass}
+		r := ledgerReport{ClassUsage: total, ByClass: byClass}
 		if *batch != "" {
 			r.Batch = batch
 		}
@@ -171,11 +118,7 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 			r.Key = key
 		}
 		if r.ByClass == nil {
-			r.ByClass = []callUsage{}
-		}
-		r.callUsage = r.callUsage.rounded()
-		for i := range r.ByClass {
-			r.ByClass[i] = r.ByClass[i].rounded()
+			r.ByClass = []ledger.ClassUsage{}
 		}
 		return writeOrFail(e, "ledger", writeJSONLine(e.stdout, r))
 	}
@@ -188,14 +131,14 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 }
 
 // writeUsageTable prints the per-class sums and their total.
-func writeUsageTable(w io.Writer, total callUsage, byClass []callUsage, tokens bool) {
+func writeUsageTable(w io.Writer, total ledger.ClassUsage, byClass []ledger.ClassUsage, tokens bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if tokens {
 		fmt.Fprintln(tw, "class\tcalls\trecords\tretries\tinput_tokens\toutput_tokens\tspend_usd\tpossibly_billed_usd\t")
 	} else {
 		fmt.Fprintln(tw, "class\tcalls\trecords\tretries\tspend_usd\tpossibly_billed_usd\t")
 	}
-	row := func(name string, u callUsage) {
+	row := func(name string, u ledger.ClassUsage) {
 		if tokens {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.6f\t%.6f\t\n", name, u.Calls, u.Records, u.Retries,
 				u.InputTokens, u.OutputTokens, u.SpendUSD, u.PossiblyBilledUSD)

@@ -30,6 +30,8 @@ type env struct {
 	getenv func(string) string
 	// configPath is the value of the global --config flag ("" = default lookup).
 	configPath string
+	// executable is os.Executable; nil: unknown (in-process tests).
+	executable func() (string, error)
 }
 
 type command struct {
@@ -46,7 +48,8 @@ func register(c command) { commands[c.name] = c }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv})
+	code := run(ctx, os.Args[1:], &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv,
+		executable: os.Executable})
 	stop()
 	os.Exit(code)
 }

@@ -6,13 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/triage-dev/triage/ledger/pgcluster"
 	"github.com/triage-dev/triage/migrations"
-	"github.com/triage-dev/triage/worker/config"
 )
 
 func init() {
@@ -31,25 +26,24 @@ func runMigrate(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintln(e.stderr, "Applies River's and triage's migrations to DATABASE_URL, else [database] url, else the")
 		fmt.Fprintln(e.stderr, "private cluster in "+embeddedDir+". Safe to run again and from several machines at once.")
 	}
-	if err := fs.Parse(args); err != nil {
-		return parseFailed(err)
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "triage migrate: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+	if code, ok := parseNoArgs(e, "migrate", fs, args); !ok {
+		return code
 	}
 	cfg, err := loadConfigOptional(e)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "triage migrate: %v\n", err)
 		return exitFor(err)
 	}
-	pool, where, err := connectUnmigrated(ctx, e, cfg)
+	// Not openDB: migrate is what makes the schema current, and it says
+	// what it applied, the embedded cluster's migrations included.
+	d, _, err := connect(ctx, e, cfg)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "triage migrate: %v\n", err)
 		return exitFor(err)
 	}
-	defer pool.Close()
-	res, err := migrations.Migrate(ctx, pool, "")
+	defer d.Close()
+	where := d.where
+	res, err := migrations.Migrate(ctx, d.pool, "")
 	if err != nil {
 		fmt.Fprintf(e.stderr, "triage migrate: %s: %v\n", where, err)
 		return exitRuntime
@@ -83,40 +77,4 @@ func runMigrate(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stdout, "  triage: applied %s\n", strings.Join(vs, ", "))
 	}
 	return exitOK
-}
-
-// connectUnmigrated is openDB without the schema check (migrate is what makes
-// the schema current) and without migrating the embedded cluster on the spot,
-// so migrate can say what it applied.
-func connectUnmigrated(ctx context.Context, e *env, cfg *config.Config) (*pgxpool.Pool, string, error) {
-	url := e.getenv(config.EnvDatabaseURL)
-	if url == "" && cfg != nil {
-		url = cfg.Database.URL
-	}
-	where := ""
-	if url == "" {
-		c, err := pgcluster.Start(ctx, embeddedDir, pgcluster.Options{})
-		if err != nil {
-			return nil, "", fmt.Errorf("embedded database in %s: %w", embeddedDir, err)
-		}
-		url, where = c.URL(), "the private cluster in "+embeddedDir
-	}
-	pcfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return nil, "", usageError{fmt.Errorf("database URL (DATABASE_URL or [database] url) is not valid: %v", redactErr(err))}
-	}
-	if where == "" {
-		where = fmt.Sprintf("database %q on %s:%d", pcfg.ConnConfig.Database, pcfg.ConnConfig.Host, pcfg.ConnConfig.Port)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", where, err)
-	}
-	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := pool.Ping(pingCtx); err != nil {
-		pool.Close()
-		return nil, "", fmt.Errorf("%s is unreachable (set DATABASE_URL or [database] url): %w", where, err)
-	}
-	return pool, where, nil
 }

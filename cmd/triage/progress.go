@@ -26,7 +26,7 @@ type progress struct {
 	mu       sync.Mutex
 	w        io.Writer
 	tty      bool
-	columns  int // terminal width; 0: unknown
+	columns  func() int // the terminal's width now (read on each redraw, so a resize is followed); nil or 0: unknown
 	interval time.Duration
 	line     string    // what the bar shows now (terminal)
 	printed  time.Time // when the last plain line was printed
@@ -45,7 +45,9 @@ func (p *progress) show(line string, now time.Time, force bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.tty {
-		line = fitWidth(line, p.columns)
+		if p.columns != nil {
+			line = fitWidth(line, p.columns())
+		}
 		p.line = line
 		fmt.Fprint(p.w, "\r"+line+"\x1b[K")
 		return

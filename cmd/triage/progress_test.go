@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -51,4 +52,27 @@ func TestProgressOnTerminalRedrawsAroundLogLines(t *testing.T) {
 	p.show("two", start.Add(time.Minute), false)
 	p.show("three", start.Add(2*time.Minute), true)
 	require.Equal(t, "one\nthree\n", w.String(), "plain lines at most once per interval, and the last")
+}
+
+func TestTerminalWidth(t *testing.T) {
+	t.Parallel()
+	env := func(cols string) func(string) string {
+		return func(k string) string {
+			if k == "COLUMNS" {
+				return cols
+			}
+			return ""
+		}
+	}
+	var buf strings.Builder
+	require.Equal(t, 120, terminalWidth(&buf, env("120")), "not a terminal: $COLUMNS")
+	require.Equal(t, 0, terminalWidth(&buf, env("")))
+	require.Equal(t, 0, terminalWidth(&buf, env("wide")))
+	require.Equal(t, 0, terminalWidth(&buf, env("-3")))
+	require.False(t, isTerminal(&buf))
+	devNull, err := os.Open(os.DevNull)
+	require.NoError(t, err)
+	defer devNull.Close()
+	require.False(t, isTerminal(devNull), "a character device that is not a terminal")
+	require.Equal(t, 80, terminalWidth(devNull, env("80")))
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -53,8 +54,8 @@ func (f *usdFlag) Set(s string) error {
 func runRun(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("triage run", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	pipeline := fs.String("pipeline", "", "pipeline of triage.toml that processes the records (required)")
-	batch := fs.String("batch", "", "batch id (default: PIPELINE-YYYYMMDDTHHMMSSZ, UTC)")
+	var f batchFlags
+	f.define(fs)
 	maxWait := fs.Duration("max-wait", 0, "stop after this long even if jobs are still queued (0: wait until settled)")
 	var budget usdFlag
 	fs.Var(&budget, "budget", "spend cap of the batch in USD (default: the pipeline's budget_usd)")
@@ -68,47 +69,23 @@ func runRun(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintln(e.stderr, "(--max-wait passed, budget reached, interrupted); `triage work` finishes them.")
 		fs.PrintDefaults()
 	}
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return parseFailed(err)
+	if code, ok := f.parse(e, "run", fs, args); !ok {
+		return code
 	}
-	if err := checkOneFile(pos, *pipeline); err != nil {
-		fmt.Fprintf(e.stderr, "triage run: %v\n", err)
-		return exitUsage
-	}
+	fail := func(err error) int { return failCmd(e, "run", err) }
 	if *maxWait < 0 {
-		fmt.Fprintln(e.stderr, "triage run: --max-wait must not be negative")
-		return exitUsage
+		return fail(usageError{errors.New("--max-wait must not be negative")})
 	}
-	fail := func(err error) int {
-		fmt.Fprintf(e.stderr, "triage run: %v\n", err)
-		return exitFor(err)
-	}
-	cfg, err := loadConfig(e)
-	if err != nil {
-		return fail(err)
-	}
-	key, _, err := cfg.KeyFor(*pipeline)
-	if err != nil {
-		return fail(usageError{err})
-	}
-	recs, err := readInput(e, pos[0])
-	if err != nil {
-		return fail(err)
-	}
-	id := *batch
-	if id == "" {
-		id = defaultBatchID(*pipeline, time.Now())
-	}
-	d, err := openDB(ctx, e, cfg)
+	cfg, d, id, n, err := enqueueFile(ctx, e, f, budget.v)
 	if err != nil {
 		return fail(err)
 	}
 	defer d.Close()
-	if err := enqueueBatch(ctx, d, cfg, worker.EnqueueParams{Pipeline: *pipeline, Batch: id, BudgetUSD: budget.v, Records: recs}); err != nil {
-		return fail(err)
+	key, _, err := cfg.KeyFor(f.pipeline)
+	if err != nil {
+		return fail(usageError{err})
 	}
-	fmt.Fprintf(e.stderr, "enqueued %d records as batch %s\n", len(recs), id)
+	fmt.Fprintf(e.stderr, "enqueued %d records as batch %s\n", n, id)
 	out, err := workBatch(ctx, e, batchRun{cfg: cfg, d: d, batch: id, key: key.Name, maxWait: *maxWait, interval: *interval})
 	if err != nil {
 		return fail(err)
@@ -167,9 +144,7 @@ func (o runOutcome) exitCode() int {
 func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 	tty := isTerminal(e.stderr)
 	p := newProgress(e.stderr, tty, r.interval)
-	// The terminal's width, when the shell exports it; golang.org/x/term
-	// would ask the terminal itself.
-	p.columns, _ = strconv.Atoi(e.getenv("COLUMNS"))
+	p.columns = func() int { return terminalWidth(e.stderr, e.getenv) }
 	opts := r.opts
 	opts.Config, opts.Pool, opts.Keys = r.cfg, r.d.pool, []string{r.key}
 	if r.getenv == nil {
@@ -292,7 +267,7 @@ func narrateKey(p *progress, prev, cur *keys.KeyStatus, now time.Time) {
 func writeSummary(ctx context.Context, w io.Writer, d *db, out runOutcome) error {
 	ctx = context.WithoutCancel(ctx)
 	st := out.st
-	attempts, err := allAttempts(ctx, d, ledger.AttemptFilter{Batch: st.Batch})
+	total, byClass, err := usageByClass(ctx, d, ledger.AttemptFilter{Batch: st.Batch})
 	if err != nil {
 		return err
 	}
@@ -300,7 +275,6 @@ func writeSummary(ctx context.Context, w io.Writer, d *db, out runOutcome) error
 	if err != nil {
 		return err
 	}
-	total, byClass := usageByClass(attempts)
 	fmt.Fprintf(w, "\nbatch %s (pipeline %s): %d records, %d completed, %d dead-lettered, %d pending\n\n",
 		st.Batch, st.Pipeline, st.Total, st.Completed, st.DeadLettered, st.Pending)
 	writeUsageTable(w, total, byClass, false)

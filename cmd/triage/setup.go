@@ -7,10 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/term"
 
 	"github.com/triage-dev/triage/ledger/pgcluster"
 	"github.com/triage-dev/triage/migrations"
@@ -78,27 +80,50 @@ type db struct {
 
 func (d *db) Close() { d.pool.Close() }
 
-// openDB connects to DATABASE_URL, else [database] url, else the private
-// cluster in .triage/pg (started on first use). The embedded cluster is
-// migrated on the spot; a configured database must have been migrated with
-// `triage migrate`, so a fleet's schema only changes when someone says so.
+// openDB connects (see connect) and makes sure the schema is current: the
+// embedded cluster is migrated on the spot; a configured database must have
+// been migrated with `triage migrate`, so a fleet's schema only changes when
+// someone says so.
 func openDB(ctx context.Context, e *env, cfg *config.Config) (*db, error) {
+	d, embedded, err := connect(ctx, e, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if embedded {
+		if _, err := migrations.Migrate(ctx, d.pool, ""); err != nil {
+			d.Close()
+			return nil, err
+		}
+		return d, nil
+	}
+	if err := checkMigrated(ctx, d.pool); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("%s: %w", d.where, err)
+	}
+	return d, nil
+}
+
+// connect opens a pool on DATABASE_URL, else [database] url, else the
+// private cluster in .triage/pg (started on first use; embedded is true),
+// and checks that the server answers. It neither checks nor changes the
+// schema: openDB does, and `triage migrate` applies the migrations itself.
+func connect(ctx context.Context, e *env, cfg *config.Config) (d *db, embedded bool, err error) {
 	url := e.getenv(config.EnvDatabaseURL)
 	if url == "" && cfg != nil {
 		url = cfg.Database.URL
 	}
-	embedded := url == ""
+	embedded = url == ""
 	where := ""
 	if embedded {
 		c, err := pgcluster.Start(ctx, embeddedDir, pgcluster.Options{})
 		if err != nil {
-			return nil, fmt.Errorf("embedded database in %s: %w", embeddedDir, err)
+			return nil, false, fmt.Errorf("embedded database in %s: %w", embeddedDir, err)
 		}
 		url, where = c.URL(), "the private cluster in "+embeddedDir
 	}
 	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("database URL (DATABASE_URL or [database] url) is not valid: %v", redactErr(err))}
+		return nil, false, usageError{fmt.Errorf("database URL (DATABASE_URL or [database] url) is not valid: %v", redactErr(err))}
 	}
 	if where == "" {
 		where = fmt.Sprintf("database %q on %s:%d", pcfg.ConnConfig.Database, pcfg.ConnConfig.Host, pcfg.ConnConfig.Port)
@@ -106,27 +131,15 @@ func openDB(ctx context.Context, e *env, cfg *config.Config) (*db, error) {
 	pcfg.MaxConns = max(pcfg.MaxConns, 20)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
+		return nil, false, fmt.Errorf("%s: %w", where, err)
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := pool.Ping(pingCtx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("%s is unreachable (set DATABASE_URL or [database] url): %w", where, err)
+		return nil, false, fmt.Errorf("%s is unreachable (set DATABASE_URL or [database] url): %w", where, err)
 	}
-	d := &db{pool: pool, where: where}
-	if embedded {
-		if _, err := migrations.Migrate(ctx, pool, ""); err != nil {
-			pool.Close()
-			return nil, err
-		}
-		return d, nil
-	}
-	if err := checkMigrated(ctx, pool); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("%s: %w", where, err)
-	}
-	return d, nil
+	return &db{pool: pool, where: where}, embedded, nil
 }
 
 func checkMigrated(ctx context.Context, pool *pgxpool.Pool) error {
@@ -160,11 +173,21 @@ func newLogger(w io.Writer, level slog.Level) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
+// isTerminal reports whether w is a terminal (not a file, a pipe, or a
+// character device such as /dev/null).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// terminalWidth is the width in columns of the terminal w writes to, asked
+// of the terminal itself, else $COLUMNS; 0 when unknown.
+func terminalWidth(w io.Writer, getenv func(string) string) int {
+	if f, ok := w.(*os.File); ok {
+		if width, _, err := term.GetSize(int(f.Fd())); err == nil && width > 0 {
+			return width
+		}
 	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	n, _ := strconv.Atoi(getenv("COLUMNS"))
+	return max(n, 0)
 }

@@ -46,11 +46,7 @@ func batchStatus(ctx context.Context, pool *pgxpool.Pool, store *keys.Store, id 
 	if err != nil {
 		return ledger.Status{}, nil, err
 	}
-	b, err := ledger.GetBatch(ctx, pool, id)
-	if err != nil {
-		return ledger.Status{}, nil, err
-	}
-	ks, err := store.KeyStatus(ctx, b.Key)
+	ks, err := store.KeyStatus(ctx, st.Key)
 	if err != nil {
 		return ledger.Status{}, nil, err
 	}
@@ -75,15 +71,9 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "triage status: unexpected argument %q (one batch at a time)\n", pos[1])
 		return exitUsage
 	}
-	cfg, err := loadConfigOptional(e)
+	_, d, err := openDBOptional(ctx, e)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "triage status: %v\n", err)
-		return exitFor(err)
-	}
-	d, err := openDB(ctx, e, cfg)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "triage status: %v\n", err)
-		return exitFor(err)
+		return failCmd(e, "status", err)
 	}
 	defer d.Close()
 	store := keys.NewStore(d.pool, keys.StoreConfig{})
@@ -101,7 +91,11 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		if *asJSON {
 			return writeOrFail(e, "status", writeJSONLine(e.stdout, st))
 		}
-		writeStatus(e.stdout, st, ks)
+		b, err := ledger.GetBatch(ctx, d.pool, st.Batch)
+		if err != nil {
+			return failCmd(e, "status", err)
+		}
+		writeStatus(e.stdout, st, b, ks)
 		return exitOK
 	}
 
@@ -120,16 +114,7 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		byKey[keyStates[i].Key] = &keyStates[i]
 	}
 	for i := range list {
-		if list[i].State == ledger.BatchSettled {
-			continue
-		}
-		// ledger.Status does not name the batch's key.
-		b, err := ledger.GetBatch(ctx, d.pool, list[i].Batch)
-		if err != nil {
-			fmt.Fprintf(e.stderr, "triage status: %v\n", err)
-			return exitRuntime
-		}
-		list[i].State = batchState(list[i], byKey[b.Key])
+		list[i].State = batchState(list[i], byKey[list[i].Key])
 	}
 	if *asJSON {
 		if list == nil {
@@ -153,13 +138,18 @@ func writeOrFail(e *env, cmd string, err error) int {
 	return exitOK
 }
 
-func writeStatus(w io.Writer, st ledger.Status, ks *keys.KeyStatus) {
+// writeStatus prints one batch's status for a human: the contract's
+// figures, the budget when the batch has one, and why it is paused.
+func writeStatus(w io.Writer, st ledger.Status, b ledger.Batch, ks *keys.KeyStatus) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "batch:\t%s\n", st.Batch)
 	fmt.Fprintf(tw, "pipeline:\t%s\n", st.Pipeline)
 	fmt.Fprintf(tw, "state:\t%s\n", st.State)
-	if ks != nil && st.State == ledger.BatchPausedExhausted {
-		fmt.Fprintf(tw, "\t%s\n", describeKey(ks))
+	if why := pausedWhy(st, b, ks); why != "" {
+		fmt.Fprintf(tw, "why:\t%s\n", why)
+	}
+	if b.BudgetUSD != nil {
+		fmt.Fprintf(tw, "budget:\t%s\n", budgetLine(*b.BudgetUSD, b.SpentUSD))
 	}
 	fmt.Fprintf(tw, "total:\t%d\n", st.Total)
 	fmt.Fprintf(tw, "completed:\t%d\n", st.Completed)
@@ -169,6 +159,31 @@ func writeStatus(w io.Writer, st ledger.Status, ks *keys.KeyStatus) {
 	fmt.Fprintf(tw, "spend:\t%s\n", usd(st.SpendUSD))
 	fmt.Fprintf(tw, "possibly billed:\t%s\n", usd(st.PossiblyBilledUSD))
 	tw.Flush()
+}
+
+// pausedWhy says why a paused batch is paused, "" when it is not: its key
+// exhausted (since when, the next probe), or its budget reached (what was
+// spent of what, and how to raise it).
+func pausedWhy(st ledger.Status, b ledger.Batch, ks *keys.KeyStatus) string {
+	switch st.State {
+	case ledger.BatchPausedExhausted:
+		if ks == nil {
+			return "key " + b.Key + " exhausted"
+		}
+		return describeKey(ks)
+	case ledger.BatchPausedBudget:
+		s := "budget reached"
+		if b.BudgetUSD != nil {
+			s += fmt.Sprintf(": spent $%.4f of $%.4f", b.SpentUSD, *b.BudgetUSD)
+		}
+		return s + "; raise it with `triage batch budget " + st.Batch + " USD`"
+	}
+	return ""
+}
+
+// budgetLine is a budget's use: "$5.0000: $1.2500 used, $3.7500 left".
+func budgetLine(budget, spent float64) string {
+	return fmt.Sprintf("$%.4f: $%.4f used, $%.4f left", budget, spent, max(budget-spent, 0))
 }
 
 func writeStatusTable(w io.Writer, list []ledger.Status) {

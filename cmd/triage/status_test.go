@@ -1,15 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -93,4 +96,80 @@ func TestBatchState(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, batchState(ledger.Status{State: tc.stored}, tc.key), "%s/%v", tc.stored, tc.key)
 	}
+}
+
+// statusJSONKeys is the contract's exact `triage status B --json` shape.
+var statusJSONKeys = []string{"batch", "calls", "completed", "dead_lettered", "pending", "pipeline",
+	"possibly_billed_usd", "spend_usd", "state", "total"}
+
+func TestStatusBudgetAndWhyPaused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	recs, err := worker.ReadJSONL(strings.NewReader(jsonl(3)), "in.jsonl")
+	require.NoError(t, err)
+	budget := 5.0
+	require.NoError(t, ledger.CreateBatch(ctx, c.db.Pool, ledger.Batch{ID: "b1", Pipeline: "enrich", Key: "main", BudgetUSD: &budget}, recs))
+	id, err := ledger.BeginAttempt(ctx, c.db.Pool, ledger.Intent{Batch: "b1", RecordID: "r001", Attempt: 1, Key: "main",
+		Model: "fake-model", IdempotencyKey: "k1", RequestHash: "h1"})
+	require.NoError(t, err)
+	require.NoError(t, ledger.FinishAttempt(ctx, c.db.Pool, id, ledger.Outcome{Status: ledger.AttemptOK, CostUSD: 1.25}))
+
+	jsonKeys := func(batch string) []string {
+		t.Helper()
+		r := c.run("", "status", batch, "--json")
+		require.Equal(t, exitOK, r.code, r.stderr)
+		var obj map[string]any
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &obj))
+		return dlqKeySet(obj)
+	}
+
+	// Running, with a budget: used and left, no "why".
+	r := c.run("", "status", "b1")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Regexp(t, `(?m)^state:\s+running$`, r.stdout)
+	require.Regexp(t, `(?m)^budget:\s+\$5\.0000: \$1\.2500 used, \$3\.7500 left$`, r.stdout)
+	require.NotContains(t, r.stdout, "why:")
+	require.Equal(t, statusJSONKeys, jsonKeys("b1"))
+
+	// Paused by its budget: why, and how to raise it.
+	require.NoError(t, ledger.SetBatchState(ctx, c.db.Pool, "b1", ledger.BatchPausedBudget))
+	r = c.run("", "status", "b1")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Regexp(t, `(?m)^state:\s+paused_budget$`, r.stdout)
+	require.Regexp(t, "(?m)^why:\\s+budget reached: spent \\$1\\.2500 of \\$5\\.0000; raise it with `triage batch budget b1 USD`$", r.stdout)
+	require.Equal(t, statusJSONKeys, jsonKeys("b1"))
+
+	// A batch without a budget whose key is exhausted: no budget line; why
+	// is the key, since when and the next probe.
+	dlqSeedBatch(t, c, "b2", 2)
+	store := keys.NewStore(c.db.Pool, keys.StoreConfig{})
+	adm, err := store.Admit(ctx, "main", 0)
+	require.NoError(t, err)
+	opened, err := store.Trip(ctx, "main", adm, "insufficient_quota", time.Hour)
+	require.NoError(t, err)
+	require.True(t, opened)
+	r = c.run("", "status", "b2")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Regexp(t, `(?m)^state:\s+paused_exhausted$`, r.stdout)
+	require.Regexp(t, `(?m)^why:\s+key main exhausted since \d\d:\d\d, next probe in \S+$`, r.stdout)
+	require.NotContains(t, r.stdout, "budget:")
+	require.Equal(t, statusJSONKeys, jsonKeys("b2"))
+
+	// The table reads each batch's key from its status, with no look-up.
+	r = c.run("", "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Regexp(t, `(?m)^b1\s.*\spaused_exhausted$`, r.stdout, "the breaker is the truth while it is open")
+	require.Regexp(t, `(?m)^b2\s.*\spaused_exhausted$`, r.stdout)
+}
+
+func TestPausedWhy(t *testing.T) {
+	t.Parallel()
+	budget := 2.0
+	b := ledger.Batch{ID: "b1", Key: "main", BudgetUSD: &budget, SpentUSD: 2.5}
+	require.Empty(t, pausedWhy(ledger.Status{Batch: "b1", State: ledger.BatchRunning}, b, nil))
+	require.Equal(t, "budget reached: spent $2.5000 of $2.0000; raise it with `triage batch budget b1 USD`",
+		pausedWhy(ledger.Status{Batch: "b1", State: ledger.BatchPausedBudget}, b, nil))
+	require.Equal(t, "key main exhausted", pausedWhy(ledger.Status{Batch: "b1", State: ledger.BatchPausedExhausted}, b, nil))
+	require.Equal(t, "$2.0000: $2.5000 used, $0.0000 left", budgetLine(2, 2.5), "never a negative amount left")
 }

@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/metrics"
@@ -41,13 +39,8 @@ func runWork(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintln(e.stderr, "--exit-when-idle until they are empty. Run as many as you like, on as many machines.")
 		fs.PrintDefaults()
 	}
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return parseFailed(err)
-	}
-	if len(pos) > 0 {
-		fmt.Fprintf(e.stderr, "triage work: unexpected argument %q\n", pos[0])
-		return exitUsage
+	if code, ok := parseNoArgs(e, "work", fs, args); !ok {
+		return code
 	}
 	// River's goroutines log while this one reports: one lock for both.
 	stderr := &syncWriter{w: e.stderr}
@@ -91,7 +84,11 @@ func runWork(ctx context.Context, e *env, args []string) int {
 		for i, k := range cfg.Keys {
 			all[i] = k.Name
 		}
-		m := metrics.New(d.pool, keys.NewStore(d.pool, keys.StoreConfig{}), metrics.Options{Keys: all, Logger: log})
+		budgets := map[string]float64{}
+		for _, k := range cfg.Keys {
+			budgets[k.Name] = k.RetryBudget
+		}
+		m := metrics.New(d.pool, keys.NewStore(d.pool, keys.StoreConfig{}), metrics.Options{Keys: all, Logger: log, RetryBudgets: budgets})
 		opts.Observer = m
 		go func() { served <- m.Serve(runCtx, *metricsAddr) }()
 	}
@@ -123,7 +120,7 @@ wait:
 			code = exitRuntime
 			break wait
 		case <-idle:
-			n, err := jobsLeft(ctx, d.pool, names)
+			n, err := worker.JobsLeft(ctx, d.pool, names)
 			if err != nil {
 				if ctx.Err() != nil {
 					break wait
@@ -145,22 +142,6 @@ wait:
 		code = max(code, exitRuntime)
 	}
 	return code
-}
-
-// jobsLeft counts the jobs of the keys' queues (and probe queues) that are
-// not finished: available, pending, running, scheduled or retryable.
-func jobsLeft(ctx context.Context, pool *pgxpool.Pool, names []string) (int, error) {
-	queues := make([]string, 0, 2*len(names))
-	for _, k := range names {
-		queues = append(queues, keys.QueueName(k), keys.ProbeQueueName(k))
-	}
-	var n int
-	err := pool.QueryRow(ctx, `SELECT count(*) FROM river_job
-		WHERE queue = ANY($1) AND state IN ('available', 'pending', 'running', 'scheduled', 'retryable')`, queues).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("count jobs left: %w", err)
-	}
-	return n, nil
 }
 
 // syncWriter serialises writes to w.

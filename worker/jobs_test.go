@@ -1,0 +1,88 @@
+package worker_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/triage-dev/triage/ledger/dbtest"
+	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/keys"
+)
+
+// jobsConfig has two keys, each with a pipeline; nothing is ever called.
+const jobsConfig = `
+[[keys]]
+name = "a"
+vendor = "openai"
+base_url = "http://127.0.0.1:1/v1"
+api_key_env = "UNUSED"
+
+[[keys]]
+name = "b"
+vendor = "openai"
+base_url = "http://127.0.0.1:1/v1"
+api_key_env = "UNUSED"
+
+[[models]]
+name = "ma"
+key = "a"
+
+[[models]]
+name = "mb"
+key = "b"
+
+[[pipelines]]
+name = "pa"
+model = "ma"
+prompt = "{{json .}}"
+
+[[pipelines]]
+name = "pb"
+model = "mb"
+prompt = "{{json .}}"
+`
+
+func TestJobsLeft(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := dbtest.New(t)
+	cfg, err := config.Parse([]byte(jobsConfig), "jobs.toml")
+	require.NoError(t, err)
+	enqueue := func(pipeline, batch, jsonl string) {
+		t.Helper()
+		recs, err := worker.ReadJSONL(strings.NewReader(jsonl), batch+".jsonl")
+		require.NoError(t, err)
+		require.NoError(t, worker.Enqueue(ctx, db.Pool, db.Schema, cfg,
+			worker.EnqueueParams{Pipeline: pipeline, Batch: batch, Records: recs}))
+	}
+	enqueue("pa", "ba", "{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n")
+	enqueue("pb", "bb", "{\"n\":1}\n{\"n\":2}\n")
+
+	left := func(names ...string) int {
+		t.Helper()
+		n, err := worker.JobsLeft(ctx, db.Pool, names)
+		require.NoError(t, err)
+		return n
+	}
+	require.Equal(t, 3, left("a"))
+	require.Equal(t, 2, left("b"))
+	require.Equal(t, 5, left("a", "b"))
+	require.Equal(t, 0, left("c"), "a key with no queue")
+	require.Equal(t, 0, left(), "no keys")
+
+	// A probe job counts; finished jobs (completed, cancelled, discarded) do not.
+	_, err = db.Pool.Exec(ctx, `UPDATE river_job SET queue = $1, state = 'scheduled' WHERE id = (SELECT min(id) FROM river_job WHERE queue = $2)`,
+		keys.ProbeQueueName("a"), keys.QueueName("a"))
+	require.NoError(t, err)
+	require.Equal(t, 3, left("a"))
+	_, err = db.Pool.Exec(ctx, `UPDATE river_job SET state = 'completed', finalized_at = now() WHERE queue = $1`, keys.QueueName("a"))
+	require.NoError(t, err)
+	require.Equal(t, 1, left("a"), "only the probe job is left")
+	_, err = db.Pool.Exec(ctx, `UPDATE river_job SET state = 'cancelled', finalized_at = now() WHERE queue = $1`, keys.ProbeQueueName("a"))
+	require.NoError(t, err)
+	require.Equal(t, 0, left("a"))
+	require.Equal(t, 2, left("a", "b"))
+}
