@@ -2,14 +2,7 @@ package worker_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"log/slog"
-	"net/http"
 	"net/http/httptest"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +14,7 @@ import (
 	"github.com/triage-dev/triage/ledger/dbtest"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/workertest"
 )
 
 // testBundle is one end-to-end world: a private schema, the fake provider,
@@ -28,14 +22,15 @@ import (
 type testBundle struct {
 	db       *dbtest.DB
 	fake     *fakeprovider.Server
-	srv      *httptest.Server
-	hooks    *webhook
+	hooks    hooks
 	cfg      *config.Config
 	tomlText string
 	opts     worker.Options
-	running  []*worker.Runtime
 }
 
+// tweaks are the configuration knobs the tests turn; zero values keep the
+// defaults of setup (workertest.ConfigOptions's, with output json and
+// max_attempts 6 written out).
 type tweaks struct {
 	vendor        string
 	concurrency   int
@@ -50,75 +45,29 @@ type tweaks struct {
 
 func setup(t testing.TB, sc fakeprovider.Scenario, tw tweaks) *testBundle {
 	t.Helper()
-	b := &testBundle{db: dbtest.New(t, dbtest.Options{MaxConns: 60}), hooks: &webhook{}}
-	sc.APIKey = "sk-test-secret"
-	b.fake = fakeprovider.New(sc)
-	b.srv = httptest.NewServer(b.fake)
-	t.Cleanup(func() { b.fake.Close(); b.srv.Close() })
-	hookSrv := httptest.NewServer(b.hooks)
+	b := &testBundle{db: dbtest.New(t, dbtest.Options{MaxConns: 60}), hooks: hooks{&workertest.Webhook{}}}
+	sc.APIKey = workertest.APIKey
+	fake, baseURL := workertest.Provider(t, sc)
+	b.fake = fake
+	hookSrv := httptest.NewServer(b.hooks.Webhook)
 	t.Cleanup(hookSrv.Close)
 
-	if tw.vendor == "" {
-		tw.vendor = "openai"
-	}
-	if tw.concurrency == 0 {
-		tw.concurrency = 4
-	}
-	if tw.timeout == "" {
-		tw.timeout = "5s"
-	}
-	if tw.probeInterval == "" {
-		tw.probeInterval = "500ms"
-	}
 	if tw.maxAttempts == 0 {
 		tw.maxAttempts = 6
 	}
 	if tw.output == "" {
 		tw.output = "json"
 	}
-	toml := fmt.Sprintf(`
-[alerts]
-webhook_url = %q
-%s
-
-[[keys]]
-name = "main"
-vendor = %q
-base_url = %q
-api_key_env = "FAKE_API_KEY"
-concurrency = %d
-timeout = %q
-probe_interval = %q
-%s
-
-[[models]]
-name = "fake-model"
-key = "main"
-input_usd_per_mtok = 0.15
-output_usd_per_mtok = 0.60
-
-[[pipelines]]
-name = "enrich"
-model = "fake-model"
-system = "You add fields to records. Answer with one JSON object."
-prompt = "Record: {{json .}}"
-output = %q
-max_attempts = %d
-%s`, hookSrv.URL, tw.extraAlerts, tw.vendor, b.srv.URL+"/v1", tw.concurrency, tw.timeout, tw.probeInterval, tw.extraKey, tw.output, tw.maxAttempts, tw.extraPipeline)
+	toml := workertest.Config(workertest.ConfigOptions{
+		BaseURL: baseURL, WebhookURL: hookSrv.URL,
+		Vendor: tw.vendor, Concurrency: tw.concurrency, Timeout: tw.timeout, ProbeInterval: tw.probeInterval,
+		MaxAttempts: tw.maxAttempts, Output: tw.output,
+		ExtraAlerts: tw.extraAlerts, ExtraKey: tw.extraKey, ExtraPipeline: tw.extraPipeline,
+	})
 	cfg, err := config.Parse([]byte(toml), "test.toml")
 	require.NoError(t, err)
 	b.cfg, b.tomlText = cfg, toml
-	b.opts = worker.Options{
-		Config: cfg, Schema: b.db.Schema,
-		Getenv:            func(k string) string { return map[string]string{"FAKE_API_KEY": "sk-test-secret"}[k] },
-		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
-		BackoffBase:       10 * time.Millisecond,
-		BackoffCap:        100 * time.Millisecond,
-		ThrottleWait:      50 * time.Millisecond,
-		FetchCooldown:     5 * time.Millisecond,
-		FetchPollInterval: 50 * time.Millisecond,
-		SupervisorTick:    25 * time.Millisecond,
-	}
+	b.opts = workertest.WorkerOptions(cfg, b.db.Schema)
 	return b
 }
 
@@ -155,25 +104,10 @@ func (b *testBundle) run(t testing.TB, rt *worker.Runtime) {
 	})
 }
 
-func records(n int, extra func(i int) string) []ledger.Record {
-	out := make([]ledger.Record, n)
-	for i := range out {
-		id := fmt.Sprintf("r%03d", i+1)
-		data := fmt.Sprintf(`{"id":%q,"name":"name %d"%s}`, id, i+1, func() string {
-			if extra == nil {
-				return ""
-			}
-			return extra(i)
-		}())
-		out[i] = ledger.Record{ID: id, Line: i + 1, Data: json.RawMessage(data)}
-	}
-	return out
-}
-
 func (b *testBundle) enqueue(t testing.TB, batch string, recs []ledger.Record) {
 	t.Helper()
 	require.NoError(t, worker.Enqueue(context.Background(), b.db.Pool, b.db.Schema, b.cfg,
-		worker.EnqueueParams{Pipeline: "enrich", Batch: batch, Records: recs}))
+		worker.EnqueueParams{Pipeline: workertest.Pipeline, Batch: batch, Records: recs}))
 }
 
 func (b *testBundle) status(t testing.TB, batch string) ledger.Status {
@@ -186,12 +120,7 @@ func (b *testBundle) status(t testing.TB, batch string) ledger.Status {
 // waitSettled polls until every record is completed or dead-lettered.
 func (b *testBundle) waitSettled(t testing.TB, batch string, timeout time.Duration) ledger.Status {
 	t.Helper()
-	var st ledger.Status
-	eventually(t, timeout, "batch "+batch+" settles", func() bool {
-		st = b.status(t, batch)
-		return st.Completed+st.DeadLettered == st.Total
-	})
-	return st
+	return workertest.WaitSettled(t, b.db.Pool, batch, timeout)
 }
 
 func (b *testBundle) deadLetters(t testing.TB, batch string) []ledger.DeadLetter {
@@ -218,51 +147,20 @@ func (b *testBundle) jobStates(t testing.TB) map[string]int {
 	return out
 }
 
-// eventually polls cond until it holds or the deadline passes.
+// The names below keep the package's tests reading as they did before the
+// world moved to workertest.
+
+// records is workertest.Records.
+func records(n int, extra func(i int) string) []ledger.Record { return workertest.Records(n, extra) }
+
+// eventually is workertest.Eventually.
 func eventually(t testing.TB, timeout time.Duration, msg string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for: %s", timeout, msg)
-		}
-		<-tick.C
-	}
+	workertest.Eventually(t, timeout, msg, cond)
 }
 
-// webhook is an alert receiver that counts alerts by kind.
-type webhook struct {
-	mu     sync.Mutex
-	kinds  map[string]int
-	bodies []string
-}
+// hooks is the bundle's workertest.Webhook.
+type hooks struct{ *workertest.Webhook }
 
-func (w *webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	var m struct {
-		Kind string `json:"kind"`
-	}
-	_ = json.Unmarshal(body, &m)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.kinds == nil {
-		w.kinds = map[string]int{}
-	}
-	w.kinds[m.Kind]++
-	w.bodies = append(w.bodies, string(body))
-	rw.WriteHeader(http.StatusNoContent)
-}
-
-func (w *webhook) count(kind string) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.kinds[kind]
-}
-
-func (w *webhook) all() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.Join(w.bodies, "\n")
-}
+func (h hooks) count(kind string) int { return h.Count(kind) }
+func (h hooks) all() string           { return h.All() }

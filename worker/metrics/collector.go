@@ -2,7 +2,9 @@ package metrics
 
 import (
 	"context"
+	"maps"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,13 +26,16 @@ func breakerValue(s keys.State) float64 {
 }
 
 // stateCollector reads the fleet's shared state at scrape time: the breaker
-// and pause of every key from keys.Store, the spend from the ledger.
+// and pause of every key from keys.Store; the spend, the batch budgets and
+// pauses, and the retry budgets from the ledger.
 type stateCollector struct {
 	pool  *pgxpool.Pool
 	store *keys.Store
 	opts  Options
 
-	breaker, paused, spend, up *prometheus.Desc
+	breaker, paused, spend, up           *prometheus.Desc
+	batchBudget, batchSpend, batchPaused *prometheus.Desc
+	retryOpen, retryAllowed              *prometheus.Desc
 }
 
 func newStateCollector(pool *pgxpool.Pool, store *keys.Store, opts Options) *stateCollector {
@@ -48,6 +53,21 @@ func newStateCollector(pool *pgxpool.Pool, store *keys.Store, opts Options) *sta
 		up: prometheus.NewDesc("triage_shared_state_up",
 			"1 when this scrape read the key state and the ledger; 0 when it could not, and the fleet-wide gauges are missing.",
 			nil, nil),
+		batchBudget: prometheus.NewDesc("triage_batch_budget_usd",
+			"Spend cap in USD of a batch that has one and is not settled, fleet-wide from the ledger.",
+			[]string{"batch"}, nil),
+		batchSpend: prometheus.NewDesc("triage_batch_spend_usd",
+			"Billed spend in USD of a batch that has a spend cap and is not settled, fleet-wide from the ledger: what the cap is checked against.",
+			[]string{"batch"}, nil),
+		batchPaused: prometheus.NewDesc("triage_batch_paused",
+			"1 for a batch that is paused and not settled, fleet-wide from the ledger; reason is paused_budget or paused_exhausted. Running batches have no series.",
+			[]string{"batch", "reason"}, nil),
+		retryOpen: prometheus.NewDesc("triage_retry_budget_open",
+			"Retries of the key not yet succeeded (in flight, failed or possibly billed) over the retry window, fleet-wide from the ledger.",
+			[]string{"key"}, nil),
+		retryAllowed: prometheus.NewDesc("triage_retry_budget_allowed",
+			"Open retries the key's retry budget allows over the retry window, fleet-wide from the ledger: max(floor, retry_budget x first calls). Workers defer retries while open >= allowed.",
+			[]string{"key"}, nil),
 	}
 }
 
@@ -57,6 +77,11 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.paused
 	ch <- c.spend
 	ch <- c.up
+	ch <- c.batchBudget
+	ch <- c.batchSpend
+	ch <- c.batchPaused
+	ch <- c.retryOpen
+	ch <- c.retryAllowed
 }
 
 type keyGauges struct {
@@ -65,24 +90,26 @@ type keyGauges struct {
 	spend  float64
 }
 
+// snapshot is everything one scrape reads from the database.
+type snapshot struct {
+	keys    map[string]*keyGauges
+	batches []batchGauges
+	retries []retryGauges
+}
+
 // Collect implements prometheus.Collector. It reads everything before it
 // sends anything, so a scrape has all the fleet-wide gauges or none.
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.ScrapeTimeout)
 	defer cancel()
-	byKey, err := c.read(ctx)
+	snap, err := c.read(ctx, time.Now())
 	if err != nil {
 		c.opts.Logger.Warn("metrics: shared state unreadable", "error", err)
 		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
 		return
 	}
-	names := make([]string, 0, len(byKey))
-	for k := range byKey {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	for _, k := range names {
-		g := byKey[k]
+	for _, k := range slices.Sorted(maps.Keys(snap.keys)) {
+		g := snap.keys[k]
 		paused := 0.0
 		if g.paused {
 			paused = 1
@@ -91,25 +118,50 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.paused, prometheus.GaugeValue, paused, k)
 		ch <- prometheus.MustNewConstMetric(c.spend, prometheus.GaugeValue, g.spend, k)
 	}
+	for _, b := range snap.batches {
+		if b.budget != nil {
+			ch <- prometheus.MustNewConstMetric(c.batchBudget, prometheus.GaugeValue, *b.budget, b.id)
+			ch <- prometheus.MustNewConstMetric(c.batchSpend, prometheus.GaugeValue, b.spent, b.id)
+		}
+		if b.paused() {
+			ch <- prometheus.MustNewConstMetric(c.batchPaused, prometheus.GaugeValue, 1, b.id, string(b.state))
+		}
+	}
+	for _, r := range snap.retries {
+		ch <- prometheus.MustNewConstMetric(c.retryOpen, prometheus.GaugeValue, r.open, r.key)
+		ch <- prometheus.MustNewConstMetric(c.retryAllowed, prometheus.GaugeValue, r.allowed, r.key)
+	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
 }
 
-func (c *stateCollector) read(ctx context.Context) (map[string]*keyGauges, error) {
+func (c *stateCollector) read(ctx context.Context, now time.Time) (snapshot, error) {
 	byKey := map[string]*keyGauges{}
 	for _, k := range c.opts.Keys {
 		byKey[k] = &keyGauges{state: keys.StateClosed}
 	}
 	statuses, err := c.store.ListKeyStatus(ctx)
 	if err != nil {
-		return nil, err
+		return snapshot{}, err
 	}
 	for _, st := range statuses {
 		byKey[st.Key] = &keyGauges{state: st.State, paused: st.Pause != nil}
 	}
 	for k, g := range byKey {
 		if g.spend, err = ledger.SpendByKey(ctx, c.pool, k, c.opts.SpendSince); err != nil {
-			return nil, err
+			return snapshot{}, err
 		}
 	}
-	return byKey, nil
+	batches, err := readBatches(ctx, c.pool)
+	if err != nil {
+		return snapshot{}, err
+	}
+	retries := make([]retryGauges, 0, len(c.opts.RetryBudgets))
+	for _, k := range slices.Sorted(maps.Keys(c.opts.RetryBudgets)) {
+		r, err := readRetry(ctx, c.pool, k, c.opts.RetryBudgets[k], now)
+		if err != nil {
+			return snapshot{}, err
+		}
+		retries = append(retries, r)
+	}
+	return snapshot{keys: byKey, batches: batches, retries: retries}, nil
 }

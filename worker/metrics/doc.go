@@ -2,9 +2,10 @@
 //
 // A Metrics is a worker.Observer: pass it as worker.Options.Observer and it
 // counts every provider call the process makes. At scrape time it also reads
-// the shared key state (breaker and pause, from keys.Store) and the ledger's
-// spend per key, so those gauges are the same on every process of the fleet,
-// while the counters are this process's own since it started.
+// the shared key state (breaker and pause, from keys.Store) and, from the
+// ledger, the spend per key, the budgets and pauses of unsettled batches and
+// each key's retry budget, so those gauges are the same on every process of
+// the fleet, while the counters are this process's own since it started.
 //
 // Handler serves
 //
@@ -29,5 +30,11 @@
 //	triage_breaker_state{key}                 gauge: 0 closed, 1 half_open, 2 open (fleet-wide)
 //	triage_key_paused{key}                    gauge: 1 when an operator or throttle pause is active (fleet-wide)
 //	triage_key_spend_usd{key}                 gauge: spend recorded in the ledger (fleet-wide)
+//	triage_batch_budget_usd{batch}            gauge: spend cap of an unsettled batch that has one (fleet-wide)
+//	triage_batch_spend_usd{batch}             gauge: billed spend of the same batches, what the cap is checked against (fleet-wide)
+//	triage_batch_paused{batch,reason}         gauge: 1 for an unsettled batch in paused_budget or paused_exhausted (fleet-wide)
+//	triage_retry_budget_open{key}             gauge: retries not yet succeeded over the retry window (fleet-wide)
+//	triage_retry_budget_allowed{key}          gauge: max(floor, retry_budget x first calls) over the window (fleet-wide);
+//	                                          reported for the keys of Options.RetryBudgets
 //	triage_shared_state_up                    gauge: 1 when the last scrape read the gauges above
 package metrics

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"strconv"
@@ -19,8 +20,8 @@ import (
 const (
 	// HealthTimeoutDefault bounds the database ping behind /healthz.
 	HealthTimeoutDefault = 2 * time.Second
-	// ScrapeTimeoutDefault bounds the database reads of one scrape (key state
-	// and ledger spend).
+	// ScrapeTimeoutDefault bounds the database reads of one scrape (key
+	// state, ledger spend, batch and retry budgets).
 	ScrapeTimeoutDefault = 5 * time.Second
 	// ShutdownTimeoutDefault is how long Serve waits for requests in flight
 	// once its context ends.
@@ -42,6 +43,14 @@ type Options struct {
 	// SpendSince is the start of the window triage_key_spend_usd sums.
 	// Default zero: the whole ledger.
 	SpendSince time.Time
+	// RetryBudgets maps a key name to its retry_budget from the
+	// configuration (config.Key.RetryBudget, defaults applied): the keys
+	// whose triage_retry_budget_open and triage_retry_budget_allowed are
+	// reported, over worker.RetryWindowDefault with
+	// worker.RetryFloorDefault as the floor, as the worker's own check
+	// reads them. Pass every key of the configuration. Default nil: no retry
+	// budget gauges. New copies the map.
+	RetryBudgets map[string]float64
 	// Logger reports scrapes that could not read the database. Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -73,6 +82,7 @@ func (o Options) WithDefaults() Options {
 	if len(o.DurationBuckets) == 0 {
 		o.DurationBuckets = append([]float64(nil), durationBucketsDefault...)
 	}
+	o.RetryBudgets = maps.Clone(o.RetryBudgets)
 	return o
 }
 

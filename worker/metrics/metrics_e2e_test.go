@@ -2,10 +2,6 @@ package metrics_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"log/slog"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -20,6 +16,7 @@ import (
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/metrics"
+	"github.com/triage-dev/triage/worker/workertest"
 )
 
 // TestWorkerEndToEnd runs a worker with a Metrics as its Observer against
@@ -29,65 +26,30 @@ func TestWorkerEndToEnd(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.New(t, dbtest.Options{MaxConns: 20})
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 
 	step := func(n int) fakeprovider.Step { return fakeprovider.Step{Status: n} }
-	fake := fakeprovider.New(fakeprovider.Scenario{
-		APIKey: "sk-test-secret",
+	_, baseURL := workertest.Provider(t, fakeprovider.Scenario{
+		APIKey: workertest.APIKey,
 		RecordScripts: map[string][]fakeprovider.Step{
 			"r002": {step(503), step(200)},
 			"r004": {step(500), step(500), step(200)},
 			"r005": {{Action: fakeprovider.ActionInvalidParam}},
 		},
 	})
-	srv := httptest.NewServer(fake)
-	t.Cleanup(func() { fake.Close(); srv.Close() })
-
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-[[keys]]
-name = "main"
-vendor = "openai"
-base_url = %q
-api_key_env = "FAKE_API_KEY"
-concurrency = 4
-timeout = "5s"
-probe_interval = "500ms"
-
-[[models]]
-name = "fake-model"
-key = "main"
-input_usd_per_mtok = 0.15
-output_usd_per_mtok = 0.60
-
-[[pipelines]]
-name = "enrich"
-model = "fake-model"
-system = "You add fields to records. Answer with one JSON object."
-prompt = "Record: {{json .}}"
-output = "json"
-max_attempts = 6
-`, srv.URL+"/v1")), "test.toml")
+	cfg, err := config.Parse([]byte(workertest.Config(workertest.ConfigOptions{BaseURL: baseURL, Output: "json", MaxAttempts: 6})), "test.toml")
 	require.NoError(t, err)
-
-	recs := make([]ledger.Record, 5)
-	for i := range recs {
-		id := fmt.Sprintf("r%03d", i+1)
-		recs[i] = ledger.Record{ID: id, Line: i + 1, Data: json.RawMessage(fmt.Sprintf(`{"id":%q}`, id))}
-	}
-	require.NoError(t, worker.Enqueue(ctx, db.Pool, db.Schema, cfg, worker.EnqueueParams{Pipeline: "enrich", Batch: "b1", Records: recs}))
+	require.NoError(t, worker.Enqueue(ctx, db.Pool, db.Schema, cfg,
+		worker.EnqueueParams{Pipeline: workertest.Pipeline, Batch: "b1", Records: workertest.Records(5, nil)}))
 
 	// The worker runs on its own pool, as a separate process would.
 	pool, err := pgxpool.New(ctx, db.URL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
+	opts := workertest.WorkerOptions(cfg, db.Schema)
 	m := metrics.New(pool, keys.NewStore(pool, keys.StoreConfig{RiverSchema: db.Schema}),
-		metrics.Options{Keys: []string{"main"}, Logger: quiet})
-	rt, err := worker.New(worker.Options{
-		Config: cfg, Pool: pool, Schema: db.Schema, Logger: quiet, Observer: m,
-		Getenv:      func(k string) string { return map[string]string{"FAKE_API_KEY": "sk-test-secret"}[k] },
-		BackoffBase: 10 * time.Millisecond, BackoffCap: 100 * time.Millisecond, ThrottleWait: 50 * time.Millisecond,
-		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond, SupervisorTick: 25 * time.Millisecond,
-	})
+		metrics.Options{Keys: []string{workertest.Key}, Logger: opts.Logger})
+	opts.Pool, opts.Observer = pool, m
+	rt, err := worker.New(opts)
 	require.NoError(t, err)
 	require.NoError(t, rt.Start(ctx))
 	t.Cleanup(func() {
@@ -96,20 +58,9 @@ max_attempts = 6
 		_ = rt.Stop(sctx)
 	})
 
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		st, err := ledger.BatchStatus(ctx, db.Pool, "b1")
-		require.NoError(t, err)
-		if st.Completed+st.DeadLettered == st.Total {
-			require.Equal(t, 4, st.Completed)
-			require.Equal(t, 1, st.DeadLettered)
-			break
-		}
-		require.False(t, time.Now().After(deadline), "batch did not settle: %+v", st)
-		<-tick.C
-	}
+	st := workertest.WaitSettled(t, db.Pool, "b1", 30*time.Second)
+	require.Equal(t, 4, st.Completed)
+	require.Equal(t, 1, st.DeadLettered)
 
 	attempts, err := ledger.ListAttempts(ctx, db.Pool, ledger.AttemptFilter{Batch: "b1"})
 	require.NoError(t, err)
