@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/triage-dev/triage/worker/keys"
@@ -25,4 +26,35 @@ func JobsLeft(ctx context.Context, pool *pgxpool.Pool, keyNames []string) (int, 
 		return 0, fmt.Errorf("count jobs left: %w", err)
 	}
 	return n, nil
+}
+
+// WakeBatch makes a batch's snoozed jobs available now, so that raising a
+// batch's budget (or resuming it by hand) takes effect at once rather than
+// when each parked job's snooze ends. Only snoozed (scheduled) jobs are
+// touched: jobs waiting on a retry backoff are retryable and keep their
+// backoff. A job woken while its key is still paused simply parks again.
+// River has no bulk "run now" for a set of jobs, so this updates river_job
+// directly, as River's own JobRetry does for one job.
+func WakeBatch(ctx context.Context, db interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}, batch string) (int, error) {
+	tag, err := db.Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now()
+		WHERE state = 'scheduled' AND kind = $1 AND args->>'batch' = $2`, Kind, batch)
+	if err != nil {
+		return 0, fmt.Errorf("wake batch %q: %w", batch, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// WakeKey is WakeBatch for every snoozed job in a key's queue, for a key
+// resumed by hand.
+func WakeKey(ctx context.Context, db interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}, key string) (int, error) {
+	tag, err := db.Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now()
+		WHERE state = 'scheduled' AND kind = $1 AND queue = $2`, Kind, keys.QueueName(key))
+	if err != nil {
+		return 0, fmt.Errorf("wake key %q: %w", key, err)
+	}
+	return int(tag.RowsAffected()), nil
 }

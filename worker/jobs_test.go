@@ -86,3 +86,40 @@ func TestJobsLeft(t *testing.T) {
 	require.Equal(t, 0, left("a"))
 	require.Equal(t, 2, left("a", "b"))
 }
+
+// Raising a budget or resuming a key wakes exactly the snoozed jobs of that
+// batch or key; jobs waiting on a retry backoff keep their backoff.
+func TestWakeBatchAndKey(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := dbtest.New(t)
+	cfg, err := config.Parse([]byte(jobsConfig), "jobs.toml")
+	require.NoError(t, err)
+	for _, b := range []struct{ pipeline, batch string }{{"pa", "a1"}, {"pa", "a2"}, {"pb", "b1"}} {
+		recs, err := worker.ReadJSONL(strings.NewReader("{\"n\":1}\n{\"n\":2}\n"), b.batch+".jsonl")
+		require.NoError(t, err)
+		require.NoError(t, worker.Enqueue(ctx, db.Pool, db.Schema, cfg, worker.EnqueueParams{Pipeline: b.pipeline, Batch: b.batch, Records: recs}))
+	}
+	// Every job snoozed an hour, except one of a1 waiting on a retry backoff.
+	_, err = db.Pool.Exec(ctx, `UPDATE river_job SET state = 'scheduled', scheduled_at = now() + interval '1 hour'`)
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, `UPDATE river_job SET state = 'retryable' WHERE id = (SELECT min(id) FROM river_job WHERE args->>'batch' = 'a1')`)
+	require.NoError(t, err)
+	available := func(batch string) int {
+		var n int
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'available' AND args->>'batch' = $1 AND scheduled_at <= now()`, batch).Scan(&n))
+		return n
+	}
+
+	n, err := worker.WakeBatch(ctx, db.Pool, "a1")
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the snoozed job, not the one in backoff")
+	require.Equal(t, 1, available("a1"))
+	require.Zero(t, available("a2"))
+
+	n, err = worker.WakeKey(ctx, db.Pool, "b")
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	require.Equal(t, 2, available("b1"))
+	require.Zero(t, available("a2"), "another key's jobs are untouched")
+}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker"
 )
 
 func init() {
@@ -89,6 +90,10 @@ func runBatchBudget(ctx context.Context, e *env, args []string) int {
 	if err := ledger.SetBatchBudget(ctx, d.pool, id, budget); errors.Is(err, ledger.ErrNotFound) {
 		return failCmd(e, cmd, usageError{fmt.Errorf("no batch %q (see `triage status`)", id)})
 	} else if err != nil {
+		return failCmd(e, cmd, err)
+	}
+	// Jobs parked at the old cap wake now, not when their snooze ends.
+	if _, err := worker.WakeBatch(ctx, d.pool, id); err != nil {
 		return failCmd(e, cmd, err)
 	}
 	after, err := ledger.GetBatch(ctx, d.pool, id)

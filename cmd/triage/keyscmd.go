@@ -344,6 +344,10 @@ func runKeysResume(ctx context.Context, e *env, args []string) int {
 	if err := store.Reset(ctx, key); err != nil {
 		return failCmd(e, cmd, err)
 	}
+	// Jobs parked while the key was held run now, not when their snooze ends.
+	if _, err := worker.WakeKey(ctx, d.pool, key); err != nil {
+		return failCmd(e, cmd, err)
+	}
 
 	webhook := ""
 	if cfg != nil {

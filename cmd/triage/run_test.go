@@ -170,3 +170,30 @@ func TestRunStopsWhenBudgetReachedExits4(t *testing.T) {
 	require.Equal(t, exitQueued, waitCode(t, done, stderr), stderr.String())
 	require.Contains(t, stderr.String(), "stopped: the batch's budget is spent")
 }
+
+// The real thing, end to end: a budget that covers part of the batch stops
+// the run with exit 4 and the rest queued; raising it with `triage batch
+// budget` lets a worker finish the batch.
+func TestRunBudgetEnforcedThenRaised(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{}, "max_tokens = 50\n")
+	// An estimate of one call is about 50 tokens out at $0.60/M: $0.00003. A
+	// cap of $0.0002 lets a handful of calls through, not 40.
+	r := c.run(jsonl(40), "run", "--pipeline", "enrich", "--batch", "b1", "--budget", "0.0002", "--progress-interval", "100ms", "-")
+	require.Equal(t, exitQueued, r.code, r.stderr)
+	st, err := ledger.BatchStatus(context.Background(), c.db.Pool, "b1")
+	require.NoError(t, err)
+	require.Equal(t, ledger.BatchPausedBudget, st.State)
+	require.Less(t, st.Completed, 40)
+	require.Positive(t, st.Pending)
+	require.LessOrEqual(t, c.fake.Stats().BilledUSD, 0.0002+4*0.0001, "the bill passes the cap by at most the calls in flight")
+
+	r = c.run("", "batch", "budget", "b1", "1")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = c.run("", "work", "--exit-when-idle")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	st, err = ledger.BatchStatus(context.Background(), c.db.Pool, "b1")
+	require.NoError(t, err)
+	require.Equal(t, 40, st.Completed)
+	require.Equal(t, ledger.BatchSettled, st.State)
+}
