@@ -7,7 +7,7 @@ FUZZTIME ?= 30s
 
 ## test: vet and race-test everything against a throwaway PostgreSQL cluster
 test:
-	.ci/with-test-db sh -c '$(GO) vet $(PKGS) && $(GO) test -race -timeout 20m $(PKGS)'
+	.ci/with-test-db sh -c '$(GO) vet $(PKGS) && $(GO) test -race -count=1 -timeout 20m $(PKGS)'
 
 ## build: the triage and fakeprovider binaries into ./bin
 build:
