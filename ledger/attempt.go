@@ -100,27 +100,36 @@ func FinishAttempt(ctx context.Context, db DBTX, attemptID int64, out Outcome) e
 // one whose worker died mid-call, counted as ambiguous with possibly_billed.
 // An unknown key is the zero Prior, not an error.
 func PriorOutcome(ctx context.Context, db DBTX, idempotencyKey string) (Prior, error) {
-	return PriorOutcomeForJob(ctx, db, idempotencyKey, 0)
+	return PriorOutcomeForJob(ctx, db, idempotencyKey, 0, "", "")
 }
 
-// PriorOutcomeForJob is PriorOutcome that also counts JobAmbiguous, the
-// ambiguous attempts made by jobID.
-func PriorOutcomeForJob(ctx context.Context, db DBTX, idempotencyKey string, jobID int64) (Prior, error) {
+// PriorOutcomeForJob is PriorOutcome that also answers for one job of one
+// record: JobAmbiguous, JobLastClass and DeadLettered.
+func PriorOutcomeForJob(ctx context.Context, db DBTX, idempotencyKey string, jobID int64, batch, recordID string) (Prior, error) {
 	var p Prior
+	var last *string
 	err := db.QueryRow(ctx, `SELECT
 			count(*),
 			coalesce(min(a.id) FILTER (WHERE a.status = 'ok'), 0),
 			count(*) FILTER (WHERE a.status IN ('possibly_billed', 'intent')),
 			count(*) FILTER (WHERE a.status IN ('possibly_billed', 'intent') AND a.job_id = $2),
+			(array_agg(CASE WHEN a.status = 'intent' THEN 'intent' ELSE a.class END ORDER BY a.id DESC)
+				FILTER (WHERE a.job_id = $2))[1],
 			coalesce(sum(a.cost_usd), 0)::float8,
 			coalesce(sum(a.est_cost_usd) FILTER (WHERE a.status IN ('possibly_billed', 'intent')), 0)::float8,
-			coalesce(bool_or(r.attempt_id IS NOT NULL), false)
+			coalesce(bool_or(r.attempt_id IS NOT NULL), false),
+			EXISTS (SELECT 1 FROM triage_dead_letter d
+				WHERE d.batch = $3 AND d.record_id = $4 AND d.requeued_at IS NULL)
 		FROM triage_attempt a
 		LEFT JOIN triage_result r ON r.attempt_id = a.id
-		WHERE a.idempotency_key = $1`, idempotencyKey, jobID).
-		Scan(&p.Attempts, &p.OKAttemptID, &p.Ambiguous, &p.JobAmbiguous, &p.BilledUSD, &p.PossiblyBilledUSD, &p.ResultStored)
+		WHERE a.idempotency_key = $1`, idempotencyKey, jobID, batch, recordID).
+		Scan(&p.Attempts, &p.OKAttemptID, &p.Ambiguous, &p.JobAmbiguous, &last, &p.BilledUSD, &p.PossiblyBilledUSD,
+			&p.ResultStored, &p.DeadLettered)
 	if err != nil {
 		return Prior{}, fmt.Errorf("ledger: prior outcome: %w", err)
+	}
+	if last != nil {
+		p.JobLastClass = *last
 	}
 	return p, nil
 }

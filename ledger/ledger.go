@@ -180,6 +180,15 @@ type Prior struct {
 	// ambiguous-retry allowance starts again, while a crashed job rescued by
 	// River keeps its id and its count.
 	JobAmbiguous int
+	// JobLastClass is the class of the job's latest attempt under the key
+	// ("intent" for one that never finished: its worker died), "" for none.
+	// A send after a transient, ambiguous or unfinished attempt is a retry;
+	// a send after a throttle or an exhausted key is not.
+	JobLastClass string
+	// DeadLettered: the record has a dead letter not requeued. A job that
+	// finds one was dead-lettered by a run whose cancel did not land (a
+	// crash): it must not call again.
+	DeadLettered bool
 	// BilledUSD is the cost recorded under the key.
 	BilledUSD float64
 	// PossiblyBilledUSD is the estimated cost of the ambiguous attempts.

@@ -95,6 +95,9 @@ type call struct {
 	attemptID int64
 	res       provider.Result
 	verdict   classify.Verdict
+	// probeReported: the probe's outcome went to the breaker (ProbeResult,
+	// ReleaseProbe or Trip).
+	probeReported bool
 }
 
 func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
@@ -105,6 +108,14 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	}
 	c := &call{job: job, pipeline: p, model: m, key: k}
 
+	// River allows a few attempts more than the pipeline so that a job whose
+	// runs failed for the worker's own reasons (database errors, a crash, a
+	// panic) ends here, in the dead letters, instead of being discarded by
+	// River with its record in neither the results nor the dead letters.
+	if job.Attempt > p.MaxAttempts {
+		return rt.deadLetter(ctx, c, "transient", ReasonRetriesExhausted,
+			fmt.Sprintf("attempt %d with max_attempts %d: earlier runs ended in worker or database errors", job.Attempt, p.MaxAttempts))
+	}
 	if age := time.Since(job.CreatedAt); age > rt.opts.MaxAge {
 		return rt.deadLetter(ctx, c, "throttled", ReasonSnoozedOut,
 			fmt.Sprintf("queued for %s, longer than the %s limit", age.Round(time.Minute), rt.opts.MaxAge))
@@ -121,6 +132,12 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	}
 	if !c.adm.Allowed {
 		return park(ctx, job, max(c.adm.Wait, time.Second))
+	}
+	if c.adm.Probe {
+		// Whatever this run ends in, the probe claim is given back unless its
+		// outcome was reported: a claim kept by a job that parked or failed
+		// would hold the whole key half-open until its lease ran out.
+		defer rt.releaseUnreportedProbe(ctx, c)
 	}
 	if !c.adm.Probe {
 		pause, err := rt.store.ActivePause(ctx, k.cfg.Name)
@@ -148,9 +165,14 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	c.req.IdempotencyKey = provider.IdempotencyKey(job.Args.Batch, job.Args.RecordID, p.Name, hash)
 
 	// Before any resend: what does the ledger know about this request?
-	prior, err := ledger.PriorOutcomeForJob(ctx, rt.pool, c.req.IdempotencyKey, job.ID)
+	prior, err := ledger.PriorOutcomeForJob(ctx, rt.pool, c.req.IdempotencyKey, job.ID, job.Args.Batch, job.Args.RecordID)
 	if err != nil {
 		return fmt.Errorf("ledger look-up: %w", err)
+	}
+	if prior.DeadLettered {
+		// An earlier run wrote the dead letter and died before its cancel
+		// landed: never call again.
+		return river.JobCancel(errors.New("record already dead-lettered"))
 	}
 	if prior.OKAttemptID != 0 && prior.ResultStored {
 		// Stored by a run whose completion did not land: finish, don't call.
@@ -161,7 +183,12 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 			fmt.Sprintf("%d calls with no answer (pipeline ambiguous_retries %d)", prior.JobAmbiguous, p.AmbiguousRetries))
 	}
 
-	if prior.Attempts > 0 {
+	// A retry is a resend after a transient, ambiguous or unfinished attempt
+	// of this job; a resend after a throttle or an exhausted key is not (it
+	// costs no attempt either), so it does not draw on the retry budget.
+	retry := prior.JobLastClass == classify.Transient.String() || prior.JobLastClass == classify.Ambiguous.String() ||
+		prior.JobLastClass == string(ledger.AttemptIntent)
+	if retry && k.cfg.RetryBudget > 0 {
 		if over, err := rt.overRetryBudget(ctx, k); err != nil {
 			return err
 		} else if over {
@@ -172,16 +199,22 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 
 	release, err := k.limiter.Acquire(ctx)
 	if err != nil {
-		return river.JobSnooze(0)
+		return park(ctx, job, 0)
 	}
 	defer release()
+	// A long wait for a slot (the limit was lowered by throttling) must not
+	// eat into the call's own timeout: River's deadline for this run would
+	// cut the call mid-flight and make it ambiguous.
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < k.cfg.Timeout+rt.opts.JobMargin/4 {
+		return park(ctx, job, 0)
+	}
 
 	// The intent row is also the call's reservation against the batch's
 	// spend cap.
 	c.attemptID, err = ledger.ReserveAttempt(ctx, rt.pool, ledger.Intent{
 		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: job.Attempt,
 		Key: k.cfg.Name, Model: m.Name, IdempotencyKey: c.req.IdempotencyKey, RequestHash: hash,
-		IsRetry: prior.Attempts > 0, EstCostUSD: estimateCost(m, c.req),
+		IsRetry: retry, EstCostUSD: estimateCost(m, c.req),
 	})
 	var budgetErr *ledger.BudgetError
 	if errors.As(err, &budgetErr) {
@@ -201,17 +234,33 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		_ = rt.finish(ctx, c, ledger.AttemptFailed)
 		return rt.deadLetter(ctx, c, "rejected", ReasonConfig, err.Error())
 	}
+	if ctx.Err() != nil {
+		// This run was stopped (shutdown, River's timeout), not answered: the
+		// call may have gone out. Keep it possibly billed and come back
+		// without spending an attempt; the ledger counts it as ambiguous for
+		// this job, and the next send reuses its idempotency key.
+		status := ledger.AttemptFailed
+		if c.res.Observation.Phase == classify.PhaseSentNoResponse {
+			status = ledger.AttemptPossiblyBilled
+		}
+		c.verdict = classify.Verdict{Class: classify.Ambiguous, Reason: "worker_stopped", Known: true}
+		_ = rt.finish(ctx, c, status)
+		return park(ctx, job, time.Second)
+	}
 	c.verdict = classify.Classify(c.res.Observation)
 	rt.log.DebugContext(ctx, "call", "key", k.cfg.Name, "job_id", job.ID, "batch", job.Args.Batch, "record_id", job.Args.RecordID,
 		"status", c.res.Observation.Status, "phase", c.res.Observation.Phase, "class", c.verdict.Class.String(), "reason", c.verdict.Reason)
 	if !c.verdict.Known {
-		rt.alerter.Alert(ctx, keys.Alert{Kind: keys.AlertUnknownError, Key: k.cfg.Name, Batch: job.Args.Batch,
+		// Once per key, status and code an hour, fleet-wide: a flood of one
+		// unknown error is one alert, not one per call.
+		kind := fmt.Sprintf("unknown_error:%d:%s:%s", c.res.Observation.Status, deref(c.verdict.Code), rt.now().UTC().Format("2006-01-02T15"))
+		rt.alertOnce(ctx, k.cfg.Name, kind, keys.Alert{Kind: keys.AlertUnknownError, Key: k.cfg.Name, Batch: job.Args.Batch,
 			Message: "an error no rule knows: check the dead letters and the classifier",
 			Fields:  map[string]any{"status": c.res.Observation.Status, "code": deref(c.verdict.Code), "class": c.verdict.Class.String()}})
 	}
 	if o := rt.opts.Observer; o != nil {
 		o.ObserveCall(CallEvent{Key: k.cfg.Name, Class: c.verdict.Class.String(), Status: c.res.Observation.Status,
-			Known: c.verdict.Known, Retry: prior.Attempts > 0,
+			Known: c.verdict.Known, Retry: retry,
 			CostUSD: cost(m, c.res.InputTokens, c.res.OutputTokens), Elapsed: c.res.Elapsed})
 	}
 	return rt.react(ctx, c, prior)
@@ -244,9 +293,9 @@ func (r *Runtime) react(ctx context.Context, c *call, prior ledger.Prior) error 
 	case classify.Transient:
 		_ = r.finish(ctx, c, ledger.AttemptFailed)
 		r.probeDone(ctx, c, false)
-		if job.Attempt >= job.MaxAttempts || k.cfg.RetryBudget == 0 {
+		if job.Attempt >= c.pipeline.MaxAttempts || k.cfg.RetryBudget == 0 {
 			return r.deadLetter(ctx, c, "transient", ReasonRetriesExhausted,
-				fmt.Sprintf("%d attempts (max_attempts %d, key retry_budget %g); last: %s", job.Attempt, job.MaxAttempts, k.cfg.RetryBudget, c.verdict.Reason))
+				fmt.Sprintf("%d attempts (max_attempts %d, key retry_budget %g); last: %s", job.Attempt, c.pipeline.MaxAttempts, k.cfg.RetryBudget, c.verdict.Reason))
 		}
 		if ra := retryAfter(c.verdict); ra > 0 {
 			r.retryAfter.Store(job.ID, ra)
@@ -256,7 +305,7 @@ func (r *Runtime) react(ctx context.Context, c *call, prior ledger.Prior) error 
 	case classify.Throttled:
 		_ = r.finish(ctx, c, ledger.AttemptFailed)
 		r.probeDone(ctx, c, false)
-		wait := retryAfter(c.verdict)
+		wait := min(retryAfter(c.verdict), ThrottleWaitCap)
 		if wait <= 0 {
 			wait = k.nextThrottleWait(time.Now())
 		}
@@ -270,12 +319,12 @@ func (r *Runtime) react(ctx context.Context, c *call, prior ledger.Prior) error 
 
 	case classify.Exhausted:
 		_ = r.finish(ctx, c, ledger.AttemptFailed)
-		tripped, err := r.store.Trip(ctx, k.cfg.Name, c.adm, c.verdict.Reason, k.cfg.ProbeInterval)
+		tripped, err := r.store.Trip(context.WithoutCancel(ctx), k.cfg.Name, c.adm, c.verdict.Reason, k.cfg.ProbeInterval)
 		if err != nil {
 			return fmt.Errorf("trip breaker: %w", err)
 		}
+		c.probeReported = true // Trip with a probe admission is its failure
 		_ = r.supervisor.Reconcile(ctx, k.cfg.Name)
-		_ = ledger.SetBatchState(ctx, r.pool, job.Args.Batch, ledger.BatchPausedExhausted)
 		if tripped {
 			r.alerter.Alert(ctx, keys.Alert{Kind: keys.AlertKeyExhausted, Key: k.cfg.Name, Batch: job.Args.Batch,
 				Message: "key exhausted: its jobs stay queued; one probe every probe_interval until it works again",
@@ -287,7 +336,7 @@ func (r *Runtime) react(ctx context.Context, c *call, prior ledger.Prior) error 
 	case classify.Ambiguous:
 		_ = r.finish(ctx, c, ledger.AttemptPossiblyBilled)
 		r.probeDone(ctx, c, false)
-		if prior.JobAmbiguous+1 > c.pipeline.AmbiguousRetries || job.Attempt >= job.MaxAttempts {
+		if prior.JobAmbiguous+1 > c.pipeline.AmbiguousRetries || job.Attempt >= c.pipeline.MaxAttempts {
 			return r.deadLetter(ctx, c, "ambiguous", ReasonAmbiguousExhausted,
 				fmt.Sprintf("no answer after %d sends with the same idempotency key; last: %s", prior.JobAmbiguous+1, c.verdict.Reason))
 		}
@@ -307,6 +356,8 @@ func (r *Runtime) probeDone(ctx context.Context, c *call, success bool) {
 	if !c.adm.Probe {
 		return
 	}
+	c.probeReported = true
+	ctx = context.WithoutCancel(ctx)
 	name := c.key.cfg.Name
 	if success {
 		closed, err := r.store.ProbeResult(ctx, name, c.adm, true, c.key.cfg.ProbeInterval)
@@ -316,7 +367,6 @@ func (r *Runtime) probeDone(ctx context.Context, c *call, success bool) {
 		}
 		_ = r.supervisor.Reconcile(ctx, name)
 		if closed {
-			_ = ledger.SetBatchState(ctx, r.pool, c.job.Args.Batch, ledger.BatchRunning)
 			r.alerter.Alert(ctx, keys.Alert{Kind: keys.AlertKeyResumed, Key: name, Batch: c.job.Args.Batch,
 				Message: "probe succeeded: key resumed, its queue drains again"})
 		}
@@ -327,10 +377,24 @@ func (r *Runtime) probeDone(ctx context.Context, c *call, success bool) {
 	}
 }
 
+// releaseUnreportedProbe gives the probe claim back when the run ends
+// without reporting the probe's outcome (it parked, failed or was stopped).
+func (r *Runtime) releaseUnreportedProbe(ctx context.Context, c *call) {
+	if c.probeReported {
+		return
+	}
+	if _, err := r.store.ReleaseProbe(context.WithoutCancel(ctx), c.key.cfg.Name, c.adm, time.Second); err != nil {
+		r.log.ErrorContext(ctx, "release probe", "key", c.key.cfg.Name, "err", err)
+	}
+}
+
 // complete stores the result, finishes the attempt, resolves earlier
 // ambiguous sends under the same idempotency key and completes the job, all
 // in one transaction: "completed" means "result stored".
 func (r *Runtime) complete(ctx context.Context, c *call, output json.RawMessage) error {
+	// A paid-for answer is stored even if the run is being stopped.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
 	tx, err := r.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("complete: %w", err)

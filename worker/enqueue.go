@@ -137,7 +137,7 @@ func Enqueue(ctx context.Context, pool *pgxpool.Pool, schema string, cfg *config
 		return fmt.Errorf("enqueue: river client: %w", err)
 	}
 	params := make([]river.InsertManyParams, len(p.Records))
-	opts := &river.InsertOpts{Queue: keys.QueueName(key.Name), MaxAttempts: pl.MaxAttempts}
+	opts := &river.InsertOpts{Queue: keys.QueueName(key.Name), MaxAttempts: RiverMaxAttempts(pl)}
 	for i, rec := range p.Records {
 		params[i] = river.InsertManyParams{
 			Args:       Args{Batch: p.Batch, Pipeline: pl.Name, RecordID: rec.ID, Record: rec.Data},
@@ -157,3 +157,10 @@ func Enqueue(ctx context.Context, pool *pgxpool.Pool, schema string, cfg *config
 		return nil
 	})
 }
+
+// RiverMaxAttempts is the River max_attempts of a pipeline's jobs: the
+// pipeline's max_attempts plus AttemptHeadroom. The worker itself
+// dead-letters a job at the pipeline's limit; the headroom only absorbs runs
+// that failed for the worker's own reasons, so River never discards a job
+// (which would leave its record neither completed nor dead-lettered).
+func RiverMaxAttempts(p *config.Pipeline) int { return p.MaxAttempts + AttemptHeadroom }

@@ -30,6 +30,12 @@ const (
 	// up to ThrottleWaitMax (the adaptive default of DESIGN.md).
 	ThrottleWaitDefault = 2 * time.Second
 	ThrottleWaitMax     = 2 * time.Minute
+	// ThrottleWaitCap bounds a throttle's pause whatever retry-after says: a
+	// wait of hours is a quota, which the classifier calls exhausted.
+	ThrottleWaitCap = time.Hour
+	// AttemptHeadroom is how many River attempts a job has beyond its
+	// pipeline's max_attempts: see RiverMaxAttempts.
+	AttemptHeadroom = 3
 	// BudgetRecheckDefault is how long a job of a batch paused at its spend
 	// cap waits before looking again (raising the budget wakes jobs sooner).
 	BudgetRecheckDefault = 30 * time.Second

@@ -458,7 +458,7 @@ func requeueDeadLetters(ctx context.Context, pool *pgxpool.Pool, cfg *config.Con
 			if err != nil {
 				return usageError{fmt.Errorf("dead letter %d: %w; nothing requeued", dl.ID, err)}
 			}
-			targets[pl.Name] = target{pl, &river.InsertOpts{Queue: keys.QueueName(key.Name), MaxAttempts: pl.MaxAttempts}}
+			targets[pl.Name] = target{pl, &river.InsertOpts{Queue: keys.QueueName(key.Name), MaxAttempts: worker.RiverMaxAttempts(pl)}}
 		}
 
 		ids := make([]int64, len(selected))

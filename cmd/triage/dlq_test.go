@@ -210,7 +210,7 @@ func TestDLQMorningInspection(t *testing.T) {
 		WHERE state = 'available' AND args->>'batch' = 'b1'`).Scan(&queue, &maxAttempts, &available))
 	require.Equal(t, 3, available)
 	require.Equal(t, "key_main", queue)
-	require.Equal(t, 3, maxAttempts, "max_attempts comes from the configuration as it is now")
+	require.Equal(t, 3+worker.AttemptHeadroom, maxAttempts, "max_attempts comes from the configuration as it is now")
 
 	r = c.run("", "dlq", "requeue", "--batch", "b1")
 	require.Equal(t, exitOK, r.code, r.stderr)
