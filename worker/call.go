@@ -309,7 +309,7 @@ func (r *Runtime) react(ctx context.Context, c *call, prior ledger.Prior) error 
 		if wait <= 0 {
 			wait = k.nextThrottleWait(time.Now())
 		}
-		if _, err := r.store.Pause(ctx, k.cfg.Name, "throttled", r.now().Add(wait)); err != nil {
+		if _, err := r.store.PauseFor(ctx, k.cfg.Name, "throttled", wait); err != nil {
 			return fmt.Errorf("pause key: %w", err)
 		}
 		k.limiter.OnThrottle()

@@ -73,3 +73,17 @@ func eventually(t *testing.T, timeout time.Duration, msg string, cond func() boo
 		<-tick.C
 	}
 }
+
+// PauseFor measures the pause on the Store's clock, not the caller's.
+func TestPauseForUsesTheStoreClock(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	p, err := b.store.PauseFor(ctx, "main", "throttled", 90*time.Second)
+	require.NoError(t, err)
+	require.WithinDuration(t, b.clock.Now().Add(90*time.Second), p.Until, time.Millisecond)
+	// It extends, never shortens, like Pause.
+	p, err = b.store.PauseFor(ctx, "main", "throttled", time.Second)
+	require.NoError(t, err)
+	require.WithinDuration(t, b.clock.Now().Add(90*time.Second), p.Until, time.Millisecond)
+}

@@ -40,20 +40,31 @@ func scanPause(row pgx.Row) (*Pause, error) {
 // at once with Supervisor.Reconcile); it is resumed by them when the pause
 // has passed, even if this process has died.
 func (s *Store) Pause(ctx context.Context, key, reason string, until time.Time) (*Pause, error) {
+	return s.pause(ctx, key, reason, &until, 0)
+}
+
+// PauseFor is Pause until d from now on the database's clock (or the
+// Store's Clock), so that a fleet whose machines' clocks disagree still
+// agrees on when a pause ends.
+func (s *Store) PauseFor(ctx context.Context, key, reason string, d time.Duration) (*Pause, error) {
+	return s.pause(ctx, key, reason, nil, d)
+}
+
+func (s *Store) pause(ctx context.Context, key, reason string, until *time.Time, d time.Duration) (*Pause, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
 	p, err := scanPause(s.pool.QueryRow(ctx, `
 WITH now AS (SELECT coalesce($5::timestamptz, now()) AS t)
 INSERT INTO triage_pause AS p (key, reason, until, set_by, created_at, updated_at)
-SELECT $1, $2, $3, $4, now.t, now.t FROM now
+SELECT $1, $2, coalesce($3::timestamptz, now.t + $6::bigint * interval '1 microsecond'), $4, now.t, now.t FROM now
 ON CONFLICT (key) DO UPDATE SET
     reason     = CASE WHEN EXCLUDED.until > p.until THEN EXCLUDED.reason ELSE p.reason END,
     set_by     = CASE WHEN EXCLUDED.until > p.until THEN EXCLUDED.set_by ELSE p.set_by END,
     created_at = CASE WHEN p.until <= EXCLUDED.created_at THEN EXCLUDED.created_at ELSE p.created_at END,
     until      = greatest(p.until, EXCLUDED.until),
     updated_at = EXCLUDED.updated_at
-RETURNING `+pauseColumns, key, reason, until, s.cfg.Owner, s.nowParam()))
+RETURNING `+pauseColumns, key, reason, until, s.cfg.Owner, s.nowParam(), d.Microseconds()))
 	if err != nil {
 		return nil, fmt.Errorf("keys: pause %s: %w", key, err)
 	}
