@@ -407,8 +407,12 @@ func (r *Runtime) complete(ctx context.Context, c *call, output json.RawMessage)
 		if err := ledger.StoreResult(ctx, tx, c.job.Args.Batch, c.job.Args.RecordID, c.attemptID, output); err != nil {
 			return fmt.Errorf("complete: store result: %w", err)
 		}
-		if _, err := ledger.ResolvePossiblyBilled(ctx, tx, c.req.IdempotencyKey); err != nil {
-			return fmt.Errorf("complete: resolve: %w", err)
+		// Earlier sends that got no answer are settled as billed once only
+		// where the endpoint is known to replay a repeated Idempotency-Key.
+		if c.key.cfg.IdempotentReplay {
+			if _, err := ledger.ResolvePossiblyBilled(ctx, tx, c.req.IdempotencyKey); err != nil {
+				return fmt.Errorf("complete: resolve: %w", err)
+			}
 		}
 	}
 	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, c.job); err != nil {

@@ -81,7 +81,7 @@ func workerProcess(specJSON string) int {
 func TestCrashMidBatchLosesNothingAndBillsNothingTwice(t *testing.T) {
 	t.Parallel()
 	// Latency keeps calls in flight when the process dies.
-	b := setup(t, fakeprovider.Scenario{Latency: fakeprovider.Duration(30 * time.Millisecond)}, tweaks{concurrency: 8, timeout: "1s"})
+	b := setup(t, fakeprovider.Scenario{Latency: fakeprovider.Duration(30 * time.Millisecond)}, tweaks{concurrency: 8, timeout: "1s", extraKey: "idempotent_replay = true\n"})
 	const n = 120
 	b.enqueue(t, "b1", records(n, nil))
 

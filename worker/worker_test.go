@@ -102,7 +102,7 @@ func TestThrottledDoesNotBurnAttempts(t *testing.T) {
 func TestAmbiguousRetryReusesIdempotencyKeyAndBillsOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, fakeprovider.Scenario{RecordScripts: map[string][]fakeprovider.Step{"r001": steps(act(fakeprovider.ActionHang))}},
-		tweaks{timeout: "300ms"})
+		tweaks{timeout: "300ms", extraKey: "idempotent_replay = true\n"})
 	b.enqueue(t, "b1", records(1, nil))
 	b.start(t)
 
@@ -202,4 +202,26 @@ func TestGarbage200IsInvalidOutputAndPossiblyBilled(t *testing.T) {
 	require.Equal(t, "ok", dls[0].Class)
 	require.Equal(t, "invalid_output", dls[0].Reason)
 	require.Positive(t, st.PossiblyBilledUSD)
+}
+
+// Where the endpoint is not known to replay a repeated Idempotency-Key, a
+// successful resend does not make the unanswered send free: it stays
+// possibly billed, an upper bound to reconcile with the invoice.
+func TestAmbiguousSendStaysPossiblyBilledWithoutKnownReplay(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakeprovider.Scenario{RecordScripts: map[string][]fakeprovider.Step{"r001": steps(act(fakeprovider.ActionHang))}},
+		tweaks{timeout: "300ms"})
+	b.enqueue(t, "b1", records(1, nil))
+	b.start(t)
+
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, 1, st.Completed)
+	require.Positive(t, st.PossiblyBilledUSD)
+	attempts, err := ledger.ListAttempts(context.Background(), b.db.Pool, ledger.AttemptFilter{Batch: "b1"})
+	require.NoError(t, err)
+	byStatus := map[ledger.AttemptStatus]int{}
+	for _, a := range attempts {
+		byStatus[a.Status]++
+	}
+	require.Equal(t, map[ledger.AttemptStatus]int{ledger.AttemptPossiblyBilled: 1, ledger.AttemptOK: 1}, byStatus)
 }

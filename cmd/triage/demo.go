@@ -55,6 +55,7 @@ api_key_env = "` + demoAPIKeyEnv + `"
 concurrency = 8
 timeout = "3s"
 probe_interval = "5s"
+idempotent_replay = true   # the fake provider replays a repeated Idempotency-Key
 retry_budget = 1.0
 
 [[models]]

@@ -135,6 +135,13 @@ type Key struct {
 	// absent from the file; an explicit 0 in the file means no retries and is
 	// kept. In a Config built in Go, WithDefaults treats 0 as unset.
 	RetryBudget float64 `toml:"retry_budget"`
+	// IdempotentReplay says the endpoint answers a repeated Idempotency-Key
+	// with the first call's answer instead of running (and billing) the
+	// request again, as some gateways and the fake provider do. Only then
+	// does a successful resend settle earlier unanswered sends as billed
+	// once; otherwise they stay possibly billed in the ledger, an honest
+	// upper bound to reconcile with the vendor's invoice. Default false.
+	IdempotentReplay bool `toml:"idempotent_replay"`
 
 	retryBudgetSet bool
 }

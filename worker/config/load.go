@@ -72,6 +72,8 @@ type rawKey struct {
 	ProbeInterval string   `toml:"probe_interval"`
 	PrepaidUSD    float64  `toml:"prepaid_usd"`
 	RetryBudget   *float64 `toml:"retry_budget"`
+	// IdempotentReplay: see Key.IdempotentReplay.
+	IdempotentReplay bool `toml:"idempotent_replay"`
 }
 
 type rawPipeline struct {
@@ -95,6 +97,7 @@ func (r rawFile) config(name string) (*Config, error) {
 		k := Key{
 			Name: rk.Name, Vendor: rk.Vendor, Path: classify.Path(rk.Path), BaseURL: rk.BaseURL,
 			APIKeyEnv: rk.APIKeyEnv, Concurrency: rk.Concurrency, PrepaidUSD: rk.PrepaidUSD,
+			IdempotentReplay: rk.IdempotentReplay,
 		}
 		var err error
 		if k.Timeout, err = parseDuration(rk.Timeout); err != nil {
