@@ -23,6 +23,10 @@ type BudgetError struct {
 	// Paused is true for the one caller whose reservation moved the batch to
 	// paused_budget (so exactly one caller in the fleet raises the alert).
 	Paused bool
+	// Wait is true when the call would fit the cap once calls in flight
+	// settle (their reservations are worst cases, most of which are not
+	// spent): the batch is not paused, the caller should try again shortly.
+	Wait bool
 }
 
 func (e *BudgetError) Error() string {
@@ -36,9 +40,11 @@ func (e *BudgetError) Unwrap() error { return ErrBudgetReached }
 // if billed spend plus every open reservation plus this one stays within the
 // batch's budget_usd. The batch row is locked for the one statement, so
 // concurrent workers cannot together pass the cap by more than the calls
-// already in flight. A batch in paused_budget reserves nothing. When the cap
-// would be passed, the batch moves to paused_budget and a *BudgetError is
-// returned.
+// already in flight. A batch in paused_budget reserves nothing. When the
+// call would pass the cap even with nothing in flight, the batch moves to
+// paused_budget and a *BudgetError is returned; when it only lacks room
+// because of calls in flight, the *BudgetError says Wait and nothing is
+// paused.
 func ReserveAttempt(ctx context.Context, db DBTX, in Intent) (int64, error) {
 	// Most batches have no cap: one statement, no lock.
 	var id int64
@@ -93,6 +99,11 @@ func reserveCapped(ctx context.Context, db DBTX, in Intent) (int64, error) {
 		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(est_cost_usd), 0)::float8 FROM triage_attempt
 			WHERE batch = $1 AND status IN ('intent', 'possibly_billed')`, in.Batch).Scan(&be.ReservedUSD); err != nil {
 			return 0, fmt.Errorf("ledger: reserve attempt: reservations: %w", err)
+		}
+		if spent+in.EstCostUSD <= *budget+1e-12 && spent+be.ReservedUSD+in.EstCostUSD > *budget+1e-12 {
+			// Room once the calls in flight settle: wait, do not pause.
+			be.Wait = true
+			return 0, be
 		}
 		if spent+be.ReservedUSD+in.EstCostUSD > *budget+1e-12 {
 			if _, err := tx.Exec(ctx, `UPDATE triage_batch SET state = 'paused_budget' WHERE id = $1`, in.Batch); err != nil {

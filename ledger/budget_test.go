@@ -25,16 +25,31 @@ func TestReserveAttemptStopsAtTheCapAndPausesOnce(t *testing.T) {
 		i.EstCostUSD = 0.3
 		return i
 	}
+	var ids []int64
 	for _, rec := range []string{"r1", "r2", "r3"} {
-		_, err := ledger.ReserveAttempt(b.ctx, b.db.Pool, in(rec))
+		id, err := ledger.ReserveAttempt(b.ctx, b.db.Pool, in(rec))
 		require.NoError(t, err, "0.9 of 1.0 reserved")
+		ids = append(ids, id)
 	}
+	// No room while those are in flight, but room once they settle: wait,
+	// do not pause.
 	_, err := ledger.ReserveAttempt(b.ctx, b.db.Pool, in("r4"))
 	var be *ledger.BudgetError
 	require.ErrorAs(t, err, &be)
 	require.ErrorIs(t, err, ledger.ErrBudgetReached)
-	require.True(t, be.Paused, "the first refusal pauses the batch")
+	require.True(t, be.Wait)
+	require.False(t, be.Paused)
 	require.InDelta(t, 0.9, be.ReservedUSD, 1e-9)
+
+	// They cost what they reserved: now the next call would pass the cap
+	// with nothing in flight, and the batch pauses, once.
+	for _, id := range ids {
+		require.NoError(t, ledger.FinishAttempt(b.ctx, b.db.Pool, id, ledger.Outcome{Status: ledger.AttemptOK, CostUSD: 0.3}))
+	}
+	_, err = ledger.ReserveAttempt(b.ctx, b.db.Pool, in("r4"))
+	require.ErrorAs(t, err, &be)
+	require.True(t, be.Paused, "the first refusal with nothing in flight pauses the batch")
+	require.False(t, be.Wait)
 
 	_, err = ledger.ReserveAttempt(b.ctx, b.db.Pool, in("r5"))
 	require.ErrorAs(t, err, &be)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -218,6 +219,11 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	})
 	var budgetErr *ledger.BudgetError
 	if errors.As(err, &budgetErr) {
+		if budgetErr.Wait {
+			// Worst-case reservations of calls in flight fill the cap; most
+			// of them will not be spent. Try again shortly.
+			return park(ctx, job, rt.opts.BudgetRecheck/10+rand.N(rt.opts.BudgetRecheck/10+1))
+		}
 		if budgetErr.Paused {
 			rt.alerter.Alert(ctx, keys.Alert{Kind: keys.AlertBudgetReached, Key: k.cfg.Name, Batch: job.Args.Batch,
 				Message: "batch spend cap reached: its jobs stay queued; raise it with `triage batch budget`",
@@ -476,6 +482,10 @@ func (r *Runtime) deadLetter(ctx context.Context, c *call, class, reason, detail
 		} else {
 			row.ErrorExcerpt = detail
 		}
+	}
+	if c.key != nil && c.key.apiKey != "" {
+		// ledger.Redact knows key shapes; this knows the key itself.
+		row.ErrorExcerpt = strings.ReplaceAll(row.ErrorExcerpt, c.key.apiKey, "[redacted api key]")
 	}
 	id, err := ledger.AddDeadLetter(ctx, r.pool, row)
 	if err != nil {

@@ -90,7 +90,9 @@ func parseRecord(b []byte, line int) (ledger.Record, error) {
 		return ledger.Record{}, fmt.Errorf("invalid JSON: %w", err)
 	}
 	id := strconv.Itoa(line)
-	if raw, ok := fields["id"]; ok {
+	if raw, ok := fields["id"]; ok && string(bytes.TrimSpace(raw)) == "null" {
+		return ledger.Record{}, errors.New(`"id" is null: give a non-empty string or a number, or leave it out to use the line number`)
+	} else if ok {
 		var s string
 		var n json.Number
 		switch {
@@ -113,6 +115,8 @@ type EnqueueParams struct {
 	// BudgetUSD overrides the pipeline's budget_usd; nil: the pipeline's.
 	BudgetUSD *float64
 	Records   []ledger.Record
+	// File names the input in errors. Default "input".
+	File string
 }
 
 // Enqueue writes the batch, its records and one River job per record in a
@@ -125,6 +129,22 @@ func Enqueue(ctx context.Context, pool *pgxpool.Pool, schema string, cfg *config
 	key, _, err := cfg.KeyFor(pl.Name)
 	if err != nil {
 		return err
+	}
+	// Every record must render: a field the prompt names but a record lacks
+	// is bad input, found now (exit 2, nothing queued), not one dead letter
+	// per record at 2 a.m.
+	file := p.File
+	if file == "" {
+		file = "input"
+	}
+	for _, rec := range p.Records {
+		var fields map[string]any
+		if err := json.Unmarshal(rec.Data, &fields); err != nil {
+			return &LineError{File: file, Line: rec.Line, Err: fmt.Errorf("invalid JSON: %w", err)}
+		}
+		if _, err := pl.Render(fields); err != nil {
+			return &LineError{File: file, Line: rec.Line, Err: fmt.Errorf("pipeline %q prompt: %w", pl.Name, err)}
+		}
 	}
 	budget := p.BudgetUSD
 	if budget == nil && pl.BudgetUSD > 0 {

@@ -12,16 +12,19 @@ import (
 
 // JobsLeft counts the River jobs of the named keys' queues and probe queues
 // (keys.QueueName, keys.ProbeQueueName) that are not finished: available,
-// pending, running, scheduled or retryable. `triage work --exit-when-idle`
-// stops at zero. River's tables are found through the pool's search_path.
+// pending, running, scheduled or retryable, leaving out those of batches
+// paused at their spend cap. `triage work --exit-when-idle` stops at zero. River's tables are found through the pool's search_path.
 func JobsLeft(ctx context.Context, pool *pgxpool.Pool, keyNames []string) (int, error) {
 	queues := make([]string, 0, 2*len(keyNames))
 	for _, k := range keyNames {
 		queues = append(queues, keys.QueueName(k), keys.ProbeQueueName(k))
 	}
 	var n int
-	err := pool.QueryRow(ctx, `SELECT count(*) FROM river_job
-		WHERE queue = ANY($1) AND state IN ('available', 'pending', 'running', 'scheduled', 'retryable')`, queues).Scan(&n)
+	// Jobs of a batch paused at its spend cap wait for a human (`triage batch
+	// budget`), not for this process: they do not keep it busy.
+	err := pool.QueryRow(ctx, `SELECT count(*) FROM river_job j
+		WHERE j.queue = ANY($1) AND j.state IN ('available', 'pending', 'running', 'scheduled', 'retryable')
+		  AND NOT EXISTS (SELECT 1 FROM triage_batch b WHERE b.id = j.args->>'batch' AND b.state = 'paused_budget')`, queues).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count jobs left: %w", err)
 	}

@@ -2,6 +2,8 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -90,4 +92,26 @@ func TestJobOfDeadLetteredRecordDoesNotCall(t *testing.T) {
 	require.Equal(t, 1, st.DeadLettered)
 	require.Zero(t, b.fake.Stats().ByRecord["r001"].Requests, "a dead-lettered record is never called again")
 	eventually(t, 10*time.Second, "the job is cancelled", func() bool { return b.jobStates(t)["cancelled"] == 1 })
+}
+
+// An endpoint that echoes the API key in an error body: the dead letter's
+// excerpt never holds it, whatever its shape.
+func TestDeadLetterExcerptNeverHoldsTheAPIKey(t *testing.T) {
+	t.Parallel()
+	const key = "PlainSecretValue12345XYZ"
+	b := setup(t, fakeprovider.Scenario{}, tweaks{})
+	cfg, _ := b.otherEndpoint(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, `{"error":{"message":"token=%s is not allowed here","type":"invalid_request_error","param":null,"code":"token_echo"}}`, key)
+	}))
+	b.opts.Getenv = func(string) string { return key }
+	b.enqueue(t, "b1", records(1, nil))
+	b.startWith(t, cfg, "echo")
+	b.waitSettled(t, "b1", 30*time.Second)
+	dls := b.deadLetters(t, "b1")
+	require.Len(t, dls, 1)
+	require.Contains(t, dls[0].ErrorExcerpt, "is not allowed here")
+	require.NotContains(t, dls[0].ErrorExcerpt, key)
+	require.NotContains(t, string(dls[0].Request), key)
 }

@@ -49,7 +49,7 @@ const (
 	RetryDeferDefault = 2 * time.Second
 	// SpendCheckDefault is how often prepaid and spend-rate alerts are
 	// evaluated from the ledger.
-	SpendCheckDefault = 15 * time.Second
+	SpendCheckDefault = 2 * time.Second
 	// MaxAgeDefault: see Options.MaxAge.
 	MaxAgeDefault = 7 * 24 * time.Hour
 	// JobMarginDefault: see Options.JobMargin.
@@ -137,8 +137,11 @@ type CallEvent struct {
 
 // keyRuntime is one key's in-process state.
 type keyRuntime struct {
-	cfg     *config.Key
-	client  *provider.Client
+	cfg    *config.Key
+	client *provider.Client
+	// apiKey is only used to strip the key from dead-letter excerpts, in case
+	// an endpoint echoes it back in an error body.
+	apiKey  string
 	limiter *keys.Limiter
 
 	mu            sync.Mutex
@@ -238,7 +241,7 @@ func New(opts Options) (*Runtime, error) {
 		}
 		apiKey, err := k.APIKey(opts.Getenv)
 		if err != nil {
-			return nil, fmt.Errorf("worker: key %q: %w", k.Name, err)
+			return nil, fmt.Errorf("worker: %w", err)
 		}
 		client, err := provider.New(provider.Options{
 			Vendor: k.Vendor, Path: k.Path, BaseURL: k.BaseURL, APIKey: apiKey,
@@ -248,7 +251,7 @@ func New(opts Options) (*Runtime, error) {
 			return nil, fmt.Errorf("worker: key %q: %w", k.Name, err)
 		}
 		r.keys[k.Name] = &keyRuntime{
-			cfg: k, client: client,
+			cfg: k, client: client, apiKey: apiKey,
 			limiter:       keys.NewLimiter(keys.LimiterConfig{Max: k.Concurrency}),
 			throttleFirst: opts.ThrottleWait,
 		}

@@ -167,6 +167,10 @@ func classifyJSONL(ctx context.Context, e *env) int {
 			writeJSONLine(w, map[string]string{"error": fmt.Sprintf("line %d: %v", n, derr)})
 		} else if dec.More() {
 			writeJSONLine(w, map[string]string{"error": fmt.Sprintf("line %d: more than one JSON value", n)})
+		} else if !classify.KnownVendor(o.Vendor) {
+			// As in single mode: a typo in the vendor must not silently fall
+			// back to the generic rules.
+			writeJSONLine(w, map[string]string{"error": fmt.Sprintf("line %d: vendor %q is not one of: %s", n, o.Vendor, strings.Join(classify.Vendors(), " "))})
 		} else {
 			writeJSONLine(w, classify.Classify(o))
 		}

@@ -115,3 +115,16 @@ func TestClassifyUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+// A typo in a line's vendor is an error on that line, as in single mode, not
+// a silent fall back to the generic rules.
+func TestClassifyJSONLUnknownVendor(t *testing.T) {
+	t.Parallel()
+	in := `{"vendor":"opneai","phase":"response","status":429,"body":""}` + "\n" + `{"vendor":"openai","phase":"not_sent"}` + "\n"
+	code, b := runClassifyCLI(t, in, "--jsonl")
+	require.Equal(t, exitOK, code, b.stderr.String())
+	lines := strings.Split(strings.TrimSuffix(b.stdout.String(), "\n"), "\n")
+	require.Len(t, lines, 2)
+	require.Contains(t, lines[0], `"error":"line 1: vendor \"opneai\" is not one of`)
+	require.Contains(t, lines[1], `"class":"transient"`)
+}

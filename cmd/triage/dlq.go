@@ -91,6 +91,13 @@ func runDLQList(ctx context.Context, e *env, args []string) int {
 		return failCmd(e, cmd, err)
 	}
 	defer d.Close()
+	if *batch != "" {
+		if _, err := ledger.GetBatch(ctx, d.pool, *batch); errors.Is(err, ledger.ErrNotFound) {
+			return failCmd(e, cmd, usageError{fmt.Errorf("no batch %q (see `triage status`)", *batch)})
+		} else if err != nil {
+			return failCmd(e, cmd, err)
+		}
+	}
 	dls, err := ledger.ListDeadLetters(ctx, d.pool, ledger.DeadLetterFilter{Batch: *batch, Class: *class, Reason: *reason})
 	if err != nil {
 		return failCmd(e, cmd, err)

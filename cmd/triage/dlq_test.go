@@ -292,7 +292,11 @@ func TestDLQList(t *testing.T) {
 	require.Len(t, dlqListJSON(t, c, "--batch", "b1", "--class", "rejected"), 2)
 	require.Len(t, dlqListJSON(t, c, "--reason", "retries_exhausted"), 1)
 	require.Len(t, dlqListJSON(t, c, "--batch", "b2"), 1)
-	require.Empty(t, dlqListJSON(t, c, "--batch", "nope"))
+	// A batch id the user typed that does not exist is bad input, as for
+	// status, export and ledger.
+	r = c.run("", "dlq", "list", "--batch", "nope", "--json")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, `no batch "nope"`)
 
 	r = c.run("", "dlq", "list")
 	require.Equal(t, exitOK, r.code, r.stderr)

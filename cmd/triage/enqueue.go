@@ -59,8 +59,12 @@ func readInput(e *env, file string) ([]ledger.Record, error) {
 // mistakes (unknown pipeline, batch id in use) to usage errors.
 func enqueueBatch(ctx context.Context, d *db, cfg *config.Config, p worker.EnqueueParams) error {
 	err := worker.Enqueue(ctx, d.pool, "", cfg, p)
-	if errors.Is(err, ledger.ErrBatchExists) {
+	var lineErr *worker.LineError
+	switch {
+	case errors.Is(err, ledger.ErrBatchExists):
 		return usageError{fmt.Errorf("batch %q already exists: choose another id with --batch", p.Batch)}
+	case errors.As(err, &lineErr):
+		return usageError{err}
 	}
 	return err
 }
@@ -149,7 +153,11 @@ func enqueueFile(ctx context.Context, e *env, f batchFlags, budget *float64) (*c
 	if err != nil {
 		return nil, nil, "", 0, err
 	}
-	if err := enqueueBatch(ctx, d, cfg, worker.EnqueueParams{Pipeline: f.pipeline, Batch: id, BudgetUSD: budget, Records: recs}); err != nil {
+	name := f.file
+	if name == "-" {
+		name = "stdin"
+	}
+	if err := enqueueBatch(ctx, d, cfg, worker.EnqueueParams{Pipeline: f.pipeline, Batch: id, BudgetUSD: budget, Records: recs, File: name}); err != nil {
 		d.Close()
 		return nil, nil, "", 0, err
 	}

@@ -82,6 +82,26 @@ func TestEnqueueBadLineEnqueuesNothing(t *testing.T) {
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.stderr, "stdin:2:")
 	require.Equal(t, 0, c.count("river_job"))
+	// A null id is not an id.
+	r = c.run(`{"id":"a"}`+"\n"+`{"id":null}`+"\n", "enqueue", "--pipeline", "enrich", "-")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, "stdin:2:")
+	require.Equal(t, 0, c.count("river_job"))
+}
+
+// A record the prompt template cannot render is bad input found at enqueue
+// (a prompt naming a field the record lacks), not a dead letter per record.
+func TestEnqueueRecordTheTemplateCannotRender(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	dlqRewriteConfig(t, c, `prompt = "Record: {{json .}}"`, `prompt = "Company: {{.name}}"`)
+	in := c.file("in.jsonl", `{"id":"a","name":"Acme"}`+"\n"+`{"id":"b","title":"no name"}`+"\n")
+	r := c.run("", "enqueue", "--pipeline", "enrich", in)
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	require.Contains(t, r.stderr, in+":2:")
+	require.Contains(t, r.stderr, "name")
+	require.Equal(t, 0, c.count("river_job"))
+	require.Equal(t, 0, c.count("triage_batch"))
 }
 
 func TestEnqueueBadUsage(t *testing.T) {

@@ -278,7 +278,7 @@ func writeSummary(ctx context.Context, w io.Writer, d *db, out runOutcome) error
 	fmt.Fprintf(w, "\nbatch %s (pipeline %s): %d records, %d completed, %d dead-lettered, %d pending\n\n",
 		st.Batch, st.Pipeline, st.Total, st.Completed, st.DeadLettered, st.Pending)
 	writeUsageTable(w, total, byClass, false)
-	fmt.Fprintf(w, "\nspend %s, possibly billed %s (sent, no answer)\n", usd(st.SpendUSD), usd(st.PossiblyBilledUSD))
+	fmt.Fprintf(w, "\nspend %s, possibly billed %s (outcome unknown: sent with no answer, or answered unreadably)\n", usd(st.SpendUSD), usd(st.PossiblyBilledUSD))
 	if len(dls) > 0 {
 		type reasonKey struct{ class, reason string }
 		counts := map[reasonKey]int{}

@@ -38,15 +38,24 @@ func exitFor(err error) int {
 	return exitRuntime
 }
 
-// loadConfig reads --config, else $TRIAGE_CONFIG, else ./triage.toml.
+// configPath is DESIGN.md's order: --config, else ./triage.toml, else the
+// file named by $TRIAGE_CONFIG ("default triage.toml, then env").
+func configPath(e *env) string {
+	if e.configPath != "" {
+		return e.configPath
+	}
+	if _, err := os.Stat(configFileDefault); err == nil {
+		return configFileDefault
+	}
+	if p := e.getenv("TRIAGE_CONFIG"); p != "" {
+		return p
+	}
+	return configFileDefault
+}
+
+// loadConfig reads the configuration configPath names.
 func loadConfig(e *env) (*config.Config, error) {
-	path := e.configPath
-	if path == "" {
-		path = e.getenv("TRIAGE_CONFIG")
-	}
-	if path == "" {
-		path = configFileDefault
-	}
+	path := configPath(e)
 	cfg, err := config.Load(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
