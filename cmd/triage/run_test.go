@@ -188,6 +188,14 @@ func TestRunBudgetEnforcedThenRaised(t *testing.T) {
 	require.Positive(t, st.Pending)
 	require.LessOrEqual(t, c.fake.Stats().BilledUSD, 0.0002+4*0.0001, "the bill passes the cap by at most the calls in flight")
 
+	// A one-shot worker does not wait on a batch that waits for a human.
+	r = c.run("", "work", "--exit-when-idle")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	st, err = ledger.BatchStatus(context.Background(), c.db.Pool, "b1")
+	require.NoError(t, err)
+	require.Equal(t, ledger.BatchPausedBudget, st.State)
+	require.Positive(t, st.Pending)
+
 	r = c.run("", "batch", "budget", "b1", "1")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	r = c.run("", "work", "--exit-when-idle")
