@@ -177,7 +177,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	}
 	if prior.OKAttemptID != 0 && prior.ResultStored {
 		// Stored by a run whose completion did not land: finish, don't call.
-		return rt.complete(ctx, c, nil)
+		return rt.complete(ctx, c, nil, false)
 	}
 	if prior.JobAmbiguous > p.AmbiguousRetries {
 		return rt.deadLetter(ctx, c, "ambiguous", ReasonAmbiguousExhausted,
@@ -289,7 +289,7 @@ func (r *Runtime) react(ctx context.Context, c *call, prior ledger.Prior) error 
 			r.probeDone(ctx, c, true)
 			return r.deadLetter(ctx, c, "ok", ReasonInvalidOutput, bad)
 		}
-		if err := r.complete(ctx, c, output); err != nil {
+		if err := r.complete(ctx, c, output, prior.Ambiguous > 0); err != nil {
 			return err
 		}
 		k.limiter.OnSuccess()
@@ -397,7 +397,7 @@ func (r *Runtime) releaseUnreportedProbe(ctx context.Context, c *call) {
 // complete stores the result, finishes the attempt, resolves earlier
 // ambiguous sends under the same idempotency key and completes the job, all
 // in one transaction: "completed" means "result stored".
-func (r *Runtime) complete(ctx context.Context, c *call, output json.RawMessage) error {
+func (r *Runtime) complete(ctx context.Context, c *call, output json.RawMessage, hadAmbiguous bool) error {
 	// A paid-for answer is stored even if the run is being stopped.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -415,7 +415,7 @@ func (r *Runtime) complete(ctx context.Context, c *call, output json.RawMessage)
 		}
 		// Earlier sends that got no answer are settled as billed once only
 		// where the endpoint is known to replay a repeated Idempotency-Key.
-		if c.key.cfg.IdempotentReplay {
+		if hadAmbiguous && c.key.cfg.IdempotentReplay {
 			if _, err := ledger.ResolvePossiblyBilled(ctx, tx, c.req.IdempotencyKey); err != nil {
 				return fmt.Errorf("complete: resolve: %w", err)
 			}
