@@ -349,6 +349,12 @@ func runKeysResume(ctx context.Context, e *env, args []string) int {
 		return failCmd(e, cmd, err)
 	}
 
+	if before.State == keys.StateClosed && before.Pause == nil {
+		// Nothing was held: no alert for a no-op, so a human acting on a
+		// false alarm does not raise another.
+		fmt.Fprintf(e.stdout, "key %s was not held (breaker closed, no pause): nothing to resume\n", key)
+		return exitOK
+	}
 	webhook := ""
 	if cfg != nil {
 		webhook = cfg.Alerts.WebhookURL

@@ -236,3 +236,13 @@ func TestKeysRetryBudget(t *testing.T) {
 	require.Regexp(t, `(?m)^main\s.*off \(retry_budget 0\)$`, r.stdout)
 	require.NotContains(t, r.stdout, "retry budget spent")
 }
+
+// Resuming a key that is not held is a no-op: no alert, no webhook.
+func TestKeysResumeNotHeld(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	r := c.run("", "keys", "resume", "main")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "nothing to resume")
+	require.Equal(t, 0, c.count("triage_alert"))
+}

@@ -146,7 +146,7 @@ func connect(ctx context.Context, e *env, cfg *config.Config) (d *db, embedded b
 	defer cancel()
 	if err := pool.Ping(pingCtx); err != nil {
 		pool.Close()
-		return nil, false, fmt.Errorf("%s is unreachable (set DATABASE_URL or [database] url): %w", where, err)
+		return nil, false, fmt.Errorf("%s is unreachable (check %s): %w", where, urlSource(e, cfg), err)
 	}
 	return &db{pool: pool, where: where}, embedded, nil
 }
@@ -199,4 +199,16 @@ func terminalWidth(w io.Writer, getenv func(string) string) int {
 	}
 	n, _ := strconv.Atoi(getenv("COLUMNS"))
 	return max(n, 0)
+}
+
+// urlSource names the setting the database URL came from, for messages.
+func urlSource(e *env, cfg *config.Config) string {
+	switch {
+	case e.getenv(config.EnvDatabaseURL) != "":
+		return "DATABASE_URL"
+	case cfg != nil && cfg.Database.URL != "":
+		return "[database] url"
+	default:
+		return "the private cluster in " + embeddedDir + "; set DATABASE_URL or [database] url to use another"
+	}
 }
