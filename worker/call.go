@@ -127,7 +127,9 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	}
 
 	// The breaker first: a key known to be exhausted gets no call at all.
-	c.adm, err = rt.store.Admit(ctx, k.cfg.Name, job.ID)
+	// One statement reads both the breaker and the pause.
+	var pause *keys.Pause
+	c.adm, pause, err = rt.store.AdmitCall(ctx, k.cfg.Name, job.ID)
 	if err != nil {
 		return fmt.Errorf("admit: %w", err)
 	}
@@ -140,14 +142,8 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		// would hold the whole key half-open until its lease ran out.
 		defer rt.releaseUnreportedProbe(ctx, c)
 	}
-	if !c.adm.Probe {
-		pause, err := rt.store.ActivePause(ctx, k.cfg.Name)
-		if err != nil {
-			return fmt.Errorf("read pause: %w", err)
-		}
-		if pause != nil {
-			return park(ctx, job, max(time.Until(pause.Until), 100*time.Millisecond))
-		}
+	if !c.adm.Probe && pause != nil {
+		return park(ctx, job, max(time.Until(pause.Until), 100*time.Millisecond))
 	}
 
 	var record map[string]any

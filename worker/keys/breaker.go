@@ -2,7 +2,6 @@ package keys
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -85,25 +84,71 @@ func scanKeyState(row pgx.Row, extra ...any) (*keyState, error) {
 // The closed path is one plain SELECT; the others are a short transaction
 // holding the key's row lock only for the bookkeeping.
 func (s *Store) Admit(ctx context.Context, key string, jobID int64) (Admission, error) {
+	adm, _, err := s.AdmitCall(ctx, key, jobID)
+	return adm, err
+}
+
+// AdmitCall is Admit that also returns the key's active pause (nil when
+// none), read in the same statement on the closed path: a worker checks
+// both before every call, and this is that call's hot path. The pause is
+// only read when the breaker is closed; an open breaker decides by itself.
+func (s *Store) AdmitCall(ctx context.Context, key string, jobID int64) (Admission, *Pause, error) {
 	if err := checkKey(key); err != nil {
-		return Admission{}, err
+		return Admission{}, nil, err
 	}
 	var (
-		state State
-		gen   int64
+		state *State
+		gen   *int64
+		pk    *string
+		p     Pause
 	)
-	err := s.pool.QueryRow(ctx, `SELECT state, generation FROM triage_key_state WHERE key = $1`, key).Scan(&state, &gen)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return Admission{Allowed: true, State: StateClosed}, nil
-	case err != nil:
-		return Admission{}, fmt.Errorf("keys: admit %s: %w", key, err)
-	case state == StateClosed:
-		return Admission{Allowed: true, Generation: gen, State: StateClosed}, nil
+	err := s.pool.QueryRow(ctx, `SELECT s.state, s.generation, p.key, p.reason, p.until, p.set_by, p.created_at
+		FROM (SELECT 1) one
+		LEFT JOIN triage_key_state s ON s.key = $1
+		LEFT JOIN triage_pause p ON p.key = $1 AND p.until > coalesce($2::timestamptz, now())`, key, s.nowParam()).
+		Scan(&state, &gen, &pk, nullable(&p.Reason), nullable(&p.Until), nullable(&p.SetBy), nullable(&p.CreatedAt))
+	if err != nil {
+		return Admission{}, nil, fmt.Errorf("keys: admit %s: %w", key, err)
 	}
+	var pause *Pause
+	if pk != nil {
+		p.Key = *pk
+		pause = &p
+	}
+	if state == nil {
+		return Admission{Allowed: true, State: StateClosed}, pause, nil
+	}
+	if *state == StateClosed {
+		return Admission{Allowed: true, Generation: *gen, State: StateClosed}, pause, nil
+	}
+	adm, err := s.admitLocked(ctx, key, jobID)
+	return adm, nil, err
+}
+
+// nullable scans a NULL as the zero value.
+func nullable[T any](dst *T) any { return &nullScan[T]{dst: dst} }
+
+type nullScan[T any] struct{ dst *T }
+
+func (n *nullScan[T]) Scan(src any) error {
+	if src == nil {
+		var zero T
+		*n.dst = zero
+		return nil
+	}
+	v, ok := src.(T)
+	if !ok {
+		return fmt.Errorf("keys: scan %T into %T", src, *n.dst)
+	}
+	*n.dst = v
+	return nil
+}
+
+// admitLocked is Admit's path for a breaker that is not closed.
+func (s *Store) admitLocked(ctx context.Context, key string, jobID int64) (Admission, error) {
 
 	var adm Admission
-	err = s.locked(ctx, key, func(tx pgx.Tx, k *keyState, now time.Time) error {
+	err := s.locked(ctx, key, func(tx pgx.Tx, k *keyState, now time.Time) error {
 		adm = Admission{Generation: k.Generation, State: k.State}
 		switch {
 		case k.State == StateClosed:

@@ -87,3 +87,30 @@ func TestPauseForUsesTheStoreClock(t *testing.T) {
 	require.NoError(t, err)
 	require.WithinDuration(t, b.clock.Now().Add(90*time.Second), p.Until, time.Millisecond)
 }
+
+// AdmitCall reads the breaker and the active pause in one statement; on a
+// closed breaker it reports the pause, and an ended pause is none.
+func TestAdmitCallReportsThePause(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	adm, pause, err := b.store.AdmitCall(ctx, "main", 1)
+	require.NoError(t, err)
+	require.True(t, adm.Allowed)
+	require.Nil(t, pause)
+
+	_, err = b.store.PauseFor(ctx, "main", PauseThrottled, time.Minute)
+	require.NoError(t, err)
+	adm, pause, err = b.store.AdmitCall(ctx, "main", 1)
+	require.NoError(t, err)
+	require.True(t, adm.Allowed)
+	require.NotNil(t, pause)
+	require.Equal(t, PauseThrottled, pause.Reason)
+	require.Equal(t, "main", pause.Key)
+	require.WithinDuration(t, b.clock.Now().Add(time.Minute), pause.Until, time.Millisecond)
+
+	b.clock.Advance(2 * time.Minute)
+	_, pause, err = b.store.AdmitCall(ctx, "main", 1)
+	require.NoError(t, err)
+	require.Nil(t, pause, "an ended pause is no pause")
+}
