@@ -116,10 +116,21 @@ func SetBatchBudget(ctx context.Context, db DBTX, id string, budgetUSD *float64)
 	return nil
 }
 
+// StateSQL is a batch's state before the settled check, over a
+// triage_batch row aliased b: paused_exhausted while its key's breaker
+// (triage_key_state, shared by the fleet) is not closed, paused_budget as
+// stored, else running. The breaker is the truth for exhaustion, not a state
+// the batch once stored. One rule for `triage status`, `triage run` and the
+// metrics.
+const StateSQL = `CASE
+    WHEN EXISTS (SELECT 1 FROM triage_key_state k WHERE k.key = b.key AND k.state <> 'closed') THEN 'paused_exhausted'
+    WHEN b.state = 'paused_budget' THEN 'paused_budget'
+    ELSE 'running' END`
+
 // statusQuery computes Status for the batches matched by its WHERE clause.
 // Each count is one indexed aggregate per batch.
 const statusQuery = `
-SELECT b.id, b.pipeline, b.key, b.total, b.state,
+SELECT b.id, b.pipeline, b.key, b.total, ` + StateSQL + `,
        (SELECT count(*) FROM triage_result r WHERE r.batch = b.id),
        (SELECT count(*) FROM triage_dead_letter d WHERE d.batch = b.id AND d.requeued_at IS NULL),
        a.calls, a.spend::float8, a.possibly_billed::float8
@@ -150,7 +161,7 @@ func scanStatus(row pgx.Row) (Status, error) {
 // requeued, calls every attempt, spend_usd the billed cost, and
 // possibly_billed_usd the estimated cost of attempts still ambiguous
 // (possibly_billed, or an intent not finished). State is settled once
-// completed + dead_lettered = total, else the stored state. ErrNotFound.
+// completed + dead_lettered = total, else StateSQL's. ErrNotFound.
 func BatchStatus(ctx context.Context, db DBTX, id string) (Status, error) {
 	s, err := scanStatus(db.QueryRow(ctx, statusQuery+`WHERE b.id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -22,25 +22,9 @@ func init() {
 	})
 }
 
-// batchState is the contract's state of a batch: settled once completed +
-// dead_lettered = total; paused_exhausted while its key's breaker is not
-// closed (the breaker, shared by the fleet, is the truth, not the state the
-// batch last stored); paused_budget as stored; else running.
-func batchState(st ledger.Status, ks *keys.KeyStatus) ledger.BatchState {
-	switch {
-	case st.State == ledger.BatchSettled:
-		return ledger.BatchSettled
-	case ks != nil && ks.State != keys.StateClosed:
-		return ledger.BatchPausedExhausted
-	case st.State == ledger.BatchPausedBudget:
-		return ledger.BatchPausedBudget
-	default:
-		return ledger.BatchRunning
-	}
-}
-
-// batchStatus reads one batch's status with the state derived by batchState,
-// and its key's status. An unknown batch is ledger.ErrNotFound.
+// batchStatus reads one batch's status (its state derived by the ledger from
+// the key's breaker, ledger.StateSQL) and its key's status, for saying why a
+// batch is paused. An unknown batch is ledger.ErrNotFound.
 func batchStatus(ctx context.Context, pool *pgxpool.Pool, store *keys.Store, id string) (ledger.Status, *keys.KeyStatus, error) {
 	st, err := ledger.BatchStatus(ctx, pool, id)
 	if err != nil {
@@ -50,7 +34,6 @@ func batchStatus(ctx context.Context, pool *pgxpool.Pool, store *keys.Store, id 
 	if err != nil {
 		return ledger.Status{}, nil, err
 	}
-	st.State = batchState(st, ks)
 	return st, ks, nil
 }
 
@@ -103,18 +86,6 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		fmt.Fprintf(e.stderr, "triage status: %v\n", err)
 		return exitRuntime
-	}
-	keyStates, err := store.ListKeyStatus(ctx)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "triage status: %v\n", err)
-		return exitRuntime
-	}
-	byKey := map[string]*keys.KeyStatus{}
-	for i := range keyStates {
-		byKey[keyStates[i].Key] = &keyStates[i]
-	}
-	for i := range list {
-		list[i].State = batchState(list[i], byKey[list[i].Key])
 	}
 	if *asJSON {
 		if list == nil {

@@ -79,24 +79,6 @@ func TestStatusWithoutConfigFile(t *testing.T) {
 		"spend_usd":0,"possibly_billed_usd":0,"by_class":[]}`, r.stdout)
 }
 
-func TestBatchState(t *testing.T) {
-	t.Parallel()
-	open := &keys.KeyStatus{Key: "main", State: keys.StateOpen}
-	closed := &keys.KeyStatus{Key: "main", State: keys.StateClosed}
-	for _, tc := range []struct {
-		stored ledger.BatchState
-		key    *keys.KeyStatus
-		want   ledger.BatchState
-	}{
-		{ledger.BatchSettled, open, ledger.BatchSettled},
-		{ledger.BatchRunning, open, ledger.BatchPausedExhausted},
-		{ledger.BatchPausedExhausted, closed, ledger.BatchRunning},
-		{ledger.BatchPausedBudget, closed, ledger.BatchPausedBudget},
-		{ledger.BatchRunning, nil, ledger.BatchRunning},
-	} {
-		require.Equal(t, tc.want, batchState(ledger.Status{State: tc.stored}, tc.key), "%s/%v", tc.stored, tc.key)
-	}
-}
 
 // statusJSONKeys is the contract's exact `triage status B --json` shape.
 var statusJSONKeys = []string{"batch", "calls", "completed", "dead_lettered", "pending", "pipeline",

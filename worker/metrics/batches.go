@@ -27,20 +27,21 @@ type batchGauges struct {
 // triage_dead_letter's live index), so a ledger of plain batches costs one
 // scan of triage_batch; ledger.ListBatches would aggregate every batch's
 // results and attempts on every scrape. budget_usd and spent_usd are the
-// columns the per-call budget check reads. $1 are the paused states.
+// columns the per-call budget check reads. The state is ledger.StateSQL's,
+// the rule `triage status` uses.
 const watchedBatchesQuery = `
-SELECT b.id, b.budget_usd::float8, b.spent_usd::float8, b.state
-FROM triage_batch b
-WHERE (b.budget_usd IS NOT NULL OR b.state = ANY($1::text[]))
-  AND (SELECT count(*) FROM triage_result r WHERE r.batch = b.id)
-    + (SELECT count(*) FROM triage_dead_letter d WHERE d.batch = b.id AND d.requeued_at IS NULL) < b.total
-ORDER BY b.id`
-
-// pausedStates are the stored batch states triage_batch_paused reports.
-var pausedStates = []string{string(ledger.BatchPausedBudget), string(ledger.BatchPausedExhausted)}
+SELECT id, budget_usd, spent_usd, state FROM (
+    SELECT b.id, b.budget_usd::float8 AS budget_usd, b.spent_usd::float8 AS spent_usd, ` + ledger.StateSQL + ` AS state,
+           b.total,
+           (SELECT count(*) FROM triage_result r WHERE r.batch = b.id)
+         + (SELECT count(*) FROM triage_dead_letter d WHERE d.batch = b.id AND d.requeued_at IS NULL) AS done
+    FROM triage_batch b
+) w
+WHERE (budget_usd IS NOT NULL OR state <> 'running') AND done < total
+ORDER BY id`
 
 func readBatches(ctx context.Context, db ledger.DBTX) ([]batchGauges, error) {
-	rows, err := db.Query(ctx, watchedBatchesQuery, pausedStates)
+	rows, err := db.Query(ctx, watchedBatchesQuery)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: batches: %w", err)
 	}

@@ -55,15 +55,19 @@ func TestBatchBudgetGauges(t *testing.T) {
 	createBatch(t, db, "stopped", 2, ptr(0.5))
 	call(t, db, "main", "stopped", "r001", false, ledger.AttemptOK, 0.5, time.Time{})
 	require.NoError(t, ledger.SetBatchState(ctx, db, "stopped", ledger.BatchPausedBudget))
-	// dry: no cap, paused because its key ran out.
-	createBatch(t, db, "dry", 2, nil)
-	require.NoError(t, ledger.SetBatchState(ctx, db, "dry", ledger.BatchPausedExhausted))
+	// dry: no cap, paused because its key ran out: that key's breaker is
+	// open (the state comes from the breaker, as for `triage status`).
+	require.NoError(t, ledger.CreateBatch(ctx, db, ledger.Batch{ID: "dry", Pipeline: "enrich", Key: "dry"}, workertest.Records(2, nil)))
+	adm, err := b.store.Admit(ctx, "dry", 0)
+	require.NoError(t, err)
+	_, err = b.store.Trip(ctx, "dry", adm, "credits", time.Hour)
+	require.NoError(t, err)
 	// done: capped and left paused, but every record settled (one result,
 	// one dead letter): settled wins, nothing is reported.
 	createBatch(t, db, "done", 2, ptr(3))
 	id := call(t, db, "main", "done", "r001", false, ledger.AttemptOK, 0.75, time.Time{})
 	require.NoError(t, ledger.StoreResult(ctx, db, "done", "r001", id, []byte(`{"ok":true}`)))
-	_, err := ledger.AddDeadLetter(ctx, db, ledger.DeadLetterRow{Batch: "done", RecordID: "r002", JobID: 2,
+	_, err = ledger.AddDeadLetter(ctx, db, ledger.DeadLetterRow{Batch: "done", RecordID: "r002", JobID: 2,
 		Pipeline: "enrich", Key: "main", Class: "rejected", Reason: "invalid_request"})
 	require.NoError(t, err)
 	require.NoError(t, ledger.SetBatchState(ctx, db, "done", ledger.BatchPausedBudget))
