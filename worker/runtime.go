@@ -182,47 +182,40 @@ type Runtime struct {
 	watchDone  chan struct{}
 }
 
+// withDefaults fills the zero (or negative) fields with their documented
+// defaults.
+func (o Options) withDefaults() Options {
+	if o.Getenv == nil {
+		o.Getenv = func(string) string { return "" }
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	orDefault(&o.BackoffBase, BackoffBaseDefault)
+	orDefault(&o.BackoffCap, BackoffCapDefault)
+	orDefault(&o.JobMargin, JobMarginDefault)
+	orDefault(&o.BudgetRecheck, BudgetRecheckDefault)
+	orDefault(&o.RetryWindow, RetryWindowDefault)
+	orDefault(&o.RetryFloor, RetryFloorDefault)
+	orDefault(&o.RetryDefer, RetryDeferDefault)
+	orDefault(&o.MaxAge, MaxAgeDefault)
+	orDefault(&o.SpendCheck, SpendCheckDefault)
+	orDefault(&o.ThrottleWait, ThrottleWaitDefault)
+	return o
+}
+
+func orDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
 // New builds a Runtime; Start runs it.
 func New(opts Options) (*Runtime, error) {
 	if opts.Config == nil || opts.Pool == nil {
 		return nil, errors.New("worker: Options.Config and Options.Pool are required")
 	}
-	if opts.Getenv == nil {
-		opts.Getenv = func(string) string { return "" }
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if opts.BackoffBase <= 0 {
-		opts.BackoffBase = BackoffBaseDefault
-	}
-	if opts.BackoffCap <= 0 {
-		opts.BackoffCap = BackoffCapDefault
-	}
-	if opts.JobMargin <= 0 {
-		opts.JobMargin = JobMarginDefault
-	}
-	if opts.BudgetRecheck <= 0 {
-		opts.BudgetRecheck = BudgetRecheckDefault
-	}
-	if opts.RetryWindow <= 0 {
-		opts.RetryWindow = RetryWindowDefault
-	}
-	if opts.RetryFloor <= 0 {
-		opts.RetryFloor = RetryFloorDefault
-	}
-	if opts.RetryDefer <= 0 {
-		opts.RetryDefer = RetryDeferDefault
-	}
-	if opts.MaxAge <= 0 {
-		opts.MaxAge = MaxAgeDefault
-	}
-	if opts.SpendCheck <= 0 {
-		opts.SpendCheck = SpendCheckDefault
-	}
-	if opts.ThrottleWait <= 0 {
-		opts.ThrottleWait = ThrottleWaitDefault
-	}
+	opts = opts.withDefaults()
 	cfg := opts.Config
 	names := opts.Keys
 	if len(names) == 0 {
