@@ -251,9 +251,11 @@ func (s *Server) serveBatchAPI(w http.ResponseWriter, r *http.Request) bool {
 		m.HandleFunc("DELETE /v1/files/{id}", s.serveFileDelete)
 		m.HandleFunc("GET /v1/files/{id}/content", s.serveFileContent)
 		m.HandleFunc("POST /v1/batches", s.serveOpenAIBatchCreate)
+		m.HandleFunc("GET /v1/batches", s.serveOpenAIBatchList)
 		m.HandleFunc("GET /v1/batches/{id}", s.serveOpenAIBatchGet)
 		m.HandleFunc("POST /v1/batches/{id}/cancel", s.serveOpenAIBatchCancel)
 		m.HandleFunc("POST /v1/messages/batches", s.serveAnthropicBatchCreate)
+		m.HandleFunc("GET /v1/messages/batches", s.serveAnthropicBatchList)
 		m.HandleFunc("GET /v1/messages/batches/{id}", s.serveAnthropicBatchGet)
 		m.HandleFunc("POST /v1/messages/batches/{id}/cancel", s.serveAnthropicBatchCancel)
 		m.HandleFunc("GET /v1/messages/batches/{id}/results", s.serveAnthropicBatchResults)
@@ -273,7 +275,54 @@ func (s *Server) batchRequestLocked(v vendor, r *http.Request) (*errInfo, *reply
 	s.stats.Batches.Polls++
 	e := s.newErrInfoLocked(v, r)
 	s.advanceBatchesLocked(e.now)
+	s.broadcastLocked()
 	return e, v.auth(r, s.sc.APIKey, e)
+}
+
+// listLocked pages through one vendor's batches, newest first, as both list
+// endpoints do: after gives the page following that id, before the page
+// preceding it. A submitter that crashed between creating a batch and
+// recording its id finds it here.
+func (st *batchStore) listLocked(v vendor, after, before string, limit int) (page []*batchJob, hasMore bool) {
+	var all []*batchJob
+	for i := len(st.all) - 1; i >= 0; i-- {
+		if b := st.all[i]; b.vendor.name() == v.name() {
+			all = append(all, b)
+		}
+	}
+	index := func(id string) int {
+		for i, b := range all {
+			if b.id == id {
+				return i
+			}
+		}
+		return -1
+	}
+	switch {
+	case before != "":
+		end := max(index(before), 0)
+		start := max(end-limit, 0)
+		return all[start:end], start > 0
+	case after != "":
+		start := index(after) + 1
+		if start == 0 {
+			start = len(all)
+		}
+		all = all[start:]
+	}
+	if len(all) > limit {
+		return all[:limit], true
+	}
+	return all, false
+}
+
+// listLimit reads ?limit= within [1, maxLimit], default 20.
+func listLimit(r *http.Request, maxLimit int) int {
+	n, err := strconv.Atoi(r.URL.Query().Get("limit"))
+	if err != nil || n < 1 {
+		return 20
+	}
+	return min(n, maxLimit)
 }
 
 // advanceBatchesLocked runs every line due by now and ends batches whose time

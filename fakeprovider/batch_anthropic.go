@@ -256,3 +256,30 @@ func (s *Server) serveAnthropicBatchResults(w http.ResponseWriter, r *http.Reque
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(out.Bytes())
 }
+
+func (s *Server) serveAnthropicBatchList(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := anthropic{}
+	e, rej := s.batchRequestLocked(v, r)
+	if rej != nil {
+		writeReply(w, rej)
+		return
+	}
+	q := r.URL.Query()
+	page, more := s.batch.listLocked(v, q.Get("after_id"), q.Get("before_id"), listLimit(r, 1000))
+	data := make([]json.RawMessage, len(page))
+	for i, b := range page {
+		data[i] = b.anthropicObject()
+	}
+	o := struct {
+		Data    []json.RawMessage `json:"data"`
+		HasMore bool              `json:"has_more"`
+		FirstID *string           `json:"first_id"`
+		LastID  *string           `json:"last_id"`
+	}{Data: data, HasMore: more}
+	if len(page) > 0 {
+		o.FirstID, o.LastID = &page[0].id, &page[len(page)-1].id
+	}
+	writeReplyJSON(w, v, e, http.StatusOK, marshal(o, ""))
+}

@@ -290,3 +290,22 @@ func TestBatchStatsEndpoint(t *testing.T) {
 	_, err = b.anth.Messages.Batches.Get(ctx, "msgbatch_gone", anthropic.MessageBatchGetParams{})
 	require.Error(t, err, "a reset forgets batches")
 }
+
+func TestAnthropicBatchList(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakeprovider.Scenario{})
+	ctx := ctxT(t)
+	var want []string
+	for range 3 {
+		batch, err := b.anth.Messages.Batches.New(ctx, anBatchParams(recordIDs(1), prompt))
+		require.NoError(t, err)
+		want = append([]string{batch.ID}, want...)
+	}
+	var got []string
+	iter := b.anth.Messages.Batches.ListAutoPaging(ctx, anthropic.MessageBatchListParams{Limit: anthropic.Int(2)})
+	for iter.Next() {
+		got = append(got, iter.Current().ID)
+	}
+	require.NoError(t, iter.Err())
+	require.Equal(t, want, got, "newest first, across pages")
+}

@@ -529,3 +529,30 @@ func (s *Server) serveOpenAIBatchCancel(w http.ResponseWriter, r *http.Request) 
 	// the next poll sees it cancelled.
 	writeReplyJSON(w, openAI{}, e, http.StatusOK, s.openAIBatchObject(b))
 }
+
+func (s *Server) serveOpenAIBatchList(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := openAI{}
+	e, rej := s.batchRequestLocked(v, r)
+	if rej != nil {
+		writeReply(w, rej)
+		return
+	}
+	page, more := s.batch.listLocked(v, r.URL.Query().Get("after"), "", listLimit(r, 100))
+	data := make([]json.RawMessage, len(page))
+	for i, b := range page {
+		data[i] = s.openAIBatchObject(b)
+	}
+	o := struct {
+		Object  string            `json:"object"`
+		Data    []json.RawMessage `json:"data"`
+		FirstID *string           `json:"first_id"`
+		LastID  *string           `json:"last_id"`
+		HasMore bool              `json:"has_more"`
+	}{Object: "list", Data: data, HasMore: more}
+	if len(page) > 0 {
+		o.FirstID, o.LastID = &page[0].id, &page[len(page)-1].id
+	}
+	writeReplyJSON(w, v, e, http.StatusOK, marshal(o, "  "))
+}

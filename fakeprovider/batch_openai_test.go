@@ -430,3 +430,31 @@ func TestOpenAIFilesAPI(t *testing.T) {
 	require.Equal(t, 400, apiErr.StatusCode)
 	require.Equal(t, "input_file_id", apiErr.Param)
 }
+
+// A submitter that crashed between creating a batch and recording its id
+// finds it again by listing, newest first, with the metadata it sent.
+func TestOpenAIBatchListAndMetadata(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakeprovider.Scenario{})
+	ctx := ctxT(t)
+	var want []string
+	for i := range 3 {
+		f, err := b.openai.Files.New(ctx, openai.FileNewParams{
+			File: openai.File(bytes.NewReader(oaBatchFile(recordIDs(1), prompt)), "in.jsonl", "application/jsonl"), Purpose: openai.FilePurposeBatch})
+		require.NoError(t, err)
+		batch, err := b.openai.Batches.New(ctx, openai.BatchNewParams{InputFileID: f.ID,
+			Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions, CompletionWindow: openai.BatchNewParamsCompletionWindow24h,
+			Metadata: map[string]string{"submission": fmt.Sprint(i)}})
+		require.NoError(t, err)
+		want = append([]string{batch.ID}, want...)
+	}
+	var got []string
+	iter := b.openai.Batches.ListAutoPaging(ctx, openai.BatchListParams{Limit: openai.Int(2)})
+	for iter.Next() {
+		got = append(got, iter.Current().ID)
+	}
+	require.NoError(t, iter.Err())
+	require.Equal(t, want, got, "newest first, across pages")
+	first := b.oaGet(t, ctx, want[2])
+	require.Equal(t, "0", first.Metadata["submission"])
+}
