@@ -153,8 +153,6 @@ type batchLine struct {
 	status   int    // HTTP status the line got, when it ran
 	reqID    string // the request id it ran under
 	resp     []byte // compact response body: the answer or the vendor's error
-	inTok    int
-	outTok   int
 }
 
 type batchFile struct {
@@ -509,7 +507,6 @@ func (s *Server) runLineLocked(b *batchJob, i int, at time.Time) {
 	}
 	a := s.billLineLocked(b, c, &rs, ln.customID, action == ActionPolicy, at)
 	ln.state, ln.status, ln.resp = lineSucceeded, http.StatusOK, compactJSON(v.body(c, a))
-	ln.inTok, ln.outTok = a.inputTokens, a.outputTokens
 	b.inTok += a.inputTokens
 	b.outTok += a.outputTokens
 }
