@@ -56,10 +56,22 @@ func anthropicStatus(st string) string {
 	return "in_progress"
 }
 
-func (b *batchJob) anthropicObject() []byte {
+// anthropicResultsKeptFor: "Batch results are available for 29 days after
+// creation. After that, you may still view the Batch, but its results will no
+// longer be available for download." (Anthropic batch processing guide)
+const anthropicResultsKeptFor = 29 * 24 * time.Hour
+
+func (b *batchJob) archived(now time.Time) bool {
+	return !now.Before(b.created.Add(anthropicResultsKeptFor))
+}
+
+func (b *batchJob) anthropicObject(now time.Time) []byte {
 	o := anthropicBatchWire{ID: b.id, Type: "message_batch", ProcessingStatus: anthropicStatus(b.status),
 		CreatedAt: rfc3339(b.created), ExpiresAt: rfc3339(b.expiresAt()),
 		CancelInitiatedAt: optTime(b.cancellingAt)}
+	if b.archived(now) {
+		o.ArchivedAt = optTime(b.created.Add(anthropicResultsKeptFor))
+	}
 	if b.terminal() {
 		// The other counts stay zero until the whole batch has ended.
 		o.RequestCounts.Succeeded, o.RequestCounts.Errored = b.succeeded, b.errored
@@ -125,6 +137,9 @@ func (s *Server) serveAnthropicBatchCreate(w http.ResponseWriter, r *http.Reques
 		case rq.CustomID == nil:
 			bad(fmt.Sprintf("requests.%d.custom_id: Field required", i))
 			return
+		case len(*rq.CustomID) < 1 || len(*rq.CustomID) > 64:
+			bad(fmt.Sprintf("requests.%d.custom_id: String should have between 1 and 64 characters", i))
+			return
 		case len(rq.Params) == 0 || bytes.Equal(rq.Params, []byte("null")):
 			bad(fmt.Sprintf("requests.%d.params: Field required", i))
 			return
@@ -154,7 +169,7 @@ func (s *Server) serveAnthropicBatchCreate(w http.ResponseWriter, r *http.Reques
 	s.batch.all = append(s.batch.all, b)
 	s.stats.Batches.Created++
 	s.stats.Batches.Lines += len(lines)
-	out := b.anthropicObject()
+	out := b.anthropicObject(e.now)
 	s.advanceLocked(b, e.now)
 	s.broadcastLocked()
 	writeReplyJSON(w, v, e, http.StatusOK, out)
@@ -180,7 +195,7 @@ func (s *Server) serveAnthropicBatchGet(w http.ResponseWriter, r *http.Request) 
 	defer s.mu.Unlock()
 	defer s.broadcastLocked()
 	if b, e, ok := s.anthropicBatchLocked(w, r); ok {
-		writeReplyJSON(w, anthropic{}, e, http.StatusOK, b.anthropicObject())
+		writeReplyJSON(w, anthropic{}, e, http.StatusOK, b.anthropicObject(e.now))
 	}
 }
 
@@ -201,7 +216,7 @@ func (s *Server) serveAnthropicBatchCancel(w http.ResponseWriter, r *http.Reques
 			fmt.Sprintf("Message Batch %s has already ended and can no longer be canceled.", b.id)))
 		return
 	}
-	writeReplyJSON(w, anthropic{}, e, http.StatusOK, b.anthropicObject())
+	writeReplyJSON(w, anthropic{}, e, http.StatusOK, b.anthropicObject(e.now))
 }
 
 type anthropicBatchResult struct {
@@ -227,9 +242,14 @@ func (s *Server) serveAnthropicBatchResults(w http.ResponseWriter, r *http.Reque
 		return
 	}
 	v := anthropic{}
-	if !b.terminal() {
+	switch {
+	case !b.terminal():
 		writeReply(w, v.errReply(e, http.StatusBadRequest, "invalid_request_error",
 			fmt.Sprintf("Message Batch %s has not yet ended; results are available once processing_status is ended.", b.id)))
+		return
+	case b.archived(e.now):
+		writeReply(w, v.errReply(e, http.StatusNotFound, "not_found_error",
+			fmt.Sprintf("The results of Message Batch %s are no longer available.", b.id)))
 		return
 	}
 	var out bytes.Buffer
@@ -270,7 +290,7 @@ func (s *Server) serveAnthropicBatchList(w http.ResponseWriter, r *http.Request)
 	page, more := s.batch.listLocked(v, q.Get("after_id"), q.Get("before_id"), listLimit(r, 1000))
 	data := make([]json.RawMessage, len(page))
 	for i, b := range page {
-		data[i] = b.anthropicObject()
+		data[i] = b.anthropicObject(e.now)
 	}
 	o := struct {
 		Data    []json.RawMessage `json:"data"`

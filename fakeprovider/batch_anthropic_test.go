@@ -181,6 +181,18 @@ func TestAnthropicBatchExpiredAndCanceled(t *testing.T) {
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, 400, apiErr.StatusCode)
 
+	// Results are kept 29 days from creation; the batch stays visible.
+	b.clock.Advance(27 * 24 * time.Hour) // 28 days since creation
+	require.Len(t, b.anResults(t, ctx, expiring.ID), 8)
+	b.clock.Advance(24 * time.Hour)
+	got = b.anGet(t, ctx, expiring.ID)
+	require.Equal(t, expiring.CreatedAt.Add(29*24*time.Hour), got.ArchivedAt)
+	gone := b.anth.Messages.Batches.ResultsStreaming(ctx, expiring.ID, anthropic.MessageBatchResultsParams{})
+	require.False(t, gone.Next())
+	require.ErrorAs(t, gone.Err(), &apiErr)
+	require.Equal(t, 404, apiErr.StatusCode)
+	gone.Close()
+
 	st := b.fp.Stats()
 	require.Equal(t, 8, st.BilledCalls, "only work done is billed")
 	require.Equal(t, 2, st.Batches.Expired)
@@ -241,9 +253,15 @@ func TestAnthropicBatchRateLimitAndRejection(t *testing.T) {
 	}
 	require.Equal(t, 2, limited, "three per minute, five at once")
 
+	long := anBatchParams([]string{strings.Repeat("x", 61)}, prompt) // "key-" + 61 > 64
+	_, err = b.anth.Messages.Batches.New(ctx, long)
+	var apiErr *anthropic.Error
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, 400, apiErr.StatusCode)
+	require.Contains(t, apiErr.Message, "custom_id")
+
 	dup := anBatchParams([]string{"x", "x"}, prompt)
 	_, err = b.anth.Messages.Batches.New(ctx, dup)
-	var apiErr *anthropic.Error
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, 400, apiErr.StatusCode)
 	require.Equal(t, "invalid_request_error", string(apiErr.Type()))
