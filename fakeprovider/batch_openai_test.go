@@ -458,3 +458,25 @@ func TestOpenAIBatchListAndMetadata(t *testing.T) {
 	first := b.oaGet(t, ctx, want[2])
 	require.Equal(t, "0", first.Metadata["submission"])
 }
+
+func TestBatchScenarioParses(t *testing.T) {
+	t.Parallel()
+	sc, err := fakeprovider.ParseScenario(strings.NewReader(`{"batch": {
+		"validate_for": "1m", "latency": 2700, "finalize_for": "1m", "expire_after": "24h",
+		"expire_share": 0.3, "cancel_for": "10m", "max_requests": 100,
+		"price": {"input_usd_per_mtok": 0.075, "output_usd_per_mtok": 0.3},
+		"fail_validation": {"code": "invalid_json_line", "line": 1, "message": "This line is not parseable as valid JSON."}}}`))
+	require.NoError(t, err)
+	require.Equal(t, dur(45*time.Minute), sc.Batch.Latency, "a bare number is seconds")
+	require.Equal(t, 0.3, sc.Batch.ExpireShare)
+	require.Equal(t, 1, sc.Batch.FailValidation.Line)
+	for _, bad := range []string{
+		`{"batch": {"latency": "-1s"}}`,
+		`{"batch": {"expire_share": 1.5}}`,
+		`{"batch": {"fail_validation": {"message": "no code"}}}`,
+		`{"batch": {"latencyy": "1s"}}`,
+	} {
+		_, err := fakeprovider.ParseScenario(strings.NewReader(bad))
+		require.Error(t, err, bad)
+	}
+}
