@@ -327,3 +327,20 @@ func TestAnthropicBatchList(t *testing.T) {
 	require.NoError(t, iter.Err())
 	require.Equal(t, want, got, "newest first, across pages")
 }
+
+// Lines and synchronous calls share the scenario's request count, balance and
+// buckets in time order: lines due before a synchronous call run before it,
+// whether or not anyone polled the batch.
+func TestBatchLinesRunBeforeLaterSyncCalls(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakeprovider.Scenario{Script: []fakeprovider.Step{{Status: 200}, {Status: 200}, {Status: 429}},
+		Batch: fakeprovider.BatchScenario{Latency: dur(2 * time.Minute)}})
+	ctx := ctxT(t)
+	_, err := b.anth.Messages.Batches.New(ctx, anBatchParams(recordIDs(2), prompt))
+	require.NoError(t, err)
+	b.clock.Advance(2 * time.Minute)
+	_, err = b.anth.Messages.New(ctx, anParams("sync"))
+	var apiErr *anthropic.Error
+	require.ErrorAs(t, err, &apiErr, "the two lines took script steps 1 and 2")
+	require.Equal(t, 429, apiErr.StatusCode)
+}

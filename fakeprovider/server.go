@@ -292,6 +292,7 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 	defer s.mu.Unlock()
 	defer s.broadcastLocked()
 	sc := &s.sc
+	s.advanceBatchesLocked(sc.Now()) // batch lines due before this call run first
 	e := s.newErrInfoLocked(v, r)
 	d := &decision{log: sc.Logger, vendor: v, info: e, latency: time.Duration(sc.Latency), chunkLatency: time.Duration(sc.ChunkLatency)}
 
