@@ -412,6 +412,8 @@ func (s *Server) endLocked(b *batchJob, status string, at time.Time) {
 		}
 	}
 	b.status, b.endedAt = status, at
+	s.sc.Logger.Debug("batch ended", "vendor", b.vendor.name(), "batch_id", b.id, "status", status,
+		"succeeded", b.succeeded, "errored", b.errored, "expired", b.expired, "canceled", b.canceled)
 	switch status {
 	case stCompleted:
 	case stExpired:

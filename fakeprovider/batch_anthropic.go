@@ -168,6 +168,7 @@ func (s *Server) serveAnthropicBatchCreate(w http.ResponseWriter, r *http.Reques
 	s.batch.jobs[b.id] = b
 	s.batch.all = append(s.batch.all, b)
 	s.stats.Batches.Created++
+	s.sc.Logger.Debug("batch created", "vendor", v.name(), "batch_id", b.id, "lines", len(b.lines))
 	s.stats.Batches.Lines += len(lines)
 	out := b.anthropicObject(e.now)
 	s.advanceLocked(b, e.now)

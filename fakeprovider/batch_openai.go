@@ -247,6 +247,7 @@ func (s *Server) serveOpenAIBatchCreate(w http.ResponseWriter, r *http.Request) 
 	s.batch.jobs[b.id] = b
 	s.batch.all = append(s.batch.all, b)
 	s.stats.Batches.Created++
+	s.sc.Logger.Debug("batch created", "vendor", v.name(), "batch_id", b.id, "input_bytes", len(b.input))
 	out := s.openAIBatchObject(b)
 	s.advanceLocked(b, e.now) // a zero ValidateFor validates at once, as a poll would see
 	s.broadcastLocked()
@@ -320,6 +321,7 @@ func (s *Server) validateOpenAIBatchLocked(b *batchJob, at time.Time) {
 	if len(errs) > 0 {
 		b.status, b.failedAt, b.errors, b.endedAt = stFailed, at, errs, at
 		s.stats.Batches.FailedValidation++
+		s.sc.Logger.Debug("batch failed validation", "vendor", "openai", "batch_id", b.id, "errors", len(errs), "first_code", errs[0].Code)
 		return
 	}
 	b.lines, b.order = lines, shuffle(s.sc.Seed, b.id, len(lines))
