@@ -42,16 +42,19 @@ func textWaitAtLeast(f *facts, min float64) bool {
 	return ok && s >= min
 }
 
-// rawSays matches the message literal as it stands in the body, undecoded
-// and case-sensitive: for ASCII phrases a vendor writes the same way every
-// time, it saves decoding and lowering a long message on the hot path.
-func rawSays(f *facts, subs ...string) bool {
-	for _, s := range subs {
-		if strings.Contains(f.msg, s) {
+// limitZeroInMessage finds Google's "limit: 0" followed by "," or an
+// escaped newline in the raw message literal, in one scan.
+func limitZeroInMessage(raw string) bool {
+	for {
+		i := strings.Index(raw, "limit: 0")
+		if i < 0 {
+			return false
+		}
+		raw = raw[i+len("limit: 0"):]
+		if strings.HasPrefix(raw, ",") || strings.HasPrefix(raw, `\n`) {
 			return true
 		}
 	}
-	return false
 }
 
 // says is the narrow message-text backup: lower-case substring match.
@@ -193,7 +196,7 @@ var googleTable = newTable("google", []rule{
 	// when the body carries no ErrorInfo. Waiting never helps, even when
 	// RetryInfo says "retry in 45s".
 	{reason: "quota_limit_zero", class: Exhausted, when: func(f *facts) bool {
-		return f.gstatus == "RESOURCE_EXHAUSTED" && (f.limitZero || rawSays(f, "limit: 0,", `limit: 0\n`))
+		return f.gstatus == "RESOURCE_EXHAUSTED" && (f.limitZero || limitZeroInMessage(f.msg))
 	}},
 	// A per-day or per-month quota resets hours away even when RetryInfo says
 	// "retry in 38s": the window is named in QuotaFailure quotaId or in
