@@ -59,7 +59,7 @@ var ruleFixtures = map[string]string{
 	"mistral/capacity_exceeded":           "classify/testdata/mistral/service_tier_capacity_503.json",
 	"mistral/rate_limited":                "classify/testdata/mistral/rate_limited_429.json",
 	"model/model_unavailable":             "classify/testdata/azure-openai/deployment_not_found_404.json",
-	"openai/billing_quota":                "classify/testdata/openai/credit_balance_exhausted_429.json",
+	"openai/billing_quota":                "classify/testdata/generic/dashscope_arrearage_400.json",
 	"openai/invalid_api_key":              "classify/testdata/openai/invalid_api_key_401.json",
 	"openai/per_day_limit":                "classify/testdata/groq/tpd_429.json",
 	"openai/rate_limit":                   "classify/testdata/groq/tpm_429.json",

@@ -103,7 +103,11 @@ var openaiTable = newTable("openai", []rule{
 	{reason: "billing_quota", class: Exhausted, when: func(f *facts) bool {
 		return codeIn(f, "insufficient_quota", "credit_balance_exhausted", "organization_spend_limit_exceeded",
 			"project_spend_limit_exceeded", "organization_usage_limit_exceeded", "billing_hard_limit_reached",
-			"billing_not_active", "access_terminated", "account_deactivated") ||
+			"billing_not_active", "access_terminated", "account_deactivated",
+			// OpenAI-compatible servers with their own balance codes: Alibaba
+			// DashScope "Arrearage" (a 400: "make sure your account is in good
+			// standing"), Venice and relays "INSUFFICIENT_BALANCE".
+			"Arrearage", "INSUFFICIENT_BALANCE") ||
 			typeIn(f, "insufficient_quota")
 	}},
 	// 403 type request_forbidden, code unsupported_country_region_territory:
