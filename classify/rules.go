@@ -108,7 +108,9 @@ var openaiTable = newTable("openai", []rule{
 			// DashScope "Arrearage" (a 400: "make sure your account is in good
 			// standing"), Venice and relays "INSUFFICIENT_BALANCE".
 			"Arrearage", "INSUFFICIENT_BALANCE") ||
-			typeIn(f, "insufficient_quota")
+			// Moonshot (Kimi): type exceeded_current_quota_error, on a 403 or
+			// a 429 ("suspended due to insufficient balance").
+			typeIn(f, "insufficient_quota", "exceeded_current_quota_error")
 	}},
 	// 403 type request_forbidden, code unsupported_country_region_territory:
 	// the key's egress region is refused. Every request from this key fails the
