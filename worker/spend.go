@@ -9,6 +9,7 @@ import (
 
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/rivertable"
 )
 
 // Prepaid thresholds, each alerted once per key, fleet-wide.
@@ -94,7 +95,7 @@ const ReasonDiscarded = "discarded"
 func (r *Runtime) sweepDiscarded(ctx context.Context) {
 	rows, err := r.pool.Query(ctx, `SELECT j.id, j.args, j.attempt,
 			coalesce(j.errors[array_length(j.errors, 1)]->>'error', '')
-		FROM river_job j
+		FROM `+rivertable.Job(r.opts.Schema)+` j
 		WHERE j.kind = $1 AND j.state = 'discarded'
 		  AND NOT EXISTS (SELECT 1 FROM triage_result t
 			WHERE t.batch = j.args->>'batch' AND t.record_id = j.args->>'record_id')

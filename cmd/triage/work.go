@@ -120,7 +120,7 @@ wait:
 			code = exitRuntime
 			break wait
 		case <-idle:
-			n, err := worker.JobsLeft(ctx, d.pool, names)
+			n, err := worker.JobsLeft(ctx, d.pool, opts.Schema, names)
 			if err != nil {
 				if ctx.Err() != nil {
 					break wait
