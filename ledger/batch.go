@@ -60,7 +60,7 @@ func mapUnique(err error) error {
 	return err
 }
 
-const batchColumns = `id, pipeline, key, total, budget_usd::float8, spent_usd::float8, state, created_at`
+const batchColumns = `b.id, b.pipeline, b.key, b.total, b.budget_usd::float8, ` + BatchSpentSQL + `::float8, b.state, b.created_at`
 
 func scanBatch(row pgx.Row) (Batch, error) {
 	var b Batch
@@ -71,7 +71,7 @@ func scanBatch(row pgx.Row) (Batch, error) {
 // GetBatch returns one batch (ErrNotFound), including its spend so far and
 // budget, for the per-call budget check.
 func GetBatch(ctx context.Context, db DBTX, id string) (Batch, error) {
-	b, err := scanBatch(db.QueryRow(ctx, `SELECT `+batchColumns+` FROM triage_batch WHERE id = $1`, id))
+	b, err := scanBatch(db.QueryRow(ctx, `SELECT `+batchColumns+` FROM triage_batch b WHERE b.id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Batch{}, fmt.Errorf("ledger: batch %q: %w", id, ErrNotFound)
 	}

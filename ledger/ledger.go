@@ -58,8 +58,8 @@ type Batch struct {
 	Total int
 	// State as stored (running or a paused state); BatchStatus derives settled.
 	State BatchState
-	// SpentUSD is the billed cost of the batch's attempts so far, kept up to
-	// date by FinishAttempt: cheap to read on every call for the budget check.
+	// SpentUSD is the billed cost of the batch's attempts so far: the folded
+	// counter plus the costs not folded yet (BatchSpentSQL).
 	SpentUSD  float64
 	CreatedAt time.Time
 }
@@ -107,9 +107,19 @@ type Intent struct {
 	// output at the model's prices); counted as possibly_billed_usd while the
 	// attempt is ambiguous.
 	EstCostUSD float64
+	// InFlightFor is how long after its start an intent of this batch can
+	// still be a call in flight: the job timeout (the key's timeout plus the
+	// worker's margin). ReserveAttempt holds younger intents as reservations
+	// that may still come back cheaper, and counts older ones, whose run
+	// died, as spent at their estimate. Default InFlightForDefault.
+	InFlightFor time.Duration
 	// Now pins started_at; zero: the database clock.
 	Now time.Time
 }
+
+// InFlightForDefault is Intent.InFlightFor's default: the default key
+// timeout (60 s) plus the worker's default job margin (30 s).
+const InFlightForDefault = 90 * time.Second
 
 // Outcome is what FinishAttempt records after the call.
 type Outcome struct {

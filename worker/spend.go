@@ -21,11 +21,15 @@ var prepaidThresholds = []struct {
 	{0.90, keys.AlertKind("prepaid_90")},
 }
 
-// watchSpend evaluates the prepaid and spend-rate alerts from the ledger,
-// and dead-letters jobs River discarded, every SpendCheck until ctx ends. Every process runs it; ledger.ClaimOnce
-// makes each alert fire once for the fleet.
+// watchSpend folds the spend counters (ledger.FoldSpend), evaluates the
+// prepaid and spend-rate alerts from the ledger, and dead-letters jobs River
+// discarded, every SpendCheck until ctx ends. Every process runs it;
+// ledger.ClaimOnce makes each alert fire once for the fleet.
 func (r *Runtime) watchSpend(ctx context.Context) {
 	for {
+		if _, err := ledger.FoldSpend(ctx, r.pool); err != nil && ctx.Err() == nil {
+			r.log.WarnContext(ctx, "fold spend counters", "err", err)
+		}
 		r.checkSpend(ctx)
 		r.sweepDiscarded(ctx)
 		d := r.opts.SpendCheck
