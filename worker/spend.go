@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/triage-dev/triage/ledger"
@@ -54,7 +55,7 @@ func (r *Runtime) checkSpend(ctx context.Context) {
 				if spent < th.share*k.cfg.PrepaidUSD {
 					continue
 				}
-				r.alertOnce(ctx, name, string(th.kind), keys.Alert{Kind: th.kind, Key: name,
+				r.alertOnce(ctx, name, prepaidClaim(th.kind, k.cfg.PrepaidUSD), keys.Alert{Kind: th.kind, Key: name,
 					Message: fmt.Sprintf("%.0f %% of the prepaid balance spent", 100*spent/k.cfg.PrepaidUSD),
 					Fields:  map[string]any{"spent_usd": spent, "prepaid_usd": k.cfg.PrepaidUSD}})
 			}
@@ -75,6 +76,16 @@ func (r *Runtime) checkSpend(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// prepaidClaim is the alert-once kind of a prepaid threshold for one
+// prepaid amount. A top-up is a new prepaid_usd (the total bought for the
+// key, which the key's whole spend is compared with): it makes new claims,
+// so each threshold alerts again when spend next crosses it. Processes still
+// running with the old amount keep finding their old claims and stay
+// quiet, instead of alerting again on every check.
+func prepaidClaim(kind keys.AlertKind, prepaidUSD float64) string {
+	return string(kind) + "@" + strconv.FormatFloat(prepaidUSD, 'f', -1, 64)
 }
 
 func (r *Runtime) alertOnce(ctx context.Context, key, kind string, a keys.Alert) {
