@@ -205,6 +205,15 @@ type Prior struct {
 	PossiblyBilledUSD float64
 }
 
+// Dead-letter reasons for records whose job a person took out of the queue
+// (River's CLI or UI) before the worker decided an outcome: the job was
+// cancelled, or deleted. The worker's sweep writes them so the batch can
+// settle; Status.Cancelled counts them.
+const (
+	ReasonCancelledByHand = "cancelled_by_hand"
+	ReasonJobMissing      = "job_missing"
+)
+
 // Status is one batch's progress, in the `triage status --json` shape.
 type Status struct {
 	Batch             string     `json:"batch"`
@@ -217,6 +226,10 @@ type Status struct {
 	SpendUSD          float64    `json:"spend_usd"`
 	PossiblyBilledUSD float64    `json:"possibly_billed_usd"`
 	State             BatchState `json:"state"`
+	// Cancelled counts the dead letters (already in DeadLettered) of records
+	// whose job was cancelled or deleted by hand: reasons
+	// ReasonCancelledByHand and ReasonJobMissing.
+	Cancelled int `json:"cancelled"`
 	// Key is the batch's key, for joining it with the key's breaker; not part
 	// of the JSON shape.
 	Key string `json:"-"`

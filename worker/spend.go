@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/keys"
-	"github.com/triage-dev/triage/worker/rivertable"
 )
 
 // Prepaid thresholds, each alerted once per key, fleet-wide.
@@ -23,16 +21,17 @@ var prepaidThresholds = []struct {
 }
 
 // watchSpend folds the spend counters (ledger.FoldSpend), evaluates the
-// prepaid and spend-rate alerts from the ledger, and dead-letters jobs River
-// discarded, every SpendCheck until ctx ends. Every process runs it;
-// ledger.ClaimOnce makes each alert fire once for the fleet.
+// prepaid and spend-rate alerts from the ledger, and dead-letters records
+// whose job ended without an outcome (sweep), every SpendCheck until ctx
+// ends. Every process runs it; ledger.ClaimOnce makes each alert fire once
+// for the fleet.
 func (r *Runtime) watchSpend(ctx context.Context) {
-	for {
+	for tick := 0; ; tick++ {
 		if _, err := ledger.FoldSpend(ctx, r.pool); err != nil && ctx.Err() == nil {
 			r.log.WarnContext(ctx, "fold spend counters", "err", err)
 		}
 		r.checkSpend(ctx)
-		r.sweepDiscarded(ctx)
+		r.sweep(ctx, tick)
 		d := r.opts.SpendCheck
 		select {
 		case <-ctx.Done():
@@ -96,68 +95,5 @@ func (r *Runtime) alertOnce(ctx context.Context, key, kind string, a keys.Alert)
 	}
 	if first {
 		r.alerter.Alert(ctx, a)
-	}
-}
-
-// ReasonDiscarded is the dead-letter reason of a job River gave up on by
-// itself (its runs kept failing for the worker's own reasons, or it was
-// rescued after a crash on its last attempt).
-const ReasonDiscarded = "discarded"
-
-// sweepDiscarded dead-letters triage jobs River discarded whose record has
-// neither a result nor a dead letter, so every record ends somewhere a human
-// looks and every batch can settle. AttemptHeadroom makes this rare.
-func (r *Runtime) sweepDiscarded(ctx context.Context) {
-	rows, err := r.pool.Query(ctx, `SELECT j.id, j.args, j.attempt,
-			coalesce(j.errors[array_length(j.errors, 1)]->>'error', '')
-		FROM `+rivertable.Job(r.opts.Schema)+` j
-		WHERE j.kind = $1 AND j.state = 'discarded'
-		  AND NOT EXISTS (SELECT 1 FROM triage_result t
-			WHERE t.batch = j.args->>'batch' AND t.record_id = j.args->>'record_id')
-		  AND NOT EXISTS (SELECT 1 FROM triage_dead_letter d
-			WHERE d.batch = j.args->>'batch' AND d.record_id = j.args->>'record_id'
-			  AND (d.requeued_at IS NULL OR d.job_id = j.id))
-		LIMIT 100`, Kind)
-	if err != nil {
-		r.log.WarnContext(ctx, "sweep discarded jobs", "err", err)
-		return
-	}
-	type discarded struct {
-		id      int64
-		args    Args
-		attempt int
-		lastErr string
-	}
-	var found []discarded
-	for rows.Next() {
-		var d discarded
-		var raw []byte
-		if err := rows.Scan(&d.id, &raw, &d.attempt, &d.lastErr); err != nil {
-			r.log.WarnContext(ctx, "sweep discarded jobs", "err", err)
-			rows.Close()
-			return
-		}
-		if json.Unmarshal(raw, &d.args) == nil {
-			found = append(found, d)
-		}
-	}
-	rows.Close()
-	for _, d := range found {
-		row := ledger.DeadLetterRow{
-			Batch: d.args.Batch, RecordID: d.args.RecordID, JobID: d.id, Pipeline: d.args.Pipeline,
-			Class: "transient", Reason: ReasonDiscarded, Attempts: d.attempt, Request: d.args.Record,
-			ErrorExcerpt: "River discarded the job after its last attempt; last error: " + d.lastErr,
-		}
-		if p, err := r.cfg.Pipeline(d.args.Pipeline); err == nil {
-			if k, _, err := r.cfg.KeyFor(p.Name); err == nil {
-				row.Key = k.Name
-			}
-		}
-		if id, err := ledger.AddDeadLetter(ctx, r.pool, row); err != nil {
-			r.log.WarnContext(ctx, "dead-letter a discarded job", "job_id", d.id, "err", err)
-		} else {
-			r.log.WarnContext(ctx, "dead letter", "dead_letter_id", id, "batch", d.args.Batch, "record_id", d.args.RecordID,
-				"class", "transient", "reason", ReasonDiscarded, "job_id", d.id)
-		}
 	}
 }
