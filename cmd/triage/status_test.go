@@ -78,7 +78,6 @@ func TestStatusWithoutConfigFile(t *testing.T) {
 		"spend_usd":0,"possibly_billed_usd":0,"by_class":[]}`, r.stdout)
 }
 
-
 // statusJSONKeys is the contract's exact `triage status B --json` shape:
 // DESIGN's ten fields, and cancelled (added by issue 9, counted in
 // dead_lettered).
