@@ -191,8 +191,9 @@ func SpendByKey(ctx context.Context, db DBTX, key string, since time.Time) (floa
 }
 
 // UsageByKey returns a key's calls, retries and spend for attempts started at
-// or after since: the prepaid and spend-rate alerts and the fleet-wide retry
-// budget (retries against first attempts = Calls - Retries) read it.
+// or after since, summed from the attempts (an index range on key and
+// started_at): for windows such as the spend-rate alert's last hour. A key's
+// whole-history spend is KeySpend's running total.
 func UsageByKey(ctx context.Context, db DBTX, key string, since time.Time) (KeyUsage, error) {
 	var u KeyUsage
 	err := db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE is_retry),
