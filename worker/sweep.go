@@ -39,19 +39,26 @@ type orphan struct {
 	lastErr string
 }
 
-// Sweep runs both sweeps now (see sweep): for a process about to exit,
-// such as `triage work --exit-when-idle` with nothing left to run.
-func (r *Runtime) Sweep(ctx context.Context) { r.sweep(ctx, 0) }
+// Sweep runs both sweeps now, the stuck-batch one without waiting for
+// batches to be quiet (see sweep): for a process about to exit, such as
+// `triage work --exit-when-idle` with nothing left to run.
+func (r *Runtime) Sweep(ctx context.Context) { r.sweepNow(ctx, true, 0) }
 
 // sweep dead-letters orphans, so every record ends somewhere a human looks
 // and every batch can settle: jobs River discarded (AttemptHeadroom makes
 // this rare), jobs cancelled by hand (River's CLI or UI) and, by the
 // stuck-batch sweep, jobs deleted by hand.
 func (r *Runtime) sweep(ctx context.Context, tick int) {
+	// A batch is examined once no call of it started for two stuck-sweep
+	// periods: by then a batch being worked has shown it.
+	r.sweepNow(ctx, tick%stuckSweepEvery == 0, 2*stuckSweepEvery*r.opts.SpendCheck)
+}
+
+func (r *Runtime) sweepNow(ctx context.Context, stuck bool, quiet time.Duration) {
 	found, err := r.recentOrphans(ctx)
-	if err == nil && tick%stuckSweepEvery == 0 {
+	if err == nil && stuck {
 		var more []orphan
-		more, err = r.stuckOrphans(ctx)
+		more, err = r.stuckOrphans(ctx, quiet)
 		found = append(found, more...)
 	}
 	if err != nil && ctx.Err() == nil {
@@ -148,42 +155,54 @@ func (r *Runtime) recentOrphans(ctx context.Context) ([]orphan, error) {
 
 // stuckOrphans are the unfinished records of batches that cannot settle by
 // themselves: unsettled, created within MaxAge (older jobs are dead-lettered
-// snoozed_out anyway), and with no job of theirs left to run in River. Each
+// snoozed_out anyway), with no call started for quiet (a batch being worked
+// is skipped before anything costly is asked), and with no job of theirs
+// left to run in River. Each
 // comes with its latest job, if any, to say how it ended. The job checks use
 // River's GIN index on args: an unsettled batch that still has live jobs
 // costs one probe.
-func (r *Runtime) stuckOrphans(ctx context.Context) ([]orphan, error) {
+func (r *Runtime) stuckOrphans(ctx context.Context, quiet time.Duration) ([]orphan, error) {
 	job := rivertable.Job(r.opts.Schema)
-	// The counts come first (MATERIALIZED keeps them first): for a settled
-	// batch two index-only counts are cheaper than asking River's args index
-	// for every job the batch ever had.
+	// Each step is MATERIALIZED so that it runs in this order and an empty
+	// step ends the query: the counts first (for a settled batch two
+	// index-only counts are cheaper than asking River's args index for every
+	// job the batch ever had), then one args-index probe per unsettled
+	// batch, then the records of stuck batches only. No ORDER BY before the
+	// LIMIT: it would make the planner walk every record in line order.
 	rows, err := r.pool.Query(ctx, `WITH unsettled AS MATERIALIZED (
 			SELECT b.id, b.pipeline FROM triage_batch b
 			WHERE b.created_at > now() - make_interval(secs => $2)
+			  AND NOT EXISTS (SELECT 1 FROM triage_attempt a
+				WHERE a.key = b.key AND a.started_at > now() - make_interval(secs => $4) AND a.batch = b.id)
 			  AND b.total > (SELECT count(*) FROM triage_result t WHERE t.batch = b.id)
 				+ (SELECT count(*) FROM triage_dead_letter d WHERE d.batch = b.id AND d.requeued_at IS NULL)
-		), stuck AS (
+		), stuck AS MATERIALIZED (
 			SELECT u.id, u.pipeline FROM unsettled u
 			WHERE NOT EXISTS (SELECT 1 FROM `+job+` j
 				WHERE j.args @> jsonb_build_object('batch', u.id) AND j.kind = $1
 				  AND j.state IN ('available', 'pending', 'running', 'scheduled', 'retryable'))
+		), orphans AS MATERIALIZED (
+			SELECT rec.batch, rec.record_id, rec.line, s.pipeline, rec.data
+			FROM stuck s
+			JOIN triage_record rec ON rec.batch = s.id
+			WHERE NOT EXISTS (SELECT 1 FROM triage_result t WHERE t.batch = rec.batch AND t.record_id = rec.record_id)
+			  AND NOT EXISTS (SELECT 1 FROM triage_dead_letter d
+				WHERE d.batch = rec.batch AND d.record_id = rec.record_id AND d.requeued_at IS NULL)
+			LIMIT $3
 		)
-		SELECT rec.batch, rec.record_id, s.pipeline, rec.data,
-			coalesce(last.id, 0), coalesce(last.state, ''), coalesce(last.attempt, 0), coalesce(last.err, '')
-		FROM stuck s
-		JOIN triage_record rec ON rec.batch = s.id
+		SELECT o.batch, o.record_id, o.pipeline, o.data,
+			coalesce(j.id, 0), coalesce(j.state::text, ''), coalesce(j.attempt, 0),
+			coalesce(j.errors[array_length(j.errors, 1)]->>'error', '')
+		FROM orphans o
+		-- The record's latest job, through River's args index: max(id + 0),
+		-- because ORDER BY id DESC LIMIT 1 or a plain max(id) lets the
+		-- planner walk river_job's primary key backwards over every job.
 		LEFT JOIN LATERAL (
-			SELECT j.id, j.state::text AS state, j.attempt,
-				coalesce(j.errors[array_length(j.errors, 1)]->>'error', '') AS err
-			FROM `+job+` j
-			WHERE j.args @> jsonb_build_object('batch', rec.batch, 'record_id', rec.record_id) AND j.kind = $1
-			ORDER BY j.id DESC LIMIT 1
-		) last ON true
-		WHERE NOT EXISTS (SELECT 1 FROM triage_result t WHERE t.batch = rec.batch AND t.record_id = rec.record_id)
-		  AND NOT EXISTS (SELECT 1 FROM triage_dead_letter d
-			WHERE d.batch = rec.batch AND d.record_id = rec.record_id AND d.requeued_at IS NULL)
-		ORDER BY rec.batch, rec.line
-		LIMIT $3`, Kind, r.opts.MaxAge.Seconds(), sweepLimit)
+			SELECT max(l.id + 0) AS id FROM `+job+` l
+			WHERE l.args @> jsonb_build_object('batch', o.batch, 'record_id', o.record_id) AND l.kind = $1
+		) latest ON true
+		LEFT JOIN `+job+` j ON j.id = latest.id
+		ORDER BY o.batch, o.line`, Kind, r.opts.MaxAge.Seconds(), sweepLimit, quiet.Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("stuck batches: %w", err)
 	}
