@@ -54,6 +54,8 @@ func (r *Runtime) sweep(ctx context.Context, tick int) {
 	r.sweepNow(ctx, tick%stuckSweepEvery == 0, 2*stuckSweepEvery*r.opts.SpendCheck)
 }
 
+// sweepNow runs the quick sweep and, with stuck, the stuck-batch sweep for
+// batches quiet that long.
 func (r *Runtime) sweepNow(ctx context.Context, stuck bool, quiet time.Duration) {
 	found, err := r.recentOrphans(ctx)
 	if err == nil && stuck {
