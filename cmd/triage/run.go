@@ -15,6 +15,7 @@ import (
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/operator"
 )
 
 func init() {
@@ -258,7 +259,7 @@ func narrateKey(p *progress, prev, cur *keys.KeyStatus, now time.Time) {
 	case !wasClosed && cur.State == keys.StateClosed:
 		p.event(now, "key %s resumed: the probe succeeded, its queue drains again", cur.Key)
 	case !wasClosed && cur.State == keys.StateOpen && cur.Generation > prev.Generation:
-		p.event(now, "key %s: the probe failed, still exhausted; %s", cur.Key, describeKey(cur))
+		p.event(now, "key %s: the probe failed, still exhausted; %s", cur.Key, operator.DescribeKey(cur))
 	}
 }
 

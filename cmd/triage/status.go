@@ -12,6 +12,7 @@ import (
 
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/operator"
 )
 
 func init() {
@@ -116,7 +117,7 @@ func writeStatus(w io.Writer, st ledger.Status, b ledger.Batch, ks *keys.KeyStat
 	fmt.Fprintf(tw, "batch:\t%s\n", st.Batch)
 	fmt.Fprintf(tw, "pipeline:\t%s\n", st.Pipeline)
 	fmt.Fprintf(tw, "state:\t%s\n", st.State)
-	if why := pausedWhy(st, b, ks); why != "" {
+	if why := operator.PausedWhy(st, b, ks); why != "" {
 		fmt.Fprintf(tw, "why:\t%s\n", why)
 	}
 	if b.BudgetUSD != nil {
@@ -130,26 +131,6 @@ func writeStatus(w io.Writer, st ledger.Status, b ledger.Batch, ks *keys.KeyStat
 	fmt.Fprintf(tw, "spend:\t%s\n", usd(st.SpendUSD))
 	fmt.Fprintf(tw, "possibly billed:\t%s\n", usd(st.PossiblyBilledUSD))
 	tw.Flush()
-}
-
-// pausedWhy says why a paused batch is paused, "" when it is not: its key
-// exhausted (since when, the next probe), or its budget reached (what was
-// spent of what, and how to raise it).
-func pausedWhy(st ledger.Status, b ledger.Batch, ks *keys.KeyStatus) string {
-	switch st.State {
-	case ledger.BatchPausedExhausted:
-		if ks == nil {
-			return "key " + b.Key + " exhausted"
-		}
-		return describeKey(ks)
-	case ledger.BatchPausedBudget:
-		s := "budget reached"
-		if b.BudgetUSD != nil {
-			s += fmt.Sprintf(": spent $%.4f of $%.4f", b.SpentUSD, *b.BudgetUSD)
-		}
-		return s + "; raise it with `triage batch budget " + st.Batch + " USD`"
-	}
-	return ""
 }
 
 // budgetLine is a budget's use: "$5.0000: $1.2500 used, $3.7500 left".
