@@ -17,7 +17,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	db := dbtest.New(t, dbtest.Options{MaxConns: 30})
 	envs := map[string]string{"DATABASE_URL": db.URL}
 
-	r := runBare(t, envs, "demo", "--progress-interval", "2s")
+	r := runBare(t, envs, "demo", "--no-ui", "--progress-interval", "2s")
 	require.Equal(t, exitOK, r.code, "stderr:\n%s\nstdout:\n%s", r.stderr, r.stdout)
 	for _, class := range []string{"ok", "transient", "throttled", "exhausted", "rejected", "ambiguous"} {
 		require.Regexp(t, `(?m)^\s+`+class+`\s+\d+\s+\d+\s`, r.stdout, "the summary has a row for %s", class)

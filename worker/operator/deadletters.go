@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
 )
 
@@ -18,6 +19,9 @@ type DeadLetterFilter struct {
 	Batch  string
 	Class  string
 	Reason string
+	// Unknown keeps only the errors no specific classifier rule explained
+	// (classify.UnknownReason).
+	Unknown bool
 }
 
 // ListDeadLetters returns the dead letters not requeued that match f, oldest
@@ -31,7 +35,11 @@ func ListDeadLetters(ctx context.Context, db ledger.DBTX, f DeadLetterFilter) ([
 			return nil, err
 		}
 	}
-	return ledger.ListDeadLetters(ctx, db, ledger.DeadLetterFilter{Batch: f.Batch, Class: f.Class, Reason: f.Reason})
+	dls, err := ledger.ListDeadLetters(ctx, db, ledger.DeadLetterFilter{Batch: f.Batch, Class: f.Class, Reason: f.Reason})
+	if err != nil || !f.Unknown {
+		return dls, err
+	}
+	return slices.DeleteFunc(dls, func(dl ledger.DeadLetter) bool { return !classify.UnknownReason(dl.Reason) }), nil
 }
 
 // ListItems returns dls in the exact `triage dlq list --json` shape: an
