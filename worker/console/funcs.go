@@ -27,6 +27,7 @@ var funcs = template.FuncMap{
 	"derefTime": func(t *time.Time) time.Time { return *t },
 	"stamp":     func(t time.Time) string { return t.Local().Format(time.DateTime) },
 	"join":      strings.Join,
+	"plural":    plural,
 	"pretty":    pretty,
 	"filterURL": func(batch, class, reason string) string {
 		return "/dead-letters?" + query(batch, class, reason).Encode()
@@ -64,4 +65,12 @@ func pretty(raw json.RawMessage) string {
 		return b.String()
 	}
 	return string(raw)
+}
+
+// plural is "1 record", "3 records".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -133,7 +133,11 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 		p.Error, p.Refresh = in.Error(), 0
 	}
 	if n := q.Get("requeued"); n != "" {
-		p.Notice = "Requeued " + n + " records: running workers pick them up (the batch page shows progress)."
+		noun := "records"
+		if n == "1" {
+			noun = "record"
+		}
+		p.Notice = "Requeued " + n + " " + noun + ": running workers pick them up (the batch page shows progress)."
 		if sk := q.Get("skipped"); sk != "" && sk != "0" {
 			p.Notice += " " + sk + " had been requeued before, not again."
 		}
@@ -240,9 +244,9 @@ func (s *Server) confirmRequeue(w http.ResponseWriter, r *http.Request) {
 		}
 		c.Items = append(c.Items, fmt.Sprintf("dead letter %d: batch %s, record %s, %s / %s%s", d.ID, d.Batch, d.RecordID, d.Class, d.Reason, note))
 	}
-	c.Question = fmt.Sprintf("This sends %d records back to the queue, as `triage dlq requeue %s` does. "+
+	c.Question = fmt.Sprintf("This sends %s back to the queue, as `triage dlq requeue %s` does. "+
 		"Each is requeued once, with the pipeline as it is configured now; a rejected record whose request has not changed will likely be rejected again.",
-		pending, sel)
+		plural(pending, "record", "records"), sel)
 	p := page{Title: "Requeue?", Nav: "dead-letters", Data: c}
 	if s.opts.Config == nil {
 		p.Error = "this console runs without a triage.toml: requeue builds the new jobs from the pipeline's configuration, so start it with --config"
