@@ -202,7 +202,7 @@ func Requeue(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, sel Se
 		opts.Alerter.Alert(ctx, keys.Alert{
 			Kind:    AlertDeadLettersRequeued,
 			Batch:   strings.Join(res.Batches, ","),
-			Message: fmt.Sprintf("%d dead letters requeued", res.Requeued),
+			Message: fmt.Sprintf("requeued %d dead letter(s): %s", res.Requeued, idList(res.IDs)),
 			Fields:  map[string]any{"by": cmpOr(opts.By, "hand"), "dead_letter_ids": idList(res.IDs), "selection": sel.String()},
 		})
 	}
