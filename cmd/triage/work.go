@@ -103,28 +103,28 @@ func runWork(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return fail(err)
 	}
+	// The web window comes up before the worker, so a port in use fails
+	// the command before it has taken any job.
+	var web *webUI
+	if ui.addr != "" {
+		ln, err := listenUI(ui.addr, ui.token)
+		if err == nil {
+			web, err = startUI(runCtx, d, cfg, ln, ui.token, log)
+		}
+		if err != nil {
+			return fail(fmt.Errorf("--ui-addr: %w", err))
+		}
+		defer web.Close()
+	}
 	if err := rt.Start(runCtx); err != nil {
 		return fail(err)
 	}
 	log.Info("working", "keys", strings.Join(names, ","), "database", d.where)
 	var uiDone <-chan struct{}
 	var webui *webUI
-	if ui.addr != "" {
-		ln, err := listenUI(ui.addr, ui.token)
-		if err == nil {
-			var u *webUI
-			if u, err = startUI(runCtx, d, cfg, ln, ui.token, log); err == nil {
-				defer u.Close()
-				uiDone, webui = u.done, u
-				log.Info("serving the web window", "url", u.base+"/", "river_ui", u.base+console.RiverUIPrefix+"/")
-			}
-		}
-		if err != nil {
-			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGrace)
-			defer cancel()
-			_ = rt.Stop(stopCtx)
-			return fail(fmt.Errorf("--ui-addr: %w", err))
-		}
+	if web != nil {
+		uiDone, webui = web.done, web
+		log.Info("serving the web window", "url", web.base+"/", "river_ui", web.base+console.RiverUIPrefix+"/")
 	}
 
 	code := exitOK

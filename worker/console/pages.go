@@ -95,7 +95,7 @@ func filterOf(q url.Values) operator.DeadLetterFilter {
 
 func isTrue(s string) bool {
 	b, err := strconv.ParseBool(s)
-	return err == nil && b || s == "yes" || s == "on"
+	return (err == nil && b) || s == "yes" || s == "on"
 }
 
 func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
@@ -190,9 +190,6 @@ func selectionOf(v url.Values) (operator.Selection, error) {
 		if !slices.Contains(sel.IDs, id) {
 			sel.IDs = append(sel.IDs, id)
 		}
-	}
-	if len(sel.IDs) == 0 && sel.Batch == "" && len(v["id"]) == 0 && v.Has("id") {
-		return sel, &operator.InputError{Err: errors.New("select at least one dead letter")}
 	}
 	if len(sel.IDs) == 0 && sel.Batch == "" && sel.Class == "" && sel.Reason == "" {
 		return sel, &operator.InputError{Err: errors.New("nothing selected: tick the records to requeue, or filter by batch and requeue a group")}
