@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -60,26 +59,16 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		return failCmd(e, "status", err)
 	}
 	defer d.Close()
-	store := keys.NewStore(d.pool, keys.StoreConfig{})
 
 	if len(pos) == 1 {
-		st, ks, err := batchStatus(ctx, d.pool, store, pos[0])
-		if errors.Is(err, ledger.ErrNotFound) {
-			fmt.Fprintf(e.stderr, "triage status: no batch %q (`triage status` lists them)\n", pos[0])
-			return exitUsage
-		}
-		if err != nil {
-			fmt.Fprintf(e.stderr, "triage status: %v\n", err)
-			return exitRuntime
-		}
-		if *asJSON {
-			return writeOrFail(e, "status", writeJSONLine(e.stdout, st))
-		}
-		b, err := ledger.GetBatch(ctx, d.pool, st.Batch)
+		v, err := operator.GetBatch(ctx, d.pool, pos[0])
 		if err != nil {
 			return failCmd(e, "status", err)
 		}
-		writeStatus(e.stdout, st, b, ks)
+		if *asJSON {
+			return writeOrFail(e, "status", writeJSONLine(e.stdout, v.Status))
+		}
+		writeStatus(e.stdout, v.Status, v.Batch, v.Key)
 		return exitOK
 	}
 

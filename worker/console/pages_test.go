@@ -162,8 +162,8 @@ func TestBrowserKeysPageResume(t *testing.T) {
 	tc := tab(t, browserTimeout)
 	row := `#keys tr[data-key="main"]`
 	run(t, tc, chromedp.Navigate(b.url+"/keys"), chromedp.WaitVisible(css(row)))
-	require.Contains(t, text(t, tc, row+" .breaker"), "open")
-	require.Contains(t, text(t, tc, row+" .breaker"), "insufficient_quota")
+	require.Contains(t, text(t, tc, row+` .breaker[data-breaker="exhausted"]`), "open")
+	require.Contains(t, text(t, tc, row+` .breaker[data-breaker="exhausted"]`), "insufficient_quota")
 	screenshot(t, tc, "keys")
 
 	run(t, tc, chromedp.Click(css(row+` a.button`)), chromedp.WaitVisible(css(`#confirm-button`)))
@@ -172,7 +172,7 @@ func TestBrowserKeysPageResume(t *testing.T) {
 	require.Equal(t, keys.StateOpen, st.State, "the confirmation step changes nothing")
 
 	run(t, tc, chromedp.Click(css(`#confirm-button`)), chromedp.WaitVisible(css(`.notice`)))
-	require.Contains(t, text(t, tc, row+" .breaker"), "closed")
+	require.Contains(t, text(t, tc, row+` .breaker[data-breaker="exhausted"]`), "closed")
 	st, err = keys.NewStore(b.db.Pool, keys.StoreConfig{}).KeyStatus(ctx, workertest.Key)
 	require.NoError(t, err)
 	require.Equal(t, keys.StateClosed, st.State)

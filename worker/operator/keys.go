@@ -50,6 +50,23 @@ type KeyView struct {
 // closed or it is paused. Resume has something to do only then.
 func (v KeyView) Held() bool { return v.State != keys.StateClosed || v.Paused }
 
+// BreakerView is one of a key's breakers as a page shows it.
+type BreakerView struct {
+	// Name says which breaker: "exhausted" (needs a top-up or a fix).
+	Name      string
+	State     keys.State
+	Reason    *string
+	OpenedAt  *time.Time
+	NextProbe *time.Time
+}
+
+// Breakers lists the key's breakers for display, one row each. A breaker
+// added to the key (its fields on KeyView) gets its row here, and the pages
+// show it without further change.
+func (v KeyView) Breakers() []BreakerView {
+	return []BreakerView{{Name: "exhausted", State: v.State, Reason: v.Reason, OpenedAt: v.OpenedAt, NextProbe: v.NextProbe}}
+}
+
 // RetryBudgetView is the fleet-wide retry budget of a key over the sliding
 // window, as the worker computes it (worker's overRetryBudget): a retry may
 // go while OpenRetries < Allowed.
