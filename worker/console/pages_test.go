@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/triage-dev/triage/fakeprovider"
@@ -295,4 +299,58 @@ func TestCrossSitePostRefused(t *testing.T) {
 	st, err := keys.NewStore(b.db.Pool, keys.StoreConfig{}).KeyStatus(context.Background(), workertest.Key)
 	require.NoError(t, err)
 	require.Equal(t, keys.StateOpen, st.State)
+}
+
+// A filtered group is requeued through the same POST; a dead letter whose
+// job is still live is refused with 409 and nothing changes.
+func TestRequeueGroupAndLiveJobRefusal(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{scenario: fakeprovider.Scenario{Poison: fakeprovider.Poison{InvalidMarker: "POISON_INVALID"}}})
+	b.enqueue(t, "b1", workertest.Records(4, func(i int) string {
+		if i%2 == 0 {
+			return `,"note":"POISON_INVALID"`
+		}
+		return ""
+	}))
+	b.work(t, "b1")
+	post := func(form url.Values) (int, map[string]any) {
+		t.Helper()
+		resp, err := http.PostForm(b.url+"/dead-letters/requeue?format=json", form)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var out map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+		return resp.StatusCode, out
+	}
+
+	code, out := post(url.Values{"batch": {"b1"}, "class": {"rejected"}})
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, float64(2), out["requeued"])
+	code, out = post(url.Values{"batch": {"b1"}, "class": {"rejected"}})
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, float64(0), out["requeued"], "nothing left to requeue: once")
+
+	// A dead letter written while its job is still live (the cancel lost).
+	b.enqueue(t, "b2", workertest.Records(1, nil))
+	jobs, err := b.rc.JobList(ctx, river.NewJobListParams().States(rivertype.JobStateAvailable))
+	require.NoError(t, err)
+	var jobID int64
+	for _, j := range jobs.Jobs {
+		var a worker.Args
+		require.NoError(t, json.Unmarshal(j.EncodedArgs, &a))
+		if a.Batch == "b2" {
+			jobID = j.ID
+		}
+	}
+	require.NotZero(t, jobID)
+	id, err := ledger.AddDeadLetter(ctx, b.db.Pool, ledger.DeadLetterRow{Batch: "b2", RecordID: "r001", JobID: jobID,
+		Pipeline: workertest.Pipeline, Key: workertest.Key, Class: "rejected", Reason: "bad_request", Attempts: 1})
+	require.NoError(t, err)
+	code, out = post(url.Values{"id": {strconv.FormatInt(id, 10)}})
+	require.Equal(t, http.StatusConflict, code, out)
+	require.Contains(t, out["error"], "still live")
+	dl, err := ledger.GetDeadLetter(ctx, b.db.Pool, id)
+	require.NoError(t, err)
+	require.Nil(t, dl.RequeuedAt)
 }
