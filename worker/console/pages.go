@@ -129,8 +129,9 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 		data.Classes = append(data.Classes, c.String())
 	}
 	p := page{Title: "Dead letters", Nav: "dead-letters", Refresh: s.refresh(running), Data: data}
+	status := http.StatusOK
 	if err != nil {
-		p.Error, p.Refresh = in.Error(), 0
+		p.Error, p.Refresh, status = in.Error(), 0, http.StatusBadRequest
 	}
 	if n := q.Get("requeued"); n != "" {
 		noun := "records"
@@ -142,7 +143,7 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 			p.Notice += " " + sk + " had been requeued before, not again."
 		}
 	}
-	s.render(w, http.StatusOK, "deadletters.html", p)
+	s.render(w, status, "deadletters.html", p)
 }
 
 func (s *Server) deadLetter(w http.ResponseWriter, r *http.Request) {

@@ -71,6 +71,8 @@ type Server struct {
 	pages   *template.Template
 	riverui *riverui.Handler
 	handler http.Handler
+	// ownAlerter: New made the Alerter, so Start's context closes it.
+	ownAlerter bool
 }
 
 // New builds the Server: triage's pages, River UI, authentication and
@@ -85,7 +87,8 @@ func New(opts Options) (*Server, error) {
 	if opts.Refresh <= 0 {
 		opts.Refresh = RefreshDefault
 	}
-	if opts.Alerter == nil {
+	ownAlerter := opts.Alerter == nil
+	if ownAlerter {
 		webhook := ""
 		if opts.Config != nil {
 			webhook = opts.Config.Alerts.WebhookURL
@@ -108,7 +111,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: river ui: %w", err)
 	}
-	s := &Server{opts: opts, pages: pages, riverui: ui}
+	s := &Server{opts: opts, pages: pages, riverui: ui, ownAlerter: ownAlerter}
 
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(staticFS, "static")
@@ -132,10 +135,19 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Start starts River UI's background services until ctx ends.
+// Start starts River UI's background services until ctx ends. Then an
+// Alerter that New made is closed, after sending what it still holds.
 func (s *Server) Start(ctx context.Context) error {
 	if err := s.riverui.Start(ctx); err != nil {
 		return fmt.Errorf("console: start river ui: %w", err)
+	}
+	if s.ownAlerter {
+		go func() {
+			<-ctx.Done()
+			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keys.AlertWebhookTimeoutDefault+time.Second)
+			defer cancel()
+			_ = s.opts.Alerter.Close(closeCtx) // a failed POST is logged by the Alerter
+		}()
 	}
 	return nil
 }
