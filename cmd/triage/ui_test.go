@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,4 +84,68 @@ func TestUIServesWithToken(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("triage ui did not stop on interrupt")
 	}
+}
+
+// lockedBuffer is a buffer written by a command and read by the test while
+// the command runs.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// `triage run --ui-addr` serves the batch's page while the run lasts and
+// names its URL.
+func TestRunServesUIWhileRunning(t *testing.T) {
+	t.Parallel()
+	// r001's first call hangs until the key's timeout: the run lasts that long.
+	c := newCLI(t, fakeprovider.Scenario{RecordScripts: map[string][]fakeprovider.Step{"r001": {{Action: fakeprovider.ActionHang}}}}, "")
+	in := c.file("in.jsonl", jsonl(3))
+	var stderr lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		e := &env{stdin: strings.NewReader(""), stdout: &bytes.Buffer{}, stderr: &stderr, getenv: func(k string) string { return c.envs[k] }}
+		done <- run(context.Background(), []string{"--config", c.config, "run", "--pipeline", workertest.Pipeline, "--batch", "b1",
+			"--ui-addr", "127.0.0.1:0", in}, e)
+	}()
+	urlRe := regexp.MustCompile(`web window: (http://127\.0\.0\.1:\d+/batches/b1)`)
+	var pageURL string
+	workertest.Eventually(t, 30*time.Second, "run names the page", func() bool {
+		m := urlRe.FindStringSubmatch(stderr.String())
+		if m != nil {
+			pageURL = m[1]
+		}
+		return m != nil
+	})
+	resp, err := http.Get(pageURL + "?format=json")
+	require.NoError(t, err)
+	var st struct {
+		Batch string `json:"batch"`
+		State string `json:"state"`
+		Total int    `json:"total"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "b1", st.Batch)
+	require.Equal(t, 3, st.Total)
+	select {
+	case code := <-done:
+		require.Equal(t, exitOK, code, stderr.String())
+	case <-time.After(2 * time.Minute):
+		t.Fatal("run did not finish")
+	}
+	_, err = http.Get(pageURL)
+	require.Error(t, err, "the page is gone with the run")
 }
