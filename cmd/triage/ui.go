@@ -24,6 +24,8 @@ func init() {
 // `triage ui`).
 type uiFlags struct {
 	addr, token string
+	// addrFlag names the address flag in messages. Default "--ui-addr".
+	addrFlag string
 }
 
 func (f *uiFlags) defineToken(fs *flag.FlagSet) {
@@ -40,7 +42,11 @@ func (f *uiFlags) resolve(e *env) error {
 		return nil
 	}
 	if err := console.CheckAddr(f.addr, f.token); err != nil {
-		return usageError{fmt.Errorf("--ui-addr: %w", err)}
+		name := f.addrFlag
+		if name == "" {
+			name = "--ui-addr"
+		}
+		return usageError{fmt.Errorf("%s: %w", name, err)}
 	}
 	return nil
 }
@@ -98,7 +104,7 @@ func runUI(ctx context.Context, e *env, args []string) int {
 	const cmd = "ui"
 	fs := flag.NewFlagSet("triage ui", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	var f uiFlags
+	f := uiFlags{addrFlag: "--addr"}
 	fs.StringVar(&f.addr, "addr", console.AddrDefault, "listen address; anything but loopback needs --ui-token")
 	f.defineToken(fs)
 	fs.Usage = func() {
