@@ -240,11 +240,18 @@ func TestPagesJSONShapes(t *testing.T) {
 	require.Equal(t, asJSON(operator.ListItems(dls)), string(get("/dead-letters?batch=b1&format=json", 200)))
 	require.Equal(t, "[]\n", string(get("/dead-letters?batch=b1&class=ok&format=json", 200)))
 	require.Equal(t, "[]\n", string(get("/dead-letters?batch=b1&unknown=1&format=json", 200)))
+	unknownID, err := ledger.AddDeadLetter(ctx, b.db.Pool, ledger.DeadLetterRow{Batch: "b1", RecordID: "r001", Pipeline: workertest.Pipeline,
+		Key: workertest.Key, Class: "rejected", Reason: "unknown_4xx", HTTPStatus: 418, Attempts: 1, Rule: "generic/unknown_4xx", Unknown: true})
+	require.NoError(t, err)
+	var unknown []ledger.DeadLetterListItem
+	require.NoError(t, json.Unmarshal(get("/dead-letters?batch=b1&unknown=1&format=json", 200), &unknown))
+	require.Len(t, unknown, 1)
+	require.Equal(t, unknownID, unknown[0].ID)
 	get("/dead-letters?class=bogus&format=json", 400)
 	var fields map[string]any
 	require.NoError(t, json.Unmarshal(get(fmt.Sprintf("/dead-letters/%d?format=json", dls[0].ID), 200), &fields))
 	for _, k := range []string{"id", "batch", "record_id", "class", "reason", "status", "code", "attempts", "created_at",
-		"job_id", "pipeline", "key", "request", "error_excerpt", "requeued_at", "record"} {
+		"job_id", "pipeline", "key", "request", "error_excerpt", "requeued_at", "rule", "known", "record"} {
 		require.Contains(t, fields, k)
 	}
 	views, err := operator.KeyViews(ctx, b.db.Pool, b.cfg)

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
 )
 
@@ -19,8 +18,8 @@ type DeadLetterFilter struct {
 	Batch  string
 	Class  string
 	Reason string
-	// Unknown keeps only the errors no specific classifier rule explained
-	// (classify.UnknownReason).
+	// Unknown keeps only the errors no classifier rule knew (a default
+	// verdict, known:false): `triage dlq list --unknown`, `unknown=1`.
 	Unknown bool
 }
 
@@ -35,11 +34,7 @@ func ListDeadLetters(ctx context.Context, db ledger.DBTX, f DeadLetterFilter) ([
 			return nil, err
 		}
 	}
-	dls, err := ledger.ListDeadLetters(ctx, db, ledger.DeadLetterFilter{Batch: f.Batch, Class: f.Class, Reason: f.Reason})
-	if err != nil || !f.Unknown {
-		return dls, err
-	}
-	return slices.DeleteFunc(dls, func(dl ledger.DeadLetter) bool { return !classify.UnknownReason(dl.Reason) }), nil
+	return ledger.ListDeadLetters(ctx, db, ledger.DeadLetterFilter{Batch: f.Batch, Class: f.Class, Reason: f.Reason, Unknown: f.Unknown})
 }
 
 // ListItems returns dls in the exact `triage dlq list --json` shape: an
