@@ -3,19 +3,26 @@ GO       ?= go
 PKGS     ?= ./...
 FUZZTIME ?= 30s
 
-.PHONY: test build lint fuzz bench demo clean
+.PHONY: test tidy-check build lint fuzz bench demo clean
 
-## test: vet and race-test everything against a throwaway PostgreSQL cluster
-test:
+## test: gofmt and go mod tidy clean, then vet and race-test everything
+## (browser tests included: Chromium is installed with apt when missing)
+## against a throwaway PostgreSQL cluster
+test: tidy-check
+	.ci/ensure-chromium
 	.ci/with-test-db sh -c '$(GO) vet $(PKGS) && $(GO) test -race -count=1 -timeout 20m $(PKGS)'
+
+## tidy-check: fail when gofmt or `go mod tidy` would change anything
+tidy-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 
 ## build: the triage and fakeprovider binaries into ./bin
 build:
 	$(GO) build -o bin/ ./cmd/...
 
-## lint: gofmt and go vet
-lint:
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+## lint: gofmt, go mod tidy and go vet
+lint: tidy-check
 	$(GO) vet $(PKGS)
 
 ## fuzz: run each fuzz target for FUZZTIME
@@ -26,7 +33,8 @@ fuzz:
 bench:
 	.ci/with-test-db $(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
 
-## demo: the embedded default (private cluster in .triage/pg, in-process fake provider)
+## demo: the embedded default (private cluster in .triage/pg, in-process fake provider);
+## ends by printing the batch's dead-letter page and serves it until Ctrl-C
 demo:
 	.ci/ensure-postgres
 	$(GO) run ./cmd/triage demo

@@ -7,7 +7,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
@@ -16,6 +19,7 @@ import (
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/console"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -78,13 +82,19 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("triage demo", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	interval := fs.Duration("progress-interval", progressIntervalDefault, "how often a progress line is printed when stderr is not a terminal")
+	var ui uiFlags
+	fs.StringVar(&ui.addr, "ui-addr", console.AddrDefault, "serve the web window here during the run and, after it, until interrupted")
+	ui.defineToken(fs)
+	noUI := fs.Bool("no-ui", false, "no web window: exit as soon as the batch settles (for scripts)")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage demo")
+		fmt.Fprintln(e.stderr, "usage: triage demo [--ui-addr 127.0.0.1:8080 [--ui-token T]] [--no-ui]")
 		fmt.Fprintln(e.stderr, "Runs a 300-record sample batch against a fake provider served on 127.0.0.1 with a storm")
 		fmt.Fprintln(e.stderr, "scenario: poisoned records (rejected), rate limits (throttled), an outage (transient), cut")
 		fmt.Fprintln(e.stderr, "streams and hangs (ambiguous), and a prepaid balance that runs out (exhausted) and is")
 		fmt.Fprintln(e.stderr, "topped up by the demo once the breaker is open and a probe failed. Needs no triage.toml;")
 		fmt.Fprintln(e.stderr, "the database is DATABASE_URL, else the private cluster in "+embeddedDir+".")
+		fmt.Fprintln(e.stderr, "Then it prints the URL of the batch's dead-letter page and keeps serving it (and working")
+		fmt.Fprintln(e.stderr, "requeued records) until Ctrl-C; --no-ui exits at once instead.")
 		fmt.Fprintln(e.stderr, "Exit 0 when the batch settles (its dead letters are part of the show), 4 if interrupted.")
 		fs.PrintDefaults()
 	}
@@ -92,6 +102,17 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 		return code
 	}
 	fail := func(err error) int { return failCmd(e, "demo", err) }
+	var ln net.Listener
+	if !*noUI {
+		if err := ui.resolve(e); err != nil {
+			return fail(err)
+		}
+		var err error
+		if ln, err = listenDemoUI(e, fs, ui); err != nil {
+			return fail(fmt.Errorf("--ui-addr: %w", err))
+		}
+		defer ln.Close() // no-op once the server owns it
+	}
 
 	sc, err := fakeprovider.LoadScenario("storm")
 	if err != nil {
@@ -122,6 +143,15 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 		return fail(err)
 	}
 	fmt.Fprintf(e.stderr, "triage demo: %d records as batch %s on %s\n", len(recs), id, d.where)
+	var web *webUI
+	if ln != nil {
+		uiLog := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+		if web, err = startUI(ctx, d, cfg, ln, ui.token, uiLog); err != nil {
+			return fail(fmt.Errorf("--ui-addr: %w", err))
+		}
+		defer web.Close()
+		fmt.Fprintf(e.stderr, "watch it: %s/batches/%s\n", web.base, id)
+	}
 	fmt.Fprintf(e.stderr, "fake provider on %s: storm scenario (rate limits, an outage, cut streams, hangs, poisoned records),\n", srv.URL)
 	fmt.Fprintf(e.stderr, "prepaid balance $%.3f; the demo tops it up once the key's breaker is open and a probe has failed\n\n", demoBalanceUSD)
 
@@ -157,10 +187,68 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	} {
 		fmt.Fprintln(e.stdout, "  "+self+" "+c)
 	}
+	code := exitOK
 	if out.stopped != "" {
-		return exitQueued
+		code = exitQueued
 	}
-	return exitOK
+	if web == nil || ctx.Err() != nil {
+		return code
+	}
+	if err := serveDemo(ctx, e, d, cfg, fake, getenv, web, id); err != nil {
+		return fail(err)
+	}
+	return code
+}
+
+// listenDemoUI listens on --ui-addr; when that is the default and the port
+// is taken (another demo, another server), on a free loopback port instead.
+func listenDemoUI(e *env, fs *flag.FlagSet, ui uiFlags) (net.Listener, error) {
+	ln, err := listenUI(ui.addr, ui.token)
+	if err == nil {
+		return ln, nil
+	}
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "ui-addr" })
+	if explicit {
+		return nil, err
+	}
+	fmt.Fprintf(e.stderr, "triage demo: %v; serving the web window on a free port instead\n", err)
+	return listenUI("127.0.0.1:0", ui.token)
+}
+
+// serveDemo is the demo's epilogue: the storm is over and the provider now
+// accepts the records marked invalid (as if the pipeline had been fixed), a
+// worker stays up for requeued records, and the dead-letter page is served
+// until ctx ends.
+func serveDemo(ctx context.Context, e *env, d *db, cfg *config.Config, fake *fakeprovider.Server,
+	getenv func(string) string, web *webUI, batch string) error {
+	calm := fakeprovider.Scenario{Name: "after the storm", APIKey: demoAPIKey,
+		Poison: fakeprovider.Poison{ContextTokens: 16000, PolicyMarker: "POISON_POLICY"}}
+	if err := fake.SetScenario(calm); err != nil {
+		return err
+	}
+	rt, err := worker.New(worker.Options{
+		Config: cfg, Pool: d.pool, Keys: []string{"main"}, Getenv: getenv,
+		Logger:            slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+		FetchCooldown:     20 * time.Millisecond,
+		FetchPollInterval: 200 * time.Millisecond,
+	})
+	if err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	if err := rt.Start(runCtx); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "\nthe storm is over, and the provider now accepts the records marked POISON_INVALID (as if you\n"+
+		"had fixed the pipeline): requeue them from the page and watch them complete.\n")
+	fmt.Fprintf(e.stdout, "\ndead letters of this batch: %s/dead-letters?batch=%s\n", web.base, url.QueryEscape(batch))
+	fmt.Fprintf(e.stdout, "River UI: %s%s/ — serving until Ctrl-C (--no-ui exits at once)\n", web.base, console.RiverUIPrefix)
+	<-ctx.Done()
+	stopCtx, cancelStop := context.WithTimeout(context.WithoutCancel(ctx), stopGrace)
+	defer cancelStop()
+	return rt.Stop(stopCtx)
 }
 
 // demoDBNote reminds that the commands read the same database.

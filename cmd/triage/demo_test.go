@@ -2,14 +2,21 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
+	"net/url"
 	"regexp"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/ledger/dbtest"
+	"github.com/triage-dev/triage/worker/workertest"
 )
 
 func TestDemoEndToEnd(t *testing.T) {
@@ -17,7 +24,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	db := dbtest.New(t, dbtest.Options{MaxConns: 30})
 	envs := map[string]string{"DATABASE_URL": db.URL}
 
-	r := runBare(t, envs, "demo", "--progress-interval", "2s")
+	r := runBare(t, envs, "demo", "--no-ui", "--progress-interval", "2s")
 	require.Equal(t, exitOK, r.code, "stderr:\n%s\nstdout:\n%s", r.stderr, r.stdout)
 	for _, class := range []string{"ok", "transient", "throttled", "exhausted", "rejected", "ambiguous"} {
 		require.Regexp(t, `(?m)^\s+`+class+`\s+\d+\s+\d+\s`, r.stdout, "the summary has a row for %s", class)
@@ -64,4 +71,68 @@ func TestSelfCommand(t *testing.T) {
 		require.Equal(t, tc.want, selfCommand(e), tc.exe)
 	}
 	require.Equal(t, "triage", selfCommand(&env{}), "unknown executable")
+}
+
+// The demo as a new user meets it: it ends by naming its batch's dead-letter
+// page and keeps serving it; a poisoned record requeued through the page
+// completes; Ctrl-C ends it with the batch's exit code.
+func TestDemoServesItsDeadLettersUntilInterrupted(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t, dbtest.Options{MaxConns: 30})
+	envs := map[string]string{"DATABASE_URL": db.URL}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		e := &env{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, getenv: func(k string) string { return envs[k] }}
+		done <- run(ctx, []string{"demo", "--ui-addr", "127.0.0.1:0", "--progress-interval", "5s"}, e)
+	}()
+	pageRe := regexp.MustCompile(`dead letters of this batch: (http://127\.0\.0\.1:\d+)/dead-letters\?batch=(\S+)`)
+	var base, batch string
+	workertest.Eventually(t, 4*time.Minute, "the demo names its dead-letter page", func() bool {
+		m := pageRe.FindStringSubmatch(stdout.String())
+		if m != nil {
+			base, batch = m[1], m[2]
+		}
+		return m != nil
+	})
+	getJSON := func(path string, v any) {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, path)
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
+	}
+	var dls []ledger.DeadLetterListItem
+	getJSON("/dead-letters?format=json&batch="+batch, &dls)
+	var poisoned int64
+	for _, dl := range dls {
+		if dl.Code != nil && *dl.Code == "integer_below_min_value" { // a POISON_INVALID record
+			poisoned = dl.ID
+		}
+	}
+	require.NotZero(t, poisoned, "a poisoned record among %d dead letters", len(dls))
+	var before ledger.Status
+	getJSON("/batches/"+batch+"?format=json", &before)
+
+	resp, err := http.PostForm(base+"/dead-letters/requeue", url.Values{"id": {strconv.FormatInt(poisoned, 10)}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "redirected to the dead-letter page")
+	workertest.Eventually(t, time.Minute, "the requeued record completes", func() bool {
+		var st ledger.Status
+		getJSON("/batches/"+batch+"?format=json", &st)
+		return st.Completed == before.Completed+1 && st.DeadLettered == before.DeadLettered-1
+	})
+	require.Contains(t, stderr.String(), "alert_kind=dead_letters_requeued")
+
+	cancel()
+	select {
+	case code := <-done:
+		require.Equal(t, exitOK, code, stderr.String())
+	case <-time.After(time.Minute):
+		t.Fatal("the demo did not stop on interrupt")
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/workertest"
 )
 
 // dlqListKeys and dlqShowKeys are the contract's JSON key sets.
@@ -519,4 +520,26 @@ func TestDLQRequeueConcurrent(t *testing.T) {
 	require.Equal(t, 3, total)
 	require.Equal(t, 3, dlqRiverJobs(t, c, "b1", "available"))
 	require.Equal(t, 0, dlqBatchStatusOf(t, c, "b1").DeadLettered)
+}
+
+// Issue 9 fault 6: a dead letter whose job is still live (written, then the
+// cancel lost) is not requeued: exit 1, a message saying why, nothing changed.
+func TestDLQRequeueRefusesLiveJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	r := c.run("", "enqueue", "--pipeline", workertest.Pipeline, "--batch", "b1", c.file("in.jsonl", jsonl(1)))
+	require.Equal(t, exitOK, r.code, r.stderr)
+	var jobID int64
+	require.NoError(t, c.db.Pool.QueryRow(ctx, `SELECT id FROM river_job WHERE args->>'batch' = 'b1'`).Scan(&jobID))
+	id, err := ledger.AddDeadLetter(ctx, c.db.Pool, ledger.DeadLetterRow{Batch: "b1", RecordID: "r001", JobID: jobID,
+		Pipeline: workertest.Pipeline, Key: workertest.Key, Class: "rejected", Reason: "bad_request", Attempts: 1})
+	require.NoError(t, err)
+
+	r = c.run("", "dlq", "requeue", strconv.FormatInt(id, 10))
+	require.Equal(t, exitRuntime, r.code, r.stderr)
+	require.Contains(t, r.stderr, "still live")
+	var jobs int
+	require.NoError(t, c.db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE args->>'batch' = 'b1'`).Scan(&jobs))
+	require.Equal(t, 1, jobs, "no second job for the record")
 }

@@ -7,18 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
-	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/triage-dev/triage/ledger"
-	"github.com/triage-dev/triage/worker"
-	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/operator"
 )
 
 func init() {
@@ -27,71 +21,6 @@ func init() {
 		summary: "show each key's breaker, pause, concurrency and spend; `keys resume KEY` resumes one by hand",
 		run:     runKeys,
 	})
-}
-
-// keyView is one element of `triage keys --json` (a contract: add fields,
-// never rename or remove them). Times are RFC 3339; null means "none".
-type keyView struct {
-	Key        string  `json:"key"`
-	Configured bool    `json:"configured"` // in triage.toml; false: only state in the database
-	Vendor     *string `json:"vendor"`
-	Queue      string  `json:"queue"` // the key's River queue
-	// State is the breaker: closed, open or half_open.
-	State     keys.State `json:"state"`
-	Reason    *string    `json:"reason"`     // why the breaker opened
-	OpenedAt  *time.Time `json:"opened_at"`  // when it opened
-	NextProbe *time.Time `json:"next_probe"` // open: when the next probe may go
-	// Paused: an active pause (throttled, exhausted, ...) stops fetching.
-	Paused      bool       `json:"paused"`
-	PauseReason *string    `json:"pause_reason"`
-	PausedUntil *time.Time `json:"paused_until"`
-	// ConcurrencyPerProcess is the configured ceiling of calls in flight on
-	// the key in each worker process (the AIMD limiter lives in the process,
-	// so the live value is not visible from here); null when not configured.
-	ConcurrencyPerProcess *int `json:"concurrency_per_process"`
-	// SpendUSD is everything the ledger has billed under the key.
-	SpendUSD float64 `json:"spend_usd"`
-	// PrepaidUSD is prepaid_usd from triage.toml, null when unset (0).
-	PrepaidUSD *float64 `json:"prepaid_usd"`
-	// PrepaidUsedPct is SpendUSD as a percentage of PrepaidUSD (2 decimals),
-	// null without PrepaidUSD.
-	PrepaidUsedPct *float64 `json:"prepaid_used_pct"`
-	// RetryBudget is the fleet retry budget in use; null for a key not in
-	// the configuration (its retry_budget is unknown).
-	RetryBudget *retryBudgetView `json:"retry_budget"`
-}
-
-// retryBudgetView is the fleet-wide retry budget of a key over the sliding
-// window, as the worker computes it (worker's overRetryBudget): a retry may
-// go while OpenRetries < Allowed.
-type retryBudgetView struct {
-	// Share is the key's retry_budget: retries at most this share of first
-	// calls. 0: transient failures are not retried at all.
-	Share float64 `json:"share"`
-	// WindowS is the sliding window in seconds (worker.RetryWindowDefault).
-	WindowS float64 `json:"window_s"`
-	// Floor is the retries allowed however few first calls there were
-	// (worker.RetryFloorDefault).
-	Floor int `json:"floor"`
-	// FirstCalls and OpenRetries are counted over the window; a retry that
-	// succeeded is no longer open.
-	FirstCalls  int `json:"first_calls"`
-	OpenRetries int `json:"open_retries"`
-	// Allowed is max(Floor, Share × FirstCalls) rounded up (0 when Share
-	// is 0): the open retries at which further retries wait.
-	Allowed int `json:"allowed"`
-	// Spent: OpenRetries has reached Allowed; retries wait (snoozed) until
-	// some succeed or leave the window.
-	Spent bool `json:"spent"`
-}
-
-// newRetryBudgetView applies the worker's rule to a key's usage.
-func newRetryBudgetView(share float64, u ledger.RetryUsage) *retryBudgetView {
-	v := &retryBudgetView{Share: share, WindowS: worker.RetryWindowDefault.Seconds(), Floor: worker.RetryFloorDefault,
-		FirstCalls: u.FirstCalls, OpenRetries: u.OpenRetries}
-	v.Allowed = worker.RetryAllowance(share, u.FirstCalls, v.Floor)
-	v.Spent = v.OpenRetries >= v.Allowed
-	return v
 }
 
 func runKeys(ctx context.Context, e *env, args []string) int {
@@ -118,7 +47,7 @@ func runKeys(ctx context.Context, e *env, args []string) int {
 		return failCmd(e, cmd, err)
 	}
 	defer d.Close()
-	views, err := keyViews(ctx, d.pool, cfg)
+	views, err := operator.KeyViews(ctx, d.pool, cfg)
 	if err != nil {
 		return failCmd(e, cmd, err)
 	}
@@ -132,78 +61,7 @@ func runKeys(ctx context.Context, e *env, args []string) int {
 	return exitOK
 }
 
-// keyViews lists the configured keys in file order, then any other key with
-// breaker or pause state in the database, by name.
-func keyViews(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) ([]keyView, error) {
-	store := keys.NewStore(pool, keys.StoreConfig{})
-	states, err := store.ListKeyStatus(ctx)
-	if err != nil {
-		return nil, err
-	}
-	byKey := map[string]keys.KeyStatus{}
-	for _, st := range states {
-		byKey[st.Key] = st
-	}
-	now := time.Now()    // the worker's retry window runs on its clock too
-	views := []keyView{} // [] when empty, never null
-	seen := map[string]bool{}
-	add := func(name string, k *config.Key) error {
-		seen[name] = true
-		st, ok := byKey[name]
-		if !ok {
-			st = keys.KeyStatus{Key: name, State: keys.StateClosed}
-		}
-		v := keyView{Key: name, Queue: keys.QueueName(name), State: st.State, OpenedAt: st.OpenedAt}
-		if st.State == keys.StateOpen {
-			v.NextProbe = st.NextProbe
-		}
-		if st.Reason != "" {
-			v.Reason = &st.Reason
-		}
-		if p := st.Pause; p != nil {
-			v.Paused, v.PauseReason, v.PausedUntil = true, &p.Reason, &p.Until
-		}
-		spend, err := ledger.SpendByKey(ctx, pool, name, time.Time{})
-		if err != nil {
-			return err
-		}
-		v.SpendUSD = spend
-		if k != nil {
-			u, err := ledger.RetryUsageByKey(ctx, pool, name, now.Add(-worker.RetryWindowDefault))
-			if err != nil {
-				return err
-			}
-			v.RetryBudget = newRetryBudgetView(k.RetryBudget, u)
-			v.Configured, v.Vendor = true, &k.Vendor
-			conc := k.Concurrency
-			v.ConcurrencyPerProcess = &conc
-			if k.PrepaidUSD > 0 {
-				prepaid := k.PrepaidUSD
-				pct := math.Round(spend/prepaid*100*100) / 100
-				v.PrepaidUSD, v.PrepaidUsedPct = &prepaid, &pct
-			}
-		}
-		views = append(views, v)
-		return nil
-	}
-	if cfg != nil {
-		for i := range cfg.Keys {
-			if err := add(cfg.Keys[i].Name, &cfg.Keys[i]); err != nil {
-				return nil, err
-			}
-		}
-	}
-	for _, st := range states { // ListKeyStatus is ordered by key
-		if !seen[st.Key] {
-			if err := add(st.Key, nil); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return views, nil
-}
-
-func writeKeys(w io.Writer, views []keyView) {
+func writeKeys(w io.Writer, views []operator.KeyView) {
 	if len(views) == 0 {
 		fmt.Fprintln(w, "no keys configured and none with state in the database")
 		return
@@ -255,14 +113,14 @@ func writeKeys(w io.Writer, views []keyView) {
 
 // keysRetries is the RETRIES cell: open retries of those allowed over the
 // window.
-func keysRetries(rb *retryBudgetView) string {
+func keysRetries(rb *operator.RetryBudgetView) string {
 	switch {
 	case rb == nil:
 		return "-"
 	case rb.Share == 0:
 		return "off (retry_budget 0)"
 	}
-	s := fmt.Sprintf("%d/%d open in %s", rb.OpenRetries, rb.Allowed, time.Duration(rb.WindowS*float64(time.Second)))
+	s := fmt.Sprintf("%d/%d open in %s", rb.OpenRetries, rb.Allowed, rb.Window())
 	if rb.Spent {
 		s += ", spent"
 	}
@@ -271,7 +129,7 @@ func keysRetries(rb *retryBudgetView) string {
 
 // keysNotes says, in words, why a key's jobs are not fetched (exhausted,
 // throttled) and whether its retries wait on the retry budget.
-func keysNotes(v keyView) []string {
+func keysNotes(v operator.KeyView) []string {
 	var out []string
 	if v.State != keys.StateClosed {
 		s := "key " + v.Key + ": exhausted"
@@ -293,7 +151,7 @@ func keysNotes(v keyView) []string {
 	}
 	if rb := v.RetryBudget; rb != nil && rb.Share > 0 && rb.Spent {
 		out = append(out, fmt.Sprintf("key %s: retry budget spent: %d open retries, %d allowed (max of %d and %g × %d first calls in %s); retries wait until some succeed",
-			v.Key, rb.OpenRetries, rb.Allowed, rb.Floor, rb.Share, rb.FirstCalls, time.Duration(rb.WindowS*float64(time.Second))))
+			v.Key, rb.OpenRetries, rb.Allowed, rb.Floor, rb.Share, rb.FirstCalls, rb.Window()))
 	}
 	return out
 }
@@ -325,54 +183,23 @@ func runKeysResume(ctx context.Context, e *env, args []string) int {
 	}
 	defer d.Close()
 
-	store := keys.NewStore(d.pool, keys.StoreConfig{})
-	known := cfg != nil && slices.ContainsFunc(cfg.Keys, func(k config.Key) bool { return k.Name == key })
-	if !known {
-		states, err := store.ListKeyStatus(ctx)
-		if err != nil {
-			return failCmd(e, cmd, err)
-		}
-		known = slices.ContainsFunc(states, func(st keys.KeyStatus) bool { return st.Key == key })
-	}
-	if !known {
-		return failCmd(e, cmd, usageError{fmt.Errorf("unknown key %q: not in the configuration and no state in the database (see `triage keys`)", key)})
-	}
-	before, err := store.KeyStatus(ctx, key)
-	if err != nil {
-		return failCmd(e, cmd, err)
-	}
-	if err := store.Reset(ctx, key); err != nil {
-		return failCmd(e, cmd, err)
-	}
-	// Jobs parked while the key was held run now, not when their snooze ends.
-	if _, err := worker.WakeKey(ctx, d.pool, "", key); err != nil {
-		return failCmd(e, cmd, err)
-	}
-
-	if before.State == keys.StateClosed && before.Pause == nil {
-		// Nothing was held: no alert for a no-op, so a human acting on a
-		// false alarm does not raise another.
-		fmt.Fprintf(e.stdout, "key %s was not held (breaker closed, no pause): nothing to resume\n", key)
-		return exitOK
-	}
 	webhook := ""
 	if cfg != nil {
 		webhook = cfg.Alerts.WebhookURL
 	}
 	alerter := keys.NewAlerter(keys.AlerterConfig{Logger: newLogger(e.stderr, slog.LevelInfo), WebhookURL: webhook, Pool: d.pool})
-	fields := map[string]any{"by": "hand", "breaker_was": string(before.State)}
-	if before.Pause != nil {
-		fields["pause_was"] = before.Pause.Reason
-	}
-	alerter.Alert(ctx, keys.Alert{Kind: keys.AlertKeyResumed, Key: key, Message: "resumed by hand", Fields: fields})
+	res, err := operator.Resume(ctx, d.pool, cfg, key, operator.ResumeOptions{Alerter: alerter, By: "hand"})
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keys.AlertWebhookTimeoutDefault+time.Second)
 	defer cancel()
 	_ = alerter.Close(closeCtx) // sends the webhook POST; a failure is logged by the Alerter
-
-	was := string(before.State)
-	if before.Pause != nil {
-		was += ", paused (" + before.Pause.Reason + ")"
+	if err != nil {
+		return failCmd(e, cmd, err)
 	}
+	if !res.WasHeld {
+		fmt.Fprintf(e.stdout, "key %s was not held (breaker closed, no pause): nothing to resume\n", key)
+		return exitOK
+	}
+	was := res.Was()
 	fmt.Fprintf(e.stdout, "key %s resumed: breaker closed, no pause (was %s); workers resume queue %s within a supervisor tick\n",
 		key, was, keys.QueueName(key))
 	return exitOK

@@ -9,6 +9,7 @@ import (
 
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/operator"
 )
 
 // progressIntervalDefault is how often `triage run` prints a plain progress
@@ -136,7 +137,7 @@ func describeState(st ledger.Status, ks *keys.KeyStatus) string {
 		return "paused: the batch's budget is spent (raise it with `triage batch budget " + st.Batch + " USD`)"
 	case ledger.BatchPausedExhausted:
 		if ks != nil {
-			return "paused: " + describeKey(ks)
+			return "paused: " + operator.DescribeKey(ks)
 		}
 		return "paused: key exhausted"
 	}
@@ -144,23 +145,6 @@ func describeState(st ledger.Status, ks *keys.KeyStatus) string {
 		return fmt.Sprintf("throttled: key %s paused for %s", ks.Key, roundWait(ks.Pause.Until.Sub(ks.Now)))
 	}
 	return "running"
-}
-
-// describeKey says why a key's breaker is not closed and what comes next.
-func describeKey(ks *keys.KeyStatus) string {
-	s := "key " + ks.Key + " exhausted"
-	if ks.OpenedAt != nil {
-		s += " since " + ks.OpenedAt.Local().Format("15:04")
-	}
-	switch {
-	case ks.State == keys.StateHalfOpen:
-		s += ", probing"
-	case ks.NextProbe != nil && ks.NextProbe.After(ks.Now):
-		s += ", next probe in " + roundWait(ks.NextProbe.Sub(ks.Now))
-	case ks.NextProbe != nil:
-		s += ", probe due"
-	}
-	return s
 }
 
 // roundWait rounds a wait for display: tenths under ten seconds, else seconds.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -14,7 +15,9 @@ import (
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/console"
 	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/operator"
 )
 
 func init() {
@@ -60,8 +63,11 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	var budget usdFlag
 	fs.Var(&budget, "budget", "spend cap of the batch in USD (default: the pipeline's budget_usd)")
 	interval := fs.Duration("progress-interval", progressIntervalDefault, "how often a progress line is printed when stderr is not a terminal")
+	var ui uiFlags
+	fs.StringVar(&ui.addr, "ui-addr", "", "serve the web window (triage's pages and River UI) on this address while the run lasts, e.g. "+console.AddrDefault)
+	ui.defineToken(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage run --pipeline P [--batch B] [--max-wait D] [--budget USD] FILE|-")
+		fmt.Fprintln(e.stderr, "usage: triage run --pipeline P [--batch B] [--max-wait D] [--budget USD] [--ui-addr ADDR [--ui-token T]] FILE|-")
 		fmt.Fprintln(e.stderr, "Enqueues the file as one batch and works it in this process until every record is")
 		fmt.Fprintln(e.stderr, "completed or dead-lettered, then prints a summary. While the key is exhausted it waits")
 		fmt.Fprintln(e.stderr, "(one probe per probe_interval); when the batch's budget is spent it stops.")
@@ -76,11 +82,34 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	if *maxWait < 0 {
 		return fail(usageError{errors.New("--max-wait must not be negative")})
 	}
+	if err := ui.resolve(e); err != nil {
+		return fail(err)
+	}
+	var ln net.Listener
+	if ui.addr != "" {
+		// Listen before enqueueing: a port in use fails the run before it
+		// has written anything.
+		var err error
+		if ln, err = listenUI(ui.addr, ui.token); err != nil {
+			return fail(fmt.Errorf("--ui-addr: %w", err))
+		}
+	}
 	cfg, d, id, n, err := enqueueFile(ctx, e, f, budget.v)
 	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
 		return fail(err)
 	}
 	defer d.Close()
+	if ln != nil {
+		u, err := startUI(ctx, d, cfg, ln, ui.token, slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+		if err != nil {
+			return fail(fmt.Errorf("--ui-addr: %w", err))
+		}
+		defer u.Close()
+		fmt.Fprintf(e.stderr, "web window: %s/batches/%s (River UI: %s%s/)\n", u.base, id, u.base, console.RiverUIPrefix)
+	}
 	key, _, err := cfg.KeyFor(f.pipeline)
 	if err != nil {
 		return fail(usageError{err})
@@ -258,7 +287,7 @@ func narrateKey(p *progress, prev, cur *keys.KeyStatus, now time.Time) {
 	case !wasClosed && cur.State == keys.StateClosed:
 		p.event(now, "key %s resumed: the probe succeeded, its queue drains again", cur.Key)
 	case !wasClosed && cur.State == keys.StateOpen && cur.Generation > prev.Generation:
-		p.event(now, "key %s: the probe failed, still exhausted; %s", cur.Key, describeKey(cur))
+		p.event(now, "key %s: the probe failed, still exhausted; %s", cur.Key, operator.DescribeKey(cur))
 	}
 }
 

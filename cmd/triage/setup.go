@@ -17,6 +17,7 @@ import (
 	"github.com/triage-dev/triage/ledger/pgcluster"
 	"github.com/triage-dev/triage/migrations"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/operator"
 )
 
 // configFileDefault is read when neither --config nor TRIAGE_CONFIG names a file.
@@ -32,7 +33,8 @@ func (u usageError) Unwrap() error { return u.err }
 // exitFor maps an error to the contract's exit code.
 func exitFor(err error) int {
 	var u usageError
-	if errors.As(err, &u) {
+	var in *operator.InputError
+	if errors.As(err, &u) || errors.As(err, &in) {
 		return exitUsage
 	}
 	return exitRuntime

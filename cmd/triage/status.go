@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/operator"
 )
 
 func init() {
@@ -59,26 +59,16 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		return failCmd(e, "status", err)
 	}
 	defer d.Close()
-	store := keys.NewStore(d.pool, keys.StoreConfig{})
 
 	if len(pos) == 1 {
-		st, ks, err := batchStatus(ctx, d.pool, store, pos[0])
-		if errors.Is(err, ledger.ErrNotFound) {
-			fmt.Fprintf(e.stderr, "triage status: no batch %q (`triage status` lists them)\n", pos[0])
-			return exitUsage
-		}
-		if err != nil {
-			fmt.Fprintf(e.stderr, "triage status: %v\n", err)
-			return exitRuntime
-		}
-		if *asJSON {
-			return writeOrFail(e, "status", writeJSONLine(e.stdout, st))
-		}
-		b, err := ledger.GetBatch(ctx, d.pool, st.Batch)
+		v, err := operator.GetBatch(ctx, d.pool, pos[0])
 		if err != nil {
 			return failCmd(e, "status", err)
 		}
-		writeStatus(e.stdout, st, b, ks)
+		if *asJSON {
+			return writeOrFail(e, "status", writeJSONLine(e.stdout, v.Status))
+		}
+		writeStatus(e.stdout, v.Status, v.Batch, v.Key)
 		return exitOK
 	}
 
@@ -116,7 +106,7 @@ func writeStatus(w io.Writer, st ledger.Status, b ledger.Batch, ks *keys.KeyStat
 	fmt.Fprintf(tw, "batch:\t%s\n", st.Batch)
 	fmt.Fprintf(tw, "pipeline:\t%s\n", st.Pipeline)
 	fmt.Fprintf(tw, "state:\t%s\n", st.State)
-	if why := pausedWhy(st, b, ks); why != "" {
+	if why := operator.PausedWhy(st, b, ks); why != "" {
 		fmt.Fprintf(tw, "why:\t%s\n", why)
 	}
 	if b.BudgetUSD != nil {
@@ -134,26 +124,6 @@ func writeStatus(w io.Writer, st ledger.Status, b ledger.Batch, ks *keys.KeyStat
 	fmt.Fprintf(tw, "spend:\t%s\n", usd(st.SpendUSD))
 	fmt.Fprintf(tw, "possibly billed:\t%s\n", usd(st.PossiblyBilledUSD))
 	tw.Flush()
-}
-
-// pausedWhy says why a paused batch is paused, "" when it is not: its key
-// exhausted (since when, the next probe), or its budget reached (what was
-// spent of what, and how to raise it).
-func pausedWhy(st ledger.Status, b ledger.Batch, ks *keys.KeyStatus) string {
-	switch st.State {
-	case ledger.BatchPausedExhausted:
-		if ks == nil {
-			return "key " + b.Key + " exhausted"
-		}
-		return describeKey(ks)
-	case ledger.BatchPausedBudget:
-		s := "budget reached"
-		if b.BudgetUSD != nil {
-			s += fmt.Sprintf(": spent $%.4f of $%.4f", b.SpentUSD, *b.BudgetUSD)
-		}
-		return s + "; raise it with `triage batch budget " + st.Batch + " USD`"
-	}
-	return ""
 }
 
 // budgetLine is a budget's use: "$5.0000: $1.2500 used, $3.7500 left".

@@ -14,6 +14,7 @@ import (
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/operator"
 )
 
 func TestStatus(t *testing.T) {
@@ -149,9 +150,9 @@ func TestPausedWhy(t *testing.T) {
 	t.Parallel()
 	budget := 2.0
 	b := ledger.Batch{ID: "b1", Key: "main", BudgetUSD: &budget, SpentUSD: 2.5}
-	require.Empty(t, pausedWhy(ledger.Status{Batch: "b1", State: ledger.BatchRunning}, b, nil))
+	require.Empty(t, operator.PausedWhy(ledger.Status{Batch: "b1", State: ledger.BatchRunning}, b, nil))
 	require.Equal(t, "budget reached: spent $2.5000 of $2.0000; raise it with `triage batch budget b1 USD`",
-		pausedWhy(ledger.Status{Batch: "b1", State: ledger.BatchPausedBudget}, b, nil))
-	require.Equal(t, "key main exhausted", pausedWhy(ledger.Status{Batch: "b1", State: ledger.BatchPausedExhausted}, b, nil))
+		operator.PausedWhy(ledger.Status{Batch: "b1", State: ledger.BatchPausedBudget}, b, nil))
+	require.Equal(t, "key main exhausted", operator.PausedWhy(ledger.Status{Batch: "b1", State: ledger.BatchPausedExhausted}, b, nil))
 	require.Equal(t, "$2.0000: $2.5000 used, $0.0000 left", budgetLine(2, 2.5), "never a negative amount left")
 }

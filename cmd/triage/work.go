@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/console"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/metrics"
 )
@@ -33,8 +34,11 @@ func runWork(ctx context.Context, e *env, args []string) int {
 	keyList := fs.String("keys", "", "comma-separated keys to work (default: every key of triage.toml)")
 	exitIdle := fs.Bool("exit-when-idle", false, "exit once no job of these keys is available, running, scheduled or retryable")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics and /healthz on this address (e.g. 127.0.0.1:9090)")
+	var ui uiFlags
+	fs.StringVar(&ui.addr, "ui-addr", "", "also serve the web window (triage's pages and River UI) on this address, e.g. "+console.AddrDefault)
+	ui.defineToken(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage work [--keys k1,k2] [--exit-when-idle] [--metrics-addr ADDR]")
+		fmt.Fprintln(e.stderr, "usage: triage work [--keys k1,k2] [--exit-when-idle] [--metrics-addr ADDR] [--ui-addr ADDR [--ui-token T]]")
 		fmt.Fprintln(e.stderr, "Works the keys' queues until SIGINT/SIGTERM (calls in flight finish first), or with")
 		fmt.Fprintln(e.stderr, "--exit-when-idle until they are empty. Run as many as you like, on as many machines.")
 		fs.PrintDefaults()
@@ -47,6 +51,9 @@ func runWork(ctx context.Context, e *env, args []string) int {
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "triage work: %v\n", err)
 		return exitFor(err)
+	}
+	if err := ui.resolve(e); err != nil {
+		return fail(err)
 	}
 	cfg, err := loadConfig(e)
 	if err != nil {
@@ -96,10 +103,29 @@ func runWork(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return fail(err)
 	}
+	// The web window comes up before the worker, so a port in use fails
+	// the command before it has taken any job.
+	var web *webUI
+	if ui.addr != "" {
+		ln, err := listenUI(ui.addr, ui.token)
+		if err == nil {
+			web, err = startUI(runCtx, d, cfg, ln, ui.token, log)
+		}
+		if err != nil {
+			return fail(fmt.Errorf("--ui-addr: %w", err))
+		}
+		defer web.Close()
+	}
 	if err := rt.Start(runCtx); err != nil {
 		return fail(err)
 	}
 	log.Info("working", "keys", strings.Join(names, ","), "database", d.where)
+	var uiDone <-chan struct{}
+	var webui *webUI
+	if web != nil {
+		uiDone, webui = web.done, web
+		log.Info("serving the web window", "url", web.base+"/", "river_ui", web.base+console.RiverUIPrefix+"/")
+	}
 
 	code := exitOK
 	var idle <-chan time.Time
@@ -117,6 +143,10 @@ wait:
 		case err := <-served:
 			// Serve returns only on failure while runCtx lives.
 			fmt.Fprintf(stderr, "triage work: --metrics-addr %s: %v\n", *metricsAddr, err)
+			code = exitRuntime
+			break wait
+		case <-uiDone:
+			fmt.Fprintf(stderr, "triage work: --ui-addr %s: %v\n", ui.addr, webui.err)
 			code = exitRuntime
 			break wait
 		case <-idle:

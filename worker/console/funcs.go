@@ -1,0 +1,76 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/url"
+	"strings"
+	"time"
+)
+
+var funcs = template.FuncMap{
+	"usd":   func(v float64) string { return fmt.Sprintf("$%.4f", v) },
+	"share": share,
+	"deref": func(p any) any {
+		switch v := p.(type) {
+		case *float64:
+			return *v
+		case *string:
+			return *v
+		case *int:
+			return *v
+		}
+		return p
+	},
+	"derefTime": func(t *time.Time) time.Time { return *t },
+	"stamp":     func(t time.Time) string { return t.Local().Format(time.DateTime) },
+	"join":      strings.Join,
+	"plural":    plural,
+	"pretty":    pretty,
+	"filterURL": func(batch, class, reason string) string {
+		return "/dead-letters?" + query(batch, class, reason).Encode()
+	},
+	"requeueGroupURL": func(batch, class, reason string) string {
+		return "/dead-letters/requeue?" + query(batch, class, reason).Encode()
+	},
+}
+
+func query(batch, class, reason string) url.Values {
+	q := url.Values{}
+	for k, v := range map[string]string{"batch": batch, "class": class, "reason": reason} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	return q
+}
+
+// share is n as a percentage of total, for the progress bar's widths.
+func share(n, total int) string {
+	if total <= 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%.2f", float64(n)*100/float64(total))
+}
+
+// pretty indents JSON for a <pre>; anything else is shown as it is.
+func pretty(raw json.RawMessage) string {
+	if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
+		return "(none)"
+	}
+	var b bytes.Buffer
+	if json.Indent(&b, raw, "", "  ") == nil {
+		return b.String()
+	}
+	return string(raw)
+}
+
+// plural is "1 record", "3 records".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

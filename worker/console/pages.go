@@ -1,0 +1,332 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/triage-dev/triage/classify"
+	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/operator"
+)
+
+// classifyErr maps an error to a status and a message fit to show: the
+// caller's mistakes and refusals say what is wrong; anything else is
+// "internal error" (its detail may name database internals).
+func classifyErr(err error) (int, string) {
+	var in *operator.InputError
+	var live *operator.LiveJobError
+	switch {
+	case errors.As(err, &live):
+		return http.StatusConflict, live.Error()
+	case errors.As(err, &in):
+		return http.StatusBadRequest, in.Error()
+	case isNotFound(err):
+		return http.StatusNotFound, "not found"
+	}
+	return http.StatusInternalServerError, "internal error (see the server's log)"
+}
+
+// --- batches ------------------------------------------------------------------
+
+func (s *Server) batches(w http.ResponseWriter, r *http.Request) {
+	views, err := operator.ListBatches(r.Context(), s.opts.Pool)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if wantsJSON(r) {
+		writeJSON(w, http.StatusOK, operator.Statuses(views)) // `triage status --json`
+		return
+	}
+	running := slices.ContainsFunc(views, func(v operator.BatchView) bool { return v.Status.State == ledger.BatchRunning })
+	s.render(w, http.StatusOK, "batches.html", page{Title: "Batches", Nav: "batches", Refresh: s.refresh(running), Data: views})
+}
+
+func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
+	v, err := operator.GetBatch(r.Context(), s.opts.Pool, r.PathValue("batch"))
+	if err != nil {
+		var in *operator.InputError
+		if errors.As(err, &in) {
+			s.notFound(w, r, in.Error())
+			return
+		}
+		s.fail(w, r, err)
+		return
+	}
+	if wantsJSON(r) {
+		writeJSON(w, http.StatusOK, v.Status) // `triage status B --json`
+		return
+	}
+	s.render(w, http.StatusOK, "batch.html", page{Title: "Batch " + v.Status.Batch, Nav: "batches",
+		Refresh: s.refresh(v.Status.State == ledger.BatchRunning), Data: v})
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request, msg string) {
+	if wantsJSON(r) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": msg})
+		return
+	}
+	s.render(w, http.StatusNotFound, "error.html", page{Title: "Not found", Error: msg})
+}
+
+// --- dead letters -------------------------------------------------------------
+
+// deadLettersPage is the dead-letter page's data.
+type deadLettersPage struct {
+	Filter  operator.DeadLetterFilter
+	Unknown bool
+	Items   []ledger.DeadLetter
+	Groups  []*operator.DeadLetterGroup
+	Batches []string
+	Classes []string
+}
+
+func filterOf(q url.Values) operator.DeadLetterFilter {
+	return operator.DeadLetterFilter{
+		Batch: strings.TrimSpace(q.Get("batch")), Class: strings.TrimSpace(q.Get("class")),
+		Reason: strings.TrimSpace(q.Get("reason")), Unknown: isTrue(q.Get("unknown")),
+	}
+}
+
+func isTrue(s string) bool {
+	b, err := strconv.ParseBool(s)
+	return (err == nil && b) || s == "yes" || s == "on"
+}
+
+func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	f := filterOf(q)
+	dls, err := operator.ListDeadLetters(ctx, s.opts.Pool, f)
+	var in *operator.InputError
+	if err != nil && (wantsJSON(r) || !errors.As(err, &in)) {
+		s.fail(w, r, err)
+		return
+	}
+	if wantsJSON(r) {
+		writeJSON(w, http.StatusOK, operator.ListItems(dls)) // `triage dlq list --json`
+		return
+	}
+	list, lerr := ledger.ListBatches(ctx, s.opts.Pool)
+	if lerr != nil {
+		s.fail(w, r, lerr)
+		return
+	}
+	data := deadLettersPage{Filter: f, Unknown: f.Unknown, Items: dls, Groups: operator.GroupDeadLetters(dls)}
+	running := false
+	for _, b := range list {
+		data.Batches = append(data.Batches, b.Batch)
+		if b.State == ledger.BatchRunning && (f.Batch == "" || f.Batch == b.Batch) {
+			running = true
+		}
+	}
+	for c := classify.OK; c <= classify.Ambiguous; c++ {
+		data.Classes = append(data.Classes, c.String())
+	}
+	p := page{Title: "Dead letters", Nav: "dead-letters", Refresh: s.refresh(running), Data: data}
+	status := http.StatusOK
+	if err != nil {
+		p.Error, p.Refresh, status = in.Error(), 0, http.StatusBadRequest
+	}
+	if n := q.Get("requeued"); n != "" {
+		noun := "records"
+		if n == "1" {
+			noun = "record"
+		}
+		p.Notice = "Requeued " + n + " " + noun + ": running workers pick them up (the batch page shows progress)."
+		if sk := q.Get("skipped"); sk != "" && sk != "0" {
+			p.Notice += " " + sk + " had been requeued before, not again."
+		}
+	}
+	s.render(w, status, "deadletters.html", p)
+}
+
+func (s *Server) deadLetter(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		s.notFound(w, r, fmt.Sprintf("%q is not a dead letter id", r.PathValue("id")))
+		return
+	}
+	d, err := operator.GetDeadLetter(r.Context(), s.opts.Pool, id)
+	if err != nil {
+		var in *operator.InputError
+		if errors.As(err, &in) {
+			s.notFound(w, r, in.Error())
+			return
+		}
+		s.fail(w, r, err)
+		return
+	}
+	if wantsJSON(r) {
+		writeJSON(w, http.StatusOK, d) // `triage dlq show ID --json`
+		return
+	}
+	s.render(w, http.StatusOK, "deadletter.html", page{Title: fmt.Sprintf("Dead letter %d", id), Nav: "dead-letters", Data: d})
+}
+
+// confirmPage is the data of a confirmation step.
+type confirmPage struct {
+	Heading, Question, Button, Action, Back string
+	Items                                   []string
+	Fields                                  []field
+}
+
+type field struct{ Name, Value string }
+
+// selectionOf reads a requeue selection from a query or a form: id=N
+// (repeated), or batch with class and reason.
+func selectionOf(v url.Values) (operator.Selection, error) {
+	sel := operator.Selection{Batch: strings.TrimSpace(v.Get("batch")), Class: strings.TrimSpace(v.Get("class")),
+		Reason: strings.TrimSpace(v.Get("reason"))}
+	for _, raw := range v["id"] {
+		id, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || id <= 0 {
+			return sel, &operator.InputError{Err: fmt.Errorf("%q is not a dead letter id", raw)}
+		}
+		if !slices.Contains(sel.IDs, id) {
+			sel.IDs = append(sel.IDs, id)
+		}
+	}
+	if len(sel.IDs) == 0 && sel.Batch == "" && sel.Class == "" && sel.Reason == "" {
+		return sel, &operator.InputError{Err: errors.New("nothing selected: tick the records to requeue, or filter by batch and requeue a group")}
+	}
+	return sel, sel.Validate()
+}
+
+func (s *Server) confirmRequeue(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	sel, err := selectionOf(r.URL.Query())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var dls []ledger.DeadLetter
+	if len(sel.IDs) > 0 {
+		for _, id := range sel.IDs {
+			d, err := operator.GetDeadLetter(ctx, s.opts.Pool, id)
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			dls = append(dls, d.DeadLetter)
+		}
+	} else {
+		dls, err = operator.ListDeadLetters(ctx, s.opts.Pool, operator.DeadLetterFilter{Batch: sel.Batch, Class: sel.Class, Reason: sel.Reason})
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	c := confirmPage{Heading: "Requeue dead letters?", Button: "Requeue", Action: "/dead-letters/requeue",
+		Back: "/dead-letters?" + query(sel.Batch, sel.Class, sel.Reason).Encode()}
+	for _, id := range sel.IDs {
+		c.Fields = append(c.Fields, field{"id", strconv.FormatInt(id, 10)})
+	}
+	for _, f := range []field{{"batch", sel.Batch}, {"class", sel.Class}, {"reason", sel.Reason}} {
+		if f.Value != "" {
+			c.Fields = append(c.Fields, f)
+		}
+	}
+	pending := 0
+	for _, d := range dls {
+		note := ""
+		if d.RequeuedAt != nil {
+			note = " (requeued before: skipped)"
+		} else {
+			pending++
+		}
+		c.Items = append(c.Items, fmt.Sprintf("dead letter %d: batch %s, record %s, %s / %s%s", d.ID, d.Batch, d.RecordID, d.Class, d.Reason, note))
+	}
+	c.Question = fmt.Sprintf("This sends %s back to the queue, as `triage dlq requeue %s` does. "+
+		"Each is requeued once, with the pipeline as it is configured now; a rejected record whose request has not changed will likely be rejected again.",
+		plural(pending, "record", "records"), sel)
+	p := page{Title: "Requeue?", Nav: "dead-letters", Data: c}
+	if s.opts.Config == nil {
+		p.Error = "this console runs without a triage.toml: requeue builds the new jobs from the pipeline's configuration, so start it with --config"
+	}
+	s.render(w, http.StatusOK, "confirm.html", p)
+}
+
+func (s *Server) requeue(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		s.fail(w, r, &operator.InputError{Err: err})
+		return
+	}
+	sel, err := selectionOf(r.PostForm)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if s.opts.Config == nil {
+		s.fail(w, r, &operator.InputError{Err: errors.New("no triage.toml: requeue needs the pipelines' configuration (start the console with --config)")})
+		return
+	}
+	res, err := operator.Requeue(r.Context(), s.opts.Pool, s.opts.Config, sel, operator.RequeueOptions{Alerter: s.opts.Alerter, By: "web"})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if wantsJSON(r) {
+		writeJSON(w, http.StatusOK, map[string]any{"requeued": res.Requeued, "skipped": res.Skipped, "ids": res.IDs,
+			"batches": res.Batches, "unchanged": res.Unchanged})
+		return
+	}
+	back := url.Values{"requeued": {strconv.Itoa(res.Requeued)}, "skipped": {strconv.Itoa(res.Skipped)}}
+	if len(res.Batches) == 1 {
+		back.Set("batch", res.Batches[0])
+	}
+	http.Redirect(w, r, "/dead-letters?"+back.Encode(), http.StatusSeeOther)
+}
+
+// --- keys ---------------------------------------------------------------------
+
+func (s *Server) keys(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	views, err := operator.KeyViews(ctx, s.opts.Pool, s.opts.Config)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if wantsJSON(r) {
+		writeJSON(w, http.StatusOK, views) // `triage keys --json`
+		return
+	}
+	list, err := ledger.ListBatches(ctx, s.opts.Pool)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	running := slices.ContainsFunc(list, func(st ledger.Status) bool { return st.State != ledger.BatchSettled })
+	p := page{Title: "Keys", Nav: "keys", Refresh: s.refresh(running), Data: views}
+	if k := r.URL.Query().Get("resumed"); k != "" {
+		p.Notice = "Key " + k + " resumed: breaker closed, pause ended; workers resume its queue within a supervisor tick."
+	}
+	s.render(w, http.StatusOK, "keys.html", p)
+}
+
+func (s *Server) confirmResume(w http.ResponseWriter, r *http.Request) {
+	key := r.PathValue("key")
+	c := confirmPage{Heading: "Resume key " + key + "?", Button: "Resume", Action: "/keys/" + url.PathEscape(key) + "/resume", Back: "/keys",
+		Question: "This closes the key's breaker and ends its pause at once, as `triage keys resume " + key + "` does. " +
+			"Do it after a top-up or a fix: if the cause is still there the next call trips the breaker again."}
+	s.render(w, http.StatusOK, "confirm.html", page{Title: "Resume?", Nav: "keys", Data: c})
+}
+
+func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
+	key := r.PathValue("key")
+	res, err := operator.Resume(r.Context(), s.opts.Pool, s.opts.Config, key, operator.ResumeOptions{Alerter: s.opts.Alerter, By: "web"})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if wantsJSON(r) {
+		writeJSON(w, http.StatusOK, map[string]any{"key": key, "was_held": res.WasHeld, "was": res.Was(), "woken_jobs": res.Woken})
+		return
+	}
+	http.Redirect(w, r, "/keys?resumed="+url.QueryEscape(key), http.StatusSeeOther)
+}

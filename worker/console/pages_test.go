@@ -1,0 +1,363 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/triage-dev/triage/fakeprovider"
+	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/operator"
+	"github.com/triage-dev/triage/worker/workertest"
+)
+
+const browserTimeout = 90 * time.Second
+
+// The batches page shows a running batch's progress, and refreshes itself
+// while it runs.
+func TestBrowserBatchesPageShowsRunningProgress(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{})
+	b.enqueue(t, "b1", workertest.Records(10, nil))
+	// Three records done, as a worker would have stored them; no worker
+	// runs, so the batch stays running.
+	for _, id := range []string{"r001", "r002", "r003"} {
+		att, err := ledger.BeginAttempt(ctx, b.db.Pool, ledger.Intent{Batch: "b1", RecordID: id, Attempt: 1, Key: workertest.Key,
+			Model: "fake-model", IdempotencyKey: "idem-" + id, RequestHash: "h"})
+		require.NoError(t, err)
+		require.NoError(t, ledger.StoreResult(ctx, b.db.Pool, "b1", id, att, json.RawMessage(`{"ok":true}`)))
+	}
+
+	tc := tab(t, browserTimeout)
+	run(t, tc, chromedp.Navigate(b.url+"/"), chromedp.WaitVisible(css(`#batches tr[data-batch="b1"]`)))
+	refresh := get(t, tc, chromedp.AttributeValue(css(`meta[http-equiv="refresh"]`), "content")).Value
+	row := text(t, tc, `#batches tr[data-batch="b1"]`)
+	require.Contains(t, row, "running")
+	require.Regexp(t, `\b3\s+0\s+7\s+10\b`, row, "completed, dead-lettered, pending, total")
+	require.Equal(t, "2", refresh, "refreshes while the batch runs")
+	screenshot(t, tc, "batches")
+
+	run(t, tc, chromedp.Click(css(`#batches a[href="/batches/b1"]`)), chromedp.WaitVisible(css(`#batch`)))
+	require.Equal(t, "3 completed, 0 dead-lettered, 7 pending of 10", text(t, tc, `.progress-text`))
+	screenshot(t, tc, "batch")
+}
+
+// The dead-letter page lists a batch's poisoned records, the filters narrow
+// it, and a requeue through the page requeues exactly the selected records,
+// once.
+func TestBrowserDeadLettersFilterAndRequeue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{scenario: fakeprovider.Scenario{
+		Poison:        fakeprovider.Poison{InvalidMarker: "POISON_INVALID"},
+		RecordScripts: map[string][]fakeprovider.Step{"r005": {{Action: fakeprovider.ActionGarbage}}},
+	}})
+	poisoned := func(ids ...int) func(int) string {
+		return func(i int) string {
+			for _, id := range ids {
+				if i+1 == id {
+					return `,"note":"POISON_INVALID"`
+				}
+			}
+			return ""
+		}
+	}
+	b.enqueue(t, "b1", workertest.Records(8, poisoned(2, 3, 7)))
+	b.enqueue(t, "b2", workertest.Records(3, poisoned(1)))
+	b.work(t, "b1", "b2")
+
+	tc := tab(t, browserTimeout)
+	run(t, tc, chromedp.Navigate(b.url+"/dead-letters"), chromedp.WaitVisible(css(`#dead-letters`)))
+	rows := get(t, tc, chromedp.Evaluate[int](`document.querySelectorAll("#dead-letters tbody tr").length`))
+	require.Equal(t, 5, rows, "3 poisoned and 1 garbage in b1, 1 poisoned in b2")
+
+	// Filter: batch b1, class rejected.
+	run(t, tc,
+		chromedp.SetValue(css(`#filters select[name=batch]`), "b1"),
+		chromedp.SetValue(css(`#filters select[name=class]`), "rejected"),
+		chromedp.Click(css(`#filters button[type=submit]`)),
+		chromedp.WaitVisible(css(`#groups a.button`)))
+	location := get(t, tc, chromedp.Location())
+	rows = get(t, tc, chromedp.Evaluate[int](`document.querySelectorAll("#dead-letters tbody tr").length`))
+	require.Contains(t, location, "/dead-letters?batch=b1&class=rejected")
+	require.Equal(t, 3, rows)
+	for _, r := range []string{"r002", "r003", "r007"} {
+		require.Contains(t, text(t, tc, `#dead-letters tbody`), r)
+	}
+	screenshot(t, tc, "dead-letters")
+
+	// The detail page of one of them.
+	dls, err := ledger.ListDeadLetters(ctx, b.db.Pool, ledger.DeadLetterFilter{Batch: "b1", Class: "rejected"})
+	require.NoError(t, err)
+	byRecord := map[string]ledger.DeadLetter{}
+	for _, dl := range dls {
+		byRecord[dl.RecordID] = dl
+	}
+	run(t, tc, chromedp.Click(css(fmt.Sprintf(`#dead-letters a[href="/dead-letters/%d"]`, byRecord["r002"].ID))),
+		chromedp.WaitVisible(css(`#dead-letter`)))
+	require.Contains(t, text(t, tc, `#record`), "POISON_INVALID")
+	require.Contains(t, text(t, tc, `#request`), `"model"`)
+	require.Contains(t, text(t, tc, `#dead-letter`), "400")
+	require.NotContains(t, text(t, tc, `body`), workertest.APIKey, "no API key on the page")
+	screenshot(t, tc, "dead-letter")
+
+	// Select r002 and r007, requeue, confirm.
+	before := b.jobsOf(t)
+	run(t, tc, chromedp.Navigate(location), chromedp.WaitVisible(css(`#dead-letters`)),
+		chromedp.Click(css(`#dead-letters tr[data-record="r002"] input[type=checkbox]`)),
+		chromedp.Click(css(`#dead-letters tr[data-record="r007"] input[type=checkbox]`)),
+		chromedp.Click(css(`#requeue-selected`)),
+		chromedp.WaitVisible(css(`#confirm-button`)))
+	confirm := text(t, tc, `#confirm-items`)
+	require.Contains(t, confirm, "record r002")
+	require.Contains(t, confirm, "record r007")
+	require.NotContains(t, confirm, "record r003")
+	require.Equal(t, before, b.jobsOf(t), "the confirmation step changes nothing")
+	screenshot(t, tc, "requeue-confirm")
+	confirmURL := get(t, tc, chromedp.Location())
+	run(t, tc, chromedp.Click(css(`#confirm-button`)), chromedp.WaitVisible(css(`.notice`)))
+	require.Contains(t, text(t, tc, `.notice`), "Requeued 2 records")
+
+	after := b.jobsOf(t)
+	for k, n := range before {
+		want := n
+		if k == "b1/r002" || k == "b1/r007" {
+			want = n + 1
+		}
+		require.Equal(t, want, after[k], "jobs of %s", k)
+	}
+	for _, r := range []string{"r002", "r003", "r007"} {
+		dl, err := ledger.GetDeadLetter(ctx, b.db.Pool, byRecord[r].ID)
+		require.NoError(t, err)
+		require.Equal(t, r != "r003", dl.RequeuedAt != nil, "requeued: %s", r)
+	}
+	require.Contains(t, b.logs.String(), "alert_kind=dead_letters_requeued")
+	require.Contains(t, b.logs.String(), fmt.Sprintf("dead_letter_ids=\"%d %d\"", byRecord["r002"].ID, byRecord["r007"].ID))
+
+	// The same confirmation submitted again requeues nothing twice.
+	run(t, tc, chromedp.Navigate(confirmURL), chromedp.WaitVisible(css(`#confirm-button`)),
+		chromedp.Click(css(`#confirm-button`)), chromedp.WaitVisible(css(`.notice`)))
+	require.Contains(t, text(t, tc, `.notice`), "Requeued 0 records")
+	require.Equal(t, after, b.jobsOf(t))
+}
+
+// The keys page shows an open breaker, and Resume (confirmed) closes it.
+func TestBrowserKeysPageResume(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{})
+	b.tripKey(t)
+
+	tc := tab(t, browserTimeout)
+	row := `#keys tr[data-key="main"]`
+	run(t, tc, chromedp.Navigate(b.url+"/keys"), chromedp.WaitVisible(css(row)))
+	require.Contains(t, text(t, tc, row+` .breaker[data-breaker="exhausted"]`), "open")
+	require.Contains(t, text(t, tc, row+` .breaker[data-breaker="exhausted"]`), "insufficient_quota")
+	screenshot(t, tc, "keys")
+
+	run(t, tc, chromedp.Click(css(row+` a.button`)), chromedp.WaitVisible(css(`#confirm-button`)))
+	st, err := keys.NewStore(b.db.Pool, keys.StoreConfig{}).KeyStatus(ctx, workertest.Key)
+	require.NoError(t, err)
+	require.Equal(t, keys.StateOpen, st.State, "the confirmation step changes nothing")
+
+	run(t, tc, chromedp.Click(css(`#confirm-button`)), chromedp.WaitVisible(css(`.notice`)))
+	require.Contains(t, text(t, tc, row+` .breaker[data-breaker="exhausted"]`), "closed")
+	st, err = keys.NewStore(b.db.Pool, keys.StoreConfig{}).KeyStatus(ctx, workertest.Key)
+	require.NoError(t, err)
+	require.Equal(t, keys.StateClosed, st.State)
+	require.Contains(t, b.logs.String(), "alert_kind=key_resumed")
+	require.Contains(t, b.logs.String(), "by=web")
+	screenshot(t, tc, "keys-resumed")
+}
+
+// River UI is served under /riverui/ and its job list loads the queue's jobs.
+func TestBrowserRiverUIJobList(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.enqueue(t, "b1", workertest.Records(3, nil))
+
+	tc := tab(t, browserTimeout)
+	run(t, tc, chromedp.Navigate(b.url+"/riverui/jobs?state=available"))
+	get(t, tc, chromedp.Poll[bool](`document.body.innerText.includes("`+worker.Kind+`")`, chromedp.WithPollingTimeout(time.Minute)))
+	screenshot(t, tc, "riverui")
+}
+
+// Every page answers ?format=json with the CLI's --json shapes.
+func TestPagesJSONShapes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{scenario: fakeprovider.Scenario{Poison: fakeprovider.Poison{InvalidMarker: "POISON_INVALID"}}})
+	b.enqueue(t, "b1", workertest.Records(3, func(i int) string {
+		if i == 1 {
+			return `,"note":"POISON_INVALID"`
+		}
+		return ""
+	}))
+	b.work(t, "b1")
+
+	get := func(path string, status int) []byte {
+		t.Helper()
+		resp, err := http.Get(b.url + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, status, resp.StatusCode, "%s: %s", path, body)
+		require.Equal(t, "application/json; charset=utf-8", resp.Header.Get("Content-Type"))
+		return body
+	}
+	asJSON := func(v any) string {
+		t.Helper()
+		out, err := json.MarshalIndent(v, "", "  ")
+		require.NoError(t, err)
+		return string(out) + "\n"
+	}
+
+	st, err := ledger.BatchStatus(ctx, b.db.Pool, "b1")
+	require.NoError(t, err)
+	require.Equal(t, asJSON([]ledger.Status{st}), string(get("/?format=json", 200)))
+	require.Equal(t, asJSON(st), string(get("/batches/b1?format=json", 200)))
+	get("/batches/nope?format=json", 404)
+
+	dls, err := ledger.ListDeadLetters(ctx, b.db.Pool, ledger.DeadLetterFilter{Batch: "b1"})
+	require.NoError(t, err)
+	require.Len(t, dls, 1)
+	require.Equal(t, asJSON(operator.ListItems(dls)), string(get("/dead-letters?batch=b1&format=json", 200)))
+	require.Equal(t, "[]\n", string(get("/dead-letters?batch=b1&class=ok&format=json", 200)))
+	require.Equal(t, "[]\n", string(get("/dead-letters?batch=b1&unknown=1&format=json", 200)))
+	unknownID, err := ledger.AddDeadLetter(ctx, b.db.Pool, ledger.DeadLetterRow{Batch: "b1", RecordID: "r001", Pipeline: workertest.Pipeline,
+		Key: workertest.Key, Class: "rejected", Reason: "unknown_4xx", HTTPStatus: 418, Attempts: 1, Rule: "generic/unknown_4xx", Unknown: true})
+	require.NoError(t, err)
+	var unknown []ledger.DeadLetterListItem
+	require.NoError(t, json.Unmarshal(get("/dead-letters?batch=b1&unknown=1&format=json", 200), &unknown))
+	require.Len(t, unknown, 1)
+	require.Equal(t, unknownID, unknown[0].ID)
+	get("/dead-letters?class=bogus&format=json", 400)
+	var fields map[string]any
+	require.NoError(t, json.Unmarshal(get(fmt.Sprintf("/dead-letters/%d?format=json", dls[0].ID), 200), &fields))
+	for _, k := range []string{"id", "batch", "record_id", "class", "reason", "status", "code", "attempts", "created_at",
+		"job_id", "pipeline", "key", "request", "error_excerpt", "requeued_at", "rule", "known", "record"} {
+		require.Contains(t, fields, k)
+	}
+	views, err := operator.KeyViews(ctx, b.db.Pool, b.cfg)
+	require.NoError(t, err)
+	require.Equal(t, asJSON(views), string(get("/keys?format=json", 200)))
+}
+
+// A token is required on every request when set: bearer or basic-auth
+// password; anything else is 401.
+func TestTokenRequired(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{token: "s3cret"})
+	for _, c := range []struct {
+		name   string
+		auth   func(*http.Request)
+		status int
+	}{
+		{"none", func(*http.Request) {}, 401},
+		{"wrong bearer", func(r *http.Request) { r.Header.Set("Authorization", "Bearer nope") }, 401},
+		{"wrong password", func(r *http.Request) { r.SetBasicAuth("me", "nope") }, 401},
+		{"bearer", func(r *http.Request) { r.Header.Set("Authorization", "Bearer s3cret") }, 200},
+		{"basic", func(r *http.Request) { r.SetBasicAuth("anyone", "s3cret") }, 200},
+	} {
+		for _, path := range []string{"/", "/keys?format=json", "/riverui/"} {
+			req, err := http.NewRequest("GET", b.url+path, nil)
+			require.NoError(t, err)
+			c.auth(req)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			require.Equal(t, c.status, resp.StatusCode, "%s %s", c.name, path)
+			if c.status == 401 {
+				require.Contains(t, resp.Header.Get("WWW-Authenticate"), "Basic")
+			}
+		}
+	}
+}
+
+// A cross-site form POST is refused and changes nothing.
+func TestCrossSitePostRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.tripKey(t)
+	req, err := http.NewRequest("POST", b.url+"/keys/main/resume", strings.NewReader(""))
+	require.NoError(t, err)
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	req.Header.Set("Origin", "https://evil.example")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	st, err := keys.NewStore(b.db.Pool, keys.StoreConfig{}).KeyStatus(context.Background(), workertest.Key)
+	require.NoError(t, err)
+	require.Equal(t, keys.StateOpen, st.State)
+}
+
+// A filtered group is requeued through the same POST; a dead letter whose
+// job is still live is refused with 409 and nothing changes.
+func TestRequeueGroupAndLiveJobRefusal(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{scenario: fakeprovider.Scenario{Poison: fakeprovider.Poison{InvalidMarker: "POISON_INVALID"}}})
+	b.enqueue(t, "b1", workertest.Records(4, func(i int) string {
+		if i%2 == 0 {
+			return `,"note":"POISON_INVALID"`
+		}
+		return ""
+	}))
+	b.work(t, "b1")
+	post := func(form url.Values) (int, map[string]any) {
+		t.Helper()
+		resp, err := http.PostForm(b.url+"/dead-letters/requeue?format=json", form)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var out map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+		return resp.StatusCode, out
+	}
+
+	code, out := post(url.Values{"batch": {"b1"}, "class": {"rejected"}})
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, float64(2), out["requeued"])
+	code, out = post(url.Values{"batch": {"b1"}, "class": {"rejected"}})
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, float64(0), out["requeued"], "nothing left to requeue: once")
+
+	// A dead letter written while its job is still live (the cancel lost).
+	b.enqueue(t, "b2", workertest.Records(1, nil))
+	jobs, err := b.rc.JobList(ctx, river.NewJobListParams().States(rivertype.JobStateAvailable))
+	require.NoError(t, err)
+	var jobID int64
+	for _, j := range jobs.Jobs {
+		var a worker.Args
+		require.NoError(t, json.Unmarshal(j.EncodedArgs, &a))
+		if a.Batch == "b2" {
+			jobID = j.ID
+		}
+	}
+	require.NotZero(t, jobID)
+	id, err := ledger.AddDeadLetter(ctx, b.db.Pool, ledger.DeadLetterRow{Batch: "b2", RecordID: "r001", JobID: jobID,
+		Pipeline: workertest.Pipeline, Key: workertest.Key, Class: "rejected", Reason: "bad_request", Attempts: 1})
+	require.NoError(t, err)
+	code, out = post(url.Values{"id": {strconv.FormatInt(id, 10)}})
+	require.Equal(t, http.StatusConflict, code, out)
+	require.Contains(t, out["error"], "still live")
+	dl, err := ledger.GetDeadLetter(ctx, b.db.Pool, id)
+	require.NoError(t, err)
+	require.Nil(t, dl.RequeuedAt)
+}

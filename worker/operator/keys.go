@@ -1,0 +1,276 @@
+package operator
+
+import (
+	"context"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/keys"
+)
+
+// KeyView is one element of `triage keys --json` (a contract: add fields,
+// never rename or remove them). Times are RFC 3339; null means "none".
+type KeyView struct {
+	Key        string  `json:"key"`
+	Configured bool    `json:"configured"` // in triage.toml; false: only state in the database
+	Vendor     *string `json:"vendor"`
+	Queue      string  `json:"queue"` // the key's River queue
+	// State is the exhausted breaker: closed, open or half_open.
+	State     keys.State `json:"state"`
+	Reason    *string    `json:"reason"`     // why the breaker opened
+	OpenedAt  *time.Time `json:"opened_at"`  // when it opened
+	NextProbe *time.Time `json:"next_probe"` // open: when the next probe may go
+	// Paused: an active pause (throttled, exhausted, ...) stops fetching.
+	Paused      bool       `json:"paused"`
+	PauseReason *string    `json:"pause_reason"`
+	PausedUntil *time.Time `json:"paused_until"`
+	// ConcurrencyPerProcess is the configured ceiling of calls in flight on
+	// the key in each worker process (the AIMD limiter lives in the process,
+	// so the live value is not visible from here); null when not configured.
+	ConcurrencyPerProcess *int `json:"concurrency_per_process"`
+	// SpendUSD is everything the ledger has billed under the key.
+	SpendUSD float64 `json:"spend_usd"`
+	// PrepaidUSD is prepaid_usd from triage.toml, null when unset (0).
+	PrepaidUSD *float64 `json:"prepaid_usd"`
+	// PrepaidUsedPct is SpendUSD as a percentage of PrepaidUSD (2 decimals),
+	// null without PrepaidUSD.
+	PrepaidUsedPct *float64 `json:"prepaid_used_pct"`
+	// RetryBudget is the fleet retry budget in use; null for a key not in
+	// the configuration (its retry_budget is unknown).
+	RetryBudget *RetryBudgetView `json:"retry_budget"`
+}
+
+// Held reports whether the key's jobs are not fetched: its breaker is not
+// closed or it is paused. Resume has something to do only then.
+func (v KeyView) Held() bool { return v.State != keys.StateClosed || v.Paused }
+
+// BreakerView is one of a key's breakers as a page shows it.
+type BreakerView struct {
+	// Name says which breaker: "exhausted" (needs a top-up or a fix).
+	Name      string
+	State     keys.State
+	Reason    *string
+	OpenedAt  *time.Time
+	NextProbe *time.Time
+}
+
+// Breakers lists the key's breakers for display, one row each. A breaker
+// added to the key (its fields on KeyView) gets its row here, and the pages
+// show it without further change.
+func (v KeyView) Breakers() []BreakerView {
+	return []BreakerView{{Name: "exhausted", State: v.State, Reason: v.Reason, OpenedAt: v.OpenedAt, NextProbe: v.NextProbe}}
+}
+
+// RetryBudgetView is the fleet-wide retry budget of a key over the sliding
+// window, as the worker computes it (worker's overRetryBudget): a retry may
+// go while OpenRetries < Allowed.
+type RetryBudgetView struct {
+	// Share is the key's retry_budget: retries at most this share of first
+	// calls. 0: transient failures are not retried at all.
+	Share float64 `json:"share"`
+	// WindowS is the sliding window in seconds (worker.RetryWindowDefault).
+	WindowS float64 `json:"window_s"`
+	// Floor is the retries allowed however few first calls there were
+	// (worker.RetryFloorDefault).
+	Floor int `json:"floor"`
+	// FirstCalls and OpenRetries are counted over the window; a retry that
+	// succeeded is no longer open.
+	FirstCalls  int `json:"first_calls"`
+	OpenRetries int `json:"open_retries"`
+	// Allowed is max(Floor, Share × FirstCalls) rounded up (0 when Share
+	// is 0): the open retries at which further retries wait.
+	Allowed int `json:"allowed"`
+	// Spent: OpenRetries has reached Allowed; retries wait (snoozed) until
+	// some succeed or leave the window.
+	Spent bool `json:"spent"`
+}
+
+// Window is WindowS as a duration.
+func (rb *RetryBudgetView) Window() time.Duration {
+	return time.Duration(rb.WindowS * float64(time.Second))
+}
+
+// NewRetryBudgetView applies the worker's rule to a key's usage.
+func NewRetryBudgetView(share float64, u ledger.RetryUsage) *RetryBudgetView {
+	v := &RetryBudgetView{Share: share, WindowS: worker.RetryWindowDefault.Seconds(), Floor: worker.RetryFloorDefault,
+		FirstCalls: u.FirstCalls, OpenRetries: u.OpenRetries}
+	v.Allowed = worker.RetryAllowance(share, u.FirstCalls, v.Floor)
+	v.Spent = v.OpenRetries >= v.Allowed
+	return v
+}
+
+// KeyViews lists the configured keys in file order, then any other key with
+// breaker or pause state in the database, by name. cfg may be nil (no
+// configuration: only the keys the database knows).
+func KeyViews(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) ([]KeyView, error) {
+	store := keys.NewStore(pool, keys.StoreConfig{})
+	states, err := store.ListKeyStatus(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byKey := map[string]keys.KeyStatus{}
+	for _, st := range states {
+		byKey[st.Key] = st
+	}
+	now := time.Now()    // the worker's retry window runs on its clock too
+	views := []KeyView{} // [] when empty, never null
+	seen := map[string]bool{}
+	add := func(name string, k *config.Key) error {
+		seen[name] = true
+		st, ok := byKey[name]
+		if !ok {
+			st = keys.KeyStatus{Key: name, State: keys.StateClosed}
+		}
+		v := KeyView{Key: name, Queue: keys.QueueName(name), State: st.State, OpenedAt: st.OpenedAt}
+		if st.State == keys.StateOpen {
+			v.NextProbe = st.NextProbe
+		}
+		if st.Reason != "" {
+			v.Reason = &st.Reason
+		}
+		if p := st.Pause; p != nil {
+			v.Paused, v.PauseReason, v.PausedUntil = true, &p.Reason, &p.Until
+		}
+		spend, err := ledger.SpendByKey(ctx, pool, name, time.Time{})
+		if err != nil {
+			return err
+		}
+		v.SpendUSD = spend
+		if k != nil {
+			u, err := ledger.RetryUsageByKey(ctx, pool, name, now.Add(-worker.RetryWindowDefault))
+			if err != nil {
+				return err
+			}
+			v.RetryBudget = NewRetryBudgetView(k.RetryBudget, u)
+			v.Configured, v.Vendor = true, &k.Vendor
+			conc := k.Concurrency
+			v.ConcurrencyPerProcess = &conc
+			if k.PrepaidUSD > 0 {
+				prepaid := k.PrepaidUSD
+				pct := math.Round(spend/prepaid*100*100) / 100
+				v.PrepaidUSD, v.PrepaidUsedPct = &prepaid, &pct
+			}
+		}
+		views = append(views, v)
+		return nil
+	}
+	if cfg != nil {
+		for i := range cfg.Keys {
+			if err := add(cfg.Keys[i].Name, &cfg.Keys[i]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, st := range states { // ListKeyStatus is ordered by key
+		if !seen[st.Key] {
+			if err := add(st.Key, nil); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return views, nil
+}
+
+// ResumeResult is what Resume did.
+type ResumeResult struct {
+	// Before is the key's breaker and pause before the resume.
+	Before *keys.KeyStatus
+	// WasHeld: the breaker was not closed or a pause was active. When false
+	// nothing changed and no alert was raised.
+	WasHeld bool
+	// Woken counts the parked jobs made available at once.
+	Woken int
+}
+
+// Was says in words what the key was before: "open, paused (throttled)".
+func (r ResumeResult) Was() string {
+	s := string(r.Before.State)
+	if r.Before.Pause != nil {
+		s += ", paused (" + r.Before.Pause.Reason + ")"
+	}
+	return s
+}
+
+// ResumeOptions tune Resume.
+type ResumeOptions struct {
+	// Alerter raises the key_resumed alert. Required.
+	Alerter *keys.Alerter
+	// By says who resumed, for the alert ("hand", "web"). Default "hand".
+	By string
+}
+
+// Resume is `triage keys resume KEY`: it closes the key's breaker, ends its
+// pause, wakes the jobs parked while it was held and raises a key_resumed
+// alert. A key neither in cfg nor in the database is an InputError; a key
+// that was not held is left alone, without an alert, so a human acting on a
+// false alarm does not raise another.
+func Resume(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, key string, opts ResumeOptions) (ResumeResult, error) {
+	store := keys.NewStore(pool, keys.StoreConfig{})
+	known := cfg != nil && slices.ContainsFunc(cfg.Keys, func(k config.Key) bool { return k.Name == key })
+	if !known {
+		states, err := store.ListKeyStatus(ctx)
+		if err != nil {
+			return ResumeResult{}, err
+		}
+		known = slices.ContainsFunc(states, func(st keys.KeyStatus) bool { return st.Key == key })
+	}
+	if !known {
+		return ResumeResult{}, inputErrorf("unknown key %q: not in the configuration and no state in the database (see `triage keys`)", key)
+	}
+	before, err := store.KeyStatus(ctx, key)
+	if err != nil {
+		return ResumeResult{}, err
+	}
+	if err := store.Reset(ctx, key); err != nil {
+		return ResumeResult{}, err
+	}
+	// Jobs parked while the key was held run now, not when their snooze ends.
+	woken, err := worker.WakeKey(ctx, pool, "", key) // the CLI and the pages use the connection's search_path
+	if err != nil {
+		return ResumeResult{}, err
+	}
+	res := ResumeResult{Before: before, WasHeld: before.State != keys.StateClosed || before.Pause != nil, Woken: woken}
+	if !res.WasHeld {
+		return res, nil
+	}
+	fields := map[string]any{"by": cmpOr(opts.By, "hand"), "breaker_was": string(before.State)}
+	if before.Pause != nil {
+		fields["pause_was"] = before.Pause.Reason
+	}
+	if opts.Alerter != nil {
+		opts.Alerter.Alert(ctx, keys.Alert{Kind: keys.AlertKeyResumed, Key: key, Message: "resumed by " + cmpOr(opts.By, "hand"), Fields: fields})
+	}
+	return res, nil
+}
+
+// DescribeKey says why a key's breaker is not closed and what comes next:
+// "key main exhausted since 02:13, next probe in 41s".
+func DescribeKey(ks *keys.KeyStatus) string {
+	s := "key " + ks.Key + " exhausted"
+	if ks.OpenedAt != nil {
+		s += " since " + ks.OpenedAt.Local().Format("15:04")
+	}
+	switch {
+	case ks.State == keys.StateHalfOpen:
+		s += ", probing"
+	case ks.NextProbe != nil && ks.NextProbe.After(ks.Now):
+		s += ", next probe in " + RoundWait(ks.NextProbe.Sub(ks.Now))
+	case ks.NextProbe != nil:
+		s += ", probe due"
+	}
+	return s
+}
+
+// RoundWait rounds a wait for display: tenths under ten seconds, else seconds.
+func RoundWait(d time.Duration) string {
+	if d < 10*time.Second {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}

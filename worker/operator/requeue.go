@@ -1,0 +1,343 @@
+package operator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/triage-dev/triage/classify"
+	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/keys"
+)
+
+// Selection names dead letters: IDs, or a batch with optional class and
+// reason filters (`triage dlq requeue ID... | --batch B [--class C]
+// [--reason R]`, and the dead-letter page's filters).
+type Selection struct {
+	IDs    []int64
+	Batch  string
+	Class  string
+	Reason string
+}
+
+// Validate rejects contradicting or empty selections (InputError).
+func (s Selection) Validate() error {
+	switch {
+	case len(s.IDs) > 0 && (s.Batch != "" || s.Class != "" || s.Reason != ""):
+		return inputErrorf("give dead letter IDs or --batch (with --class/--reason), not both")
+	case len(s.IDs) == 0 && s.Batch == "" && (s.Class != "" || s.Reason != ""):
+		return inputErrorf("--class and --reason select within a batch: add --batch B")
+	case len(s.IDs) == 0 && s.Batch == "":
+		return inputErrorf("give dead letter IDs or --batch B")
+	}
+	return CheckClass(s.Class)
+}
+
+// CheckClass checks a class filter against the classifier's closed set ("" is
+// no filter).
+func CheckClass(class string) error {
+	if class == "" {
+		return nil
+	}
+	if _, err := classify.ParseClass(class); err != nil {
+		return &InputError{Err: fmt.Errorf("--class: %w", err)}
+	}
+	return nil
+}
+
+// RequeueResult is what one requeue did.
+type RequeueResult struct {
+	// Requeued is the number of records sent back to the queue.
+	Requeued int
+	// IDs are the dead letters requeued, in order.
+	IDs []int64
+	// Skipped: selected dead letters requeued before (or by a concurrent run).
+	Skipped int
+	// Batches touched, in order.
+	Batches []string
+	// Unchanged counts rejected records whose request renders as before:
+	// they will likely be rejected again.
+	Unchanged int
+}
+
+// AlertDeadLettersRequeued is the alert kind a requeue raises when an
+// Alerter is given.
+const AlertDeadLettersRequeued keys.AlertKind = "dead_letters_requeued"
+
+// RequeueOptions tune Requeue.
+type RequeueOptions struct {
+	// Alerter, if set, raises an alert naming what was requeued (the web
+	// page does: an action taken in a browser must leave a trace). Default
+	// nil: none.
+	Alerter *keys.Alerter
+	// By says who requeued, for the alert ("web", "hand"). Default "hand".
+	By string
+}
+
+// Requeue marks the selected dead letters requeued and inserts one new River
+// job per record, in one transaction: a record is requeued once however often
+// (or however concurrently) this runs. Each job is built from cfg as it is
+// now: the pipeline's current key decides the queue, its max_attempts the
+// attempts; the worker renders the request from the current pipeline.
+//
+// A selected dead letter whose old job is still live (not completed,
+// cancelled or discarded) refuses the whole requeue with a LiveJobError:
+// two live jobs for one record would call the provider twice. Unknown IDs,
+// an unknown batch or a pipeline gone from cfg are an InputError. On any
+// error nothing is changed.
+func Requeue(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, sel Selection, opts RequeueOptions) (RequeueResult, error) {
+	if err := sel.Validate(); err != nil {
+		return RequeueResult{}, err
+	}
+	var res RequeueResult
+	rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
+	if err != nil {
+		return res, fmt.Errorf("river client: %w", err)
+	}
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		res = RequeueResult{}
+		selected, err := selectDeadLetters(ctx, tx, sel)
+		if err != nil {
+			return err
+		}
+		// Every pipeline must still exist before anything is marked.
+		type target struct {
+			pipeline *config.Pipeline
+			opts     *river.InsertOpts
+		}
+		targets := map[string]target{}
+		for _, dl := range selected {
+			if _, ok := targets[dl.Pipeline]; ok {
+				continue
+			}
+			pl, err := cfg.Pipeline(dl.Pipeline)
+			if err != nil {
+				return inputErrorf("dead letter %d: %w; nothing requeued", dl.ID, err)
+			}
+			key, _, err := cfg.KeyFor(pl.Name)
+			if err != nil {
+				return inputErrorf("dead letter %d: %w; nothing requeued", dl.ID, err)
+			}
+			targets[pl.Name] = target{pl, &river.InsertOpts{Queue: keys.QueueName(key.Name), MaxAttempts: worker.RiverMaxAttempts(pl)}}
+		}
+		if err := refuseLiveJobs(ctx, rc, tx, selected); err != nil {
+			return err
+		}
+
+		ids := make([]int64, len(selected))
+		for i, dl := range selected {
+			ids[i] = dl.ID
+		}
+		marked, err := ledger.MarkRequeued(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
+		res.Skipped = len(selected) - len(marked)
+		if len(marked) == 0 {
+			return nil
+		}
+
+		// The records, per batch, from the ledger.
+		byBatch := map[string][]string{}
+		var toInsert []ledger.DeadLetter
+		for _, dl := range selected {
+			if _, ok := slices.BinarySearch(marked, dl.ID); !ok {
+				continue
+			}
+			if _, seen := byBatch[dl.Batch]; !seen {
+				res.Batches = append(res.Batches, dl.Batch)
+			}
+			byBatch[dl.Batch] = append(byBatch[dl.Batch], dl.RecordID)
+			toInsert = append(toInsert, dl)
+		}
+		records := map[[2]string]json.RawMessage{}
+		for _, b := range res.Batches {
+			recs, err := ledger.Records(ctx, tx, b, byBatch[b])
+			if err != nil {
+				return err
+			}
+			for _, r := range recs {
+				records[[2]string{b, r.ID}] = r.Data
+			}
+		}
+		params := make([]river.InsertManyParams, 0, len(toInsert))
+		for _, dl := range toInsert {
+			data, ok := records[[2]string{dl.Batch, dl.RecordID}]
+			if !ok {
+				return fmt.Errorf("dead letter %d: record %s/%s is not in the ledger", dl.ID, dl.Batch, dl.RecordID)
+			}
+			t := targets[dl.Pipeline]
+			if dl.Class == classify.Rejected.String() && sameRequest(t.pipeline, cfg, dl, data) {
+				res.Unchanged++
+			}
+			params = append(params, river.InsertManyParams{
+				Args:       worker.Args{Batch: dl.Batch, Pipeline: dl.Pipeline, RecordID: dl.RecordID, Record: data},
+				InsertOpts: t.opts,
+			})
+			res.IDs = append(res.IDs, dl.ID)
+		}
+		n, err := rc.InsertManyFastTx(ctx, tx, params)
+		if err != nil {
+			return fmt.Errorf("insert jobs: %w", err)
+		}
+		res.Requeued = n
+		return nil
+	})
+	if err != nil {
+		return RequeueResult{}, err
+	}
+	if opts.Alerter != nil && res.Requeued > 0 {
+		opts.Alerter.Alert(ctx, keys.Alert{
+			Kind:    AlertDeadLettersRequeued,
+			Batch:   strings.Join(res.Batches, ","),
+			Message: fmt.Sprintf("requeued %d dead letter(s): %s", res.Requeued, idList(res.IDs)),
+			Fields:  map[string]any{"by": cmpOr(opts.By, "hand"), "dead_letter_ids": idList(res.IDs), "selection": sel.String()},
+		})
+	}
+	return res, nil
+}
+
+// String is the selection as `triage dlq requeue` arguments.
+func (s Selection) String() string {
+	if len(s.IDs) > 0 {
+		return idList(s.IDs)
+	}
+	out := "--batch " + s.Batch
+	if s.Class != "" {
+		out += " --class " + s.Class
+	}
+	if s.Reason != "" {
+		out += " --reason " + s.Reason
+	}
+	return out
+}
+
+func idList(ids []int64) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.FormatInt(id, 10)
+	}
+	return strings.Join(parts, " ")
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// liveJobStates are the River states in which a job can still run.
+var liveJobStates = []rivertype.JobState{
+	rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRetryable,
+	rivertype.JobStateRunning, rivertype.JobStateScheduled,
+}
+
+// refuseLiveJobs returns a LiveJobError when any dead letter not requeued
+// yet still has a live job. Dead letters requeued before are skipped by
+// MarkRequeued anyway: their old job is not this requeue's business.
+func refuseLiveJobs(ctx context.Context, rc *river.Client[pgx.Tx], tx pgx.Tx, selected []ledger.DeadLetter) error {
+	byJob := map[int64]int64{}
+	var jobIDs []int64
+	for _, dl := range selected {
+		if dl.JobID != 0 && dl.RequeuedAt == nil {
+			byJob[dl.JobID] = dl.ID
+			jobIDs = append(jobIDs, dl.JobID)
+		}
+	}
+	if len(jobIDs) == 0 {
+		return nil
+	}
+	live, err := rc.JobListTx(ctx, tx, river.NewJobListParams().IDs(jobIDs...).States(liveJobStates...).First(len(jobIDs)))
+	if err != nil {
+		return fmt.Errorf("look up the dead letters' jobs: %w", err)
+	}
+	if len(live.Jobs) == 0 {
+		return nil
+	}
+	e := &LiveJobError{}
+	for _, j := range live.Jobs {
+		e.Jobs = append(e.Jobs, LiveJob{DeadLetterID: byJob[j.ID], JobID: j.ID, State: string(j.State)})
+	}
+	slices.SortFunc(e.Jobs, func(a, b LiveJob) int { return int(a.DeadLetterID - b.DeadLetterID) })
+	return e
+}
+
+// selectDeadLetters reads the dead letters sel names, in id order. Unknown
+// IDs and an unknown batch are an InputError; IDs requeued before are
+// included (MarkRequeued skips them).
+func selectDeadLetters(ctx context.Context, tx pgx.Tx, sel Selection) ([]ledger.DeadLetter, error) {
+	if len(sel.IDs) > 0 {
+		var out []ledger.DeadLetter
+		var missing []string
+		for _, id := range sel.IDs {
+			dl, err := ledger.GetDeadLetter(ctx, tx, id)
+			if errors.Is(err, ledger.ErrNotFound) {
+				missing = append(missing, strconv.FormatInt(id, 10))
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, dl)
+		}
+		if len(missing) > 0 {
+			return nil, inputErrorf("no dead letter with id %s (see `triage dlq list`); nothing requeued", strings.Join(missing, ", "))
+		}
+		slices.SortFunc(out, func(a, b ledger.DeadLetter) int { return int(a.ID - b.ID) })
+		return out, nil
+	}
+	if err := CheckBatch(ctx, tx, sel.Batch); err != nil {
+		return nil, err
+	}
+	return ledger.ListDeadLetters(ctx, tx, ledger.DeadLetterFilter{Batch: sel.Batch, Class: sel.Class, Reason: sel.Reason})
+}
+
+// CheckBatch returns an InputError when batch does not exist.
+func CheckBatch(ctx context.Context, db ledger.DBTX, batch string) error {
+	if _, err := ledger.GetBatch(ctx, db, batch); errors.Is(err, ledger.ErrNotFound) {
+		return inputErrorf("no batch %q (see `triage status`)", batch)
+	} else if err != nil {
+		return err
+	}
+	return nil
+}
+
+// sameRequest reports whether the current pipeline renders, for this record,
+// the model, system prompt and prompt the rejected request carried. Only a
+// hint for a warning: any doubt is "changed".
+func sameRequest(pl *config.Pipeline, cfg *config.Config, dl ledger.DeadLetter, data json.RawMessage) bool {
+	var old struct {
+		Model  string `json:"model"`
+		System string `json:"system"`
+		Prompt string `json:"prompt"`
+	}
+	if len(dl.Request) == 0 || json.Unmarshal(dl.Request, &old) != nil || old.Model == "" {
+		return false
+	}
+	var rec map[string]any
+	if json.Unmarshal(data, &rec) != nil {
+		return false
+	}
+	prompt, err := pl.Render(rec)
+	if err != nil {
+		return false
+	}
+	m, err := cfg.Model(pl.Model)
+	if err != nil {
+		return false
+	}
+	return old.Model == m.Name && old.System == pl.System && old.Prompt == prompt
+}
