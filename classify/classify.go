@@ -23,7 +23,7 @@ const (
 // no clock, no shared state; the same Observation always gives the same
 // Verdict. See the package documentation for the rule order.
 func Classify(o Observation) Verdict {
-	return classify(o, 0, nil)
+	return boundCode(classify(o, 0, nil))
 }
 
 // classify is Classify with a depth (for OpenRouter's nested upstream body)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -249,7 +248,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		_ = rt.finish(ctx, c, status)
 		return park(ctx, job, time.Second)
 	}
-	c.verdict = classify.Classify(c.res.Observation)
+	c.res, c.verdict = k.observe(c.res)
 	rt.log.DebugContext(ctx, "call", "key", k.cfg.Name, "job_id", job.ID, "batch", job.Args.Batch, "record_id", job.Args.RecordID,
 		"status", c.res.Observation.Status, "phase", c.res.Observation.Phase, "class", c.verdict.Class.String(), "reason", c.verdict.Reason)
 	if !c.verdict.Known {
@@ -480,8 +479,9 @@ func (r *Runtime) deadLetter(ctx context.Context, c *call, class, reason, detail
 		}
 	}
 	if c.key != nil && c.key.apiKey != "" {
-		// ledger.Redact knows key shapes; this knows the key itself.
-		row.ErrorExcerpt = strings.ReplaceAll(row.ErrorExcerpt, c.key.apiKey, "[redacted api key]")
+		// The provider's text passed observe already; the detail may quote
+		// the request, so it passes the key's boundary too.
+		row.ErrorExcerpt = c.key.redact.Excerpt(row.ErrorExcerpt)
 	}
 	id, err := ledger.AddDeadLetter(ctx, r.pool, row)
 	if err != nil {

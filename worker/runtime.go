@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/triage-dev/triage/ledger/redact"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/provider"
@@ -142,6 +143,7 @@ type keyRuntime struct {
 	// apiKey is only used to strip the key from dead-letter excerpts, in case
 	// an endpoint echoes it back in an error body.
 	apiKey  string
+	redact  redact.Boundary // the edge for the provider's text: see observe
 	limiter *keys.Limiter
 
 	mu            sync.Mutex
@@ -244,7 +246,7 @@ func New(opts Options) (*Runtime, error) {
 			return nil, fmt.Errorf("worker: key %q: %w", k.Name, err)
 		}
 		r.keys[k.Name] = &keyRuntime{
-			cfg: k, client: client, apiKey: apiKey,
+			cfg: k, client: client, apiKey: apiKey, redact: redact.New(apiKey),
 			limiter:       keys.NewLimiter(keys.LimiterConfig{Max: k.Concurrency}),
 			throttleFirst: opts.ThrottleWait,
 		}
