@@ -389,10 +389,10 @@ func (r *Runtime) releaseUnreportedProbe(ctx context.Context, c *call) {
 	}
 }
 
-// complete stores the result, finishes the attempt, resolves earlier
+// completeOnce stores the result, finishes the attempt, resolves earlier
 // ambiguous sends under the same idempotency key and completes the job, all
 // in one transaction: "completed" means "result stored".
-func (r *Runtime) complete(ctx context.Context, c *call, output json.RawMessage, hadAmbiguous bool) error {
+func (r *Runtime) completeOnce(ctx context.Context, c *call, output json.RawMessage, hadAmbiguous bool) error {
 	// A paid-for answer is stored even if the run is being stopped.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()

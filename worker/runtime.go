@@ -116,6 +116,10 @@ type Options struct {
 	SpendCheck time.Duration
 	// Observer hears about every call (metrics). Default: none.
 	Observer Observer
+	// HoldAnswer is how long an answer that arrived is held in memory while
+	// the database is unreachable, its completion retried with backoff.
+	// Default HoldAnswerDefault.
+	HoldAnswer time.Duration
 }
 
 // Observer hears about every provider call this process makes, after it is

@@ -60,13 +60,16 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	var budget usdFlag
 	fs.Var(&budget, "budget", "spend cap of the batch in USD (default: the pipeline's budget_usd)")
 	interval := fs.Duration("progress-interval", progressIntervalDefault, "how often a progress line is printed when stderr is not a terminal")
+	dbWait := fs.Duration("db-wait", dbWaitDefault, "how long to ride out an unreachable database before stopping with exit 4 (the jobs stay queued)")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: triage run --pipeline P [--batch B] [--max-wait D] [--budget USD] FILE|-")
 		fmt.Fprintln(e.stderr, "Enqueues the file as one batch and works it in this process until every record is")
 		fmt.Fprintln(e.stderr, "completed or dead-lettered, then prints a summary. While the key is exhausted it waits")
 		fmt.Fprintln(e.stderr, "(one probe per probe_interval); when the batch's budget is spent it stops.")
 		fmt.Fprintln(e.stderr, "Exit: 0 settled; 3 settled with dead letters; 4 stopped with jobs still queued")
-		fmt.Fprintln(e.stderr, "(--max-wait passed, budget reached, interrupted); `triage work` finishes them.")
+		fmt.Fprintln(e.stderr, "(--max-wait passed, budget reached, interrupted, database unreachable for --db-wait);")
+		fmt.Fprintln(e.stderr, "`triage work --exit-when-idle` finishes them. A database blip shorter than --db-wait is")
+		fmt.Fprintln(e.stderr, "ridden out: answers that arrive meanwhile are held and stored when it is back.")
 		fs.PrintDefaults()
 	}
 	if code, ok := f.parse(e, "run", fs, args); !ok {
@@ -75,6 +78,9 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	fail := func(err error) int { return failCmd(e, "run", err) }
 	if *maxWait < 0 {
 		return fail(usageError{errors.New("--max-wait must not be negative")})
+	}
+	if *dbWait <= 0 {
+		return fail(usageError{errors.New("--db-wait must be positive")})
 	}
 	cfg, d, id, n, err := enqueueFile(ctx, e, f, budget.v)
 	if err != nil {
@@ -86,7 +92,7 @@ func runRun(ctx context.Context, e *env, args []string) int {
 		return fail(usageError{err})
 	}
 	fmt.Fprintf(e.stderr, "enqueued %d records as batch %s\n", n, id)
-	out, err := workBatch(ctx, e, batchRun{cfg: cfg, d: d, batch: id, key: key.Name, maxWait: *maxWait, interval: *interval})
+	out, err := workBatch(ctx, e, batchRun{cfg: cfg, d: d, batch: id, key: key.Name, maxWait: *maxWait, interval: *interval, dbWait: *dbWait})
 	if err != nil {
 		return fail(err)
 	}
@@ -103,6 +109,9 @@ type batchRun struct {
 	maxWait time.Duration
 	// interval between plain progress lines (stderr not a terminal).
 	interval time.Duration
+	// dbWait: how long an unreachable database is ridden out; default
+	// dbWaitDefault.
+	dbWait time.Duration
 	// opts tunes the worker; Config, Pool, Keys, Getenv and Logger are set
 	// by workBatch.
 	opts worker.Options
@@ -124,6 +133,7 @@ type batchView struct {
 type runOutcome struct {
 	st      ledger.Status
 	stopped string // why it stopped before settling; "" when settled
+	dbDown  bool   // stopped because the database stayed unreachable
 	wall    time.Duration
 }
 
@@ -151,15 +161,19 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 		r.getenv = e.getenv
 	}
 	opts.Getenv = r.getenv
+	var summary *summaryHandler
 	if opts.Logger == nil {
 		// Alerts (ERROR) only: per-record events would drown the progress.
-		// The dead letters and the ledger keep the detail.
+		// The dead letters and the ledger keep the detail. River's own
+		// errors while the database is away repeat every second: one line
+		// per message and a count.
 		hopts := &slog.HandlerOptions{Level: slog.LevelError}
+		var h slog.Handler = slog.NewJSONHandler(p, hopts)
 		if tty {
-			opts.Logger = slog.New(slog.NewTextHandler(p, hopts))
-		} else {
-			opts.Logger = slog.New(slog.NewJSONHandler(p, hopts))
+			h = slog.NewTextHandler(p, hopts)
 		}
+		summary = newSummaryHandler(h, logRepeatWindow)
+		opts.Logger = slog.New(summary)
 	}
 	rt, err := worker.New(opts)
 	if err != nil {
@@ -174,6 +188,11 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 		return runOutcome{}, err
 	}
 	out, loopErr := pollBatch(ctx, rt.Store(), r, p, start)
+	if summary != nil {
+		if s := summary.flush(); s != "" {
+			p.event(time.Now(), "%s", s)
+		}
+	}
 	p.finish()
 
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGrace)
@@ -191,6 +210,12 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 		if st.State == ledger.BatchSettled {
 			out.stopped = ""
 		}
+	}
+	if out.dbDown && out.stopped != "" {
+		fmt.Fprintf(p, "stopped: %s. The batch's jobs are safe in the queue: when the database is back, "+
+			"`triage work --exit-when-idle` finishes them and `triage status %s` shows the batch "+
+			"(a job that was running when it went away is handed back by River's rescuer after a few minutes)\n", out.stopped, r.batch)
+		return out, nil
 	}
 	if out.stopped != "" {
 		fmt.Fprintf(p, "stopped: %s; %d records still queued (`triage work` finishes them)\n", out.stopped, out.st.Pending)
@@ -213,15 +238,40 @@ func pollBatch(ctx context.Context, store *keys.Store, r batchRun, p *progress, 
 		deadline = t.C
 	}
 	var prev *keys.KeyStatus
+	var last ledger.Status
+	down := outage{limit: r.dbWait}
+	if down.limit <= 0 {
+		down.limit = dbWaitDefault
+	}
 	for {
 		now := time.Now()
 		st, ks, err := batchStatus(ctx, r.d.pool, store, r.batch)
 		if err != nil {
 			if ctx.Err() != nil {
-				return runOutcome{st: st, stopped: "interrupted"}, nil
+				return runOutcome{st: last, stopped: "interrupted"}, nil
 			}
-			return runOutcome{}, err
+			if !ledger.Unreachable(err) {
+				return runOutcome{}, err
+			}
+			wait, first, over := down.failed(now)
+			if first {
+				p.event(now, "database unreachable, retrying (for up to %s; answers that arrive meanwhile are held)", down.limit)
+			}
+			if over {
+				return runOutcome{st: last, dbDown: true,
+					stopped: fmt.Sprintf("the database has been unreachable for %s (--db-wait)", down.limit)}, nil
+			}
+			select {
+			case <-ctx.Done():
+				return runOutcome{st: last, stopped: "interrupted"}, nil
+			case <-time.After(wait):
+			}
+			continue
 		}
+		if d := down.reached(now); d > 0 {
+			p.event(now, "database reachable again after %s", d.Round(100*time.Millisecond))
+		}
+		last = st
 		narrateKey(p, prev, ks, now)
 		prev = ks
 		if r.watch != nil {

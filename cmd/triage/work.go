@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/metrics"
@@ -102,6 +103,7 @@ func runWork(ctx context.Context, e *env, args []string) int {
 	log.Info("working", "keys", strings.Join(names, ","), "database", d.where)
 
 	code := exitOK
+	dbDown := false
 	var idle <-chan time.Time
 	if *exitIdle {
 		t := time.NewTicker(idlePollEvery)
@@ -125,9 +127,21 @@ wait:
 				if ctx.Err() != nil {
 					break wait
 				}
+				if ledger.Unreachable(err) {
+					// River reconnects by itself; so does this look.
+					if !dbDown {
+						dbDown = true
+						log.Warn("database unreachable, retrying", "err", err)
+					}
+					continue
+				}
 				fmt.Fprintf(stderr, "triage work: %v\n", err)
 				code = exitRuntime
 				break wait
+			}
+			if dbDown {
+				dbDown = false
+				log.Info("database reachable again")
 			}
 			if n == 0 {
 				log.Info("idle: no job left in the keys' queues")
