@@ -37,7 +37,9 @@ func newSummaryHandler(next slog.Handler, window time.Duration) *summaryHandler 
 	return &summaryHandler{next: next, window: window, state: &summaryState{seen: map[string]*repeat{}}}
 }
 
-func (h *summaryHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
+func (h *summaryHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.next.Enabled(ctx, l)
+}
 
 func (h *summaryHandler) Handle(ctx context.Context, r slog.Record) error {
 	alert := false
