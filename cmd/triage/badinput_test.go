@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/triage-dev/triage/fakeprovider"
+	"github.com/triage-dev/triage/worker/workertest"
+)
+
+// batches counts the batches in the world's database: bad input writes none.
+func (c *cli) batches() int {
+	c.t.Helper()
+	var n int
+	require.NoError(c.t, c.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM triage_batch").Scan(&n))
+	return n
+}
+
+func TestEnqueueRefusesNamesUnsafeToPrint(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	for name, tc := range map[string]struct{ line, want string }{
+		"escape in id":   {`{"id":"r\u001b[2Jx","text":"a"}`, "in.jsonl:2: record id"},
+		"new line in id": {`{"id":"r\nforged","text":"a"}`, "in.jsonl:2: record id"},
+		"NUL in id":      {`{"id":"r\u0000","text":"a"}`, "in.jsonl:2: record id"},
+		"NUL in content": {`{"id":"ok","text":"a\u0000b"}`, `in.jsonl:2: a string holds \u0000 (NUL)`},
+		"NUL in a key":   {`{"id":"ok","te\u0000xt":"a"}`, `in.jsonl:2: a string holds \u0000`},
+	} {
+		in := c.file("in.jsonl", `{"id":"first","text":"a"}`+"\n"+tc.line+"\n")
+		for _, cmd := range []string{"enqueue", "run"} {
+			r := c.run("", cmd, "--pipeline", "enrich", "--batch", "b-"+strings.ReplaceAll(name, " ", "-"), in)
+			require.Equal(t, exitUsage, r.code, "%s %s: %s", cmd, name, r.stderr)
+			require.Contains(t, r.stderr, tc.want, "%s %s", cmd, name)
+			require.NotContains(t, r.stderr, "\x1b", "the refusal itself is safe to print")
+			require.NotContains(t, r.stderr, "SQLSTATE")
+		}
+	}
+	require.Zero(t, c.batches(), "nothing was written")
+	// An escaped backslash before u0000 is no NUL.
+	ok := c.file("ok.jsonl", `{"id":"a","text":"C:\\u0000dir"}`+"\n")
+	r := c.run("", "enqueue", "--pipeline", "enrich", "--batch", "fine", ok)
+	require.Equal(t, exitOK, r.code, r.stderr)
+}
+
+func TestEnqueueRefusesBadBatchNames(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	in := c.file("in.jsonl", jsonl(2))
+	for name, batch := range map[string]string{
+		"control": "b\x1b[31m", "new line": "b\nx", "NUL": "b\x00", "too long": strings.Repeat("b", 5000), "blank": "  ",
+	} {
+		for _, cmd := range []string{"enqueue", "run"} {
+			r := c.run("", cmd, "--pipeline", "enrich", "--batch", batch, in)
+			require.Equal(t, exitUsage, r.code, "%s %s: %s", cmd, name, r.stderr)
+			require.Contains(t, r.stderr, "--batch: batch id", name)
+			require.NotContains(t, r.stderr, "\x1b")
+			require.Less(t, len(r.stderr), 1000, "the refusal does not echo a huge name")
+		}
+	}
+	require.Zero(t, c.batches())
+	r := c.run("", "enqueue", "--pipeline", "enrich", "--batch", strings.Repeat("b", 128), in)
+	require.Equal(t, exitOK, r.code, "128 bytes is allowed: %s", r.stderr)
+}
+
+func TestRunChecksItCanCallBeforeEnqueueing(t *testing.T) {
+	t.Parallel()
+	t.Run("key variable unset", func(t *testing.T) {
+		t.Parallel()
+		c := newCLI(t, fakeprovider.Scenario{}, "")
+		delete(c.envs, workertest.APIKeyEnv)
+		in := c.file("in.jsonl", jsonl(2))
+		for _, cmd := range []string{"run", "enqueue"} {
+			r := c.run("", cmd, "--pipeline", "enrich", "--batch", "b1", in)
+			require.Equal(t, exitUsage, r.code, r.stderr)
+			require.Contains(t, r.stderr, workertest.APIKeyEnv)
+			require.NotContains(t, r.stderr, "enqueued")
+		}
+		require.Zero(t, c.batches())
+		c.envs[workertest.APIKeyEnv] = cliAPIKey
+		r := c.run("", "run", "--pipeline", "enrich", "--batch", "b1", in)
+		require.Equal(t, exitOK, r.code, "the same --batch is free to use: %s", r.stderr)
+	})
+	t.Run("vendor without a client", func(t *testing.T) {
+		t.Parallel()
+		c := newCLI(t, fakeprovider.Scenario{}, "")
+		toml := workertest.Config(workertest.ConfigOptions{BaseURL: "http://127.0.0.1:1/v1", Vendor: "gemini"})
+		require.NoError(t, os.WriteFile(filepath.Join(c.dir, "triage.toml"), []byte(toml), 0o600))
+		r := c.run(jsonl(2), "run", "--pipeline", "enrich", "--batch", "b1", "-")
+		require.Equal(t, exitUsage, r.code, r.stderr)
+		require.Contains(t, r.stderr, "gemini")
+		require.Zero(t, c.batches())
+	})
+}
