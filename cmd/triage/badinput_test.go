@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/triage-dev/triage/fakeprovider"
+	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/workertest"
 )
 
@@ -95,4 +97,34 @@ func TestRunChecksItCanCallBeforeEnqueueing(t *testing.T) {
 		require.Contains(t, r.stderr, "gemini")
 		require.Zero(t, c.batches())
 	})
+}
+
+// Rows written before names were checked (or by another program) are
+// printed escaped, and long values are cut in tables.
+func TestHumanOutputEscapesAndTruncatesOutsideValues(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	ctx := context.Background()
+	long := strings.Repeat("L", 5000)
+	evil := "b\x1b[2J\nforged"
+	for _, id := range []string{long, evil} {
+		require.NoError(t, ledger.CreateBatch(ctx, c.db.Pool, ledger.Batch{ID: id, Pipeline: "enrich", Key: "main"},
+			[]ledger.Record{{ID: "r\x1b]0;t\x07", Line: 1, Data: json.RawMessage(`{"id":"x"}`)}}))
+		_, err := ledger.AddDeadLetter(ctx, c.db.Pool, ledger.DeadLetterRow{Batch: id, RecordID: "r\x1b]0;t\x07", Pipeline: "enrich",
+			Class: "rejected", Reason: "bad\x1b[31m", VendorCode: "c\x1bx", Attempts: 1, ErrorExcerpt: "body\x1b[2J"})
+		require.NoError(t, err)
+	}
+	for _, args := range [][]string{{"status"}, {"dlq", "list"}, {"dlq", "show", "1"}, {"dlq", "show", "2"}, {"status", evil}} {
+		r := c.run("", args...)
+		require.Equal(t, exitOK, r.code, "%v: %s", args, r.stderr)
+		require.NotContains(t, r.stdout+r.stderr, "\x1b", "%v", args)
+		require.NotContains(t, r.stdout, "\nforged", "%v: a new line in a name cannot forge a line", args)
+		if args[0] == "status" && len(args) == 1 || args[1] == "list" {
+			for _, line := range strings.Split(r.stdout, "\n") {
+				require.Less(t, len(line), 400, "%v: tables cut long values", args)
+			}
+		}
+	}
+	r := c.run("", "status", "--json")
+	require.Contains(t, r.stdout, long, "--json keeps the whole value")
 }

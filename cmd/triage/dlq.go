@@ -21,6 +21,7 @@ import (
 
 	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/ledger/redact"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/keys"
@@ -180,17 +181,17 @@ func writeDLQList(w io.Writer, dls []ledger.DeadLetter) {
 	for _, g := range groupDeadLetters(dls) {
 		codes := ""
 		if len(g.codes) > 0 {
-			codes = "\t(" + strings.Join(g.codes, ", ") + ")"
+			codes = "\t(" + cell(strings.Join(g.codes, ", ")) + ")"
 		}
-		fmt.Fprintf(tw, "  %s / %s:\t%d%s\n", g.class, g.reason, g.n, codes)
+		fmt.Fprintf(tw, "  %s / %s:\t%d%s\n", cell(g.class), cell(g.reason), g.n, codes)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tBATCH\tRECORD\tCLASS\tREASON\tSTATUS\tCODE\tATTEMPTS\tCREATED")
 	for _, dl := range dls {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", dl.ID, dl.Batch, dl.RecordID, dl.Class, dl.Reason,
-			dlqOrDash(dl.HTTPStatus, strconv.Itoa(dl.HTTPStatus)), dlqOrDash(len(dl.VendorCode), dl.VendorCode), dl.Attempts,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", dl.ID, cell(dl.Batch), cell(dl.RecordID), cell(dl.Class), cell(dl.Reason),
+			dlqOrDash(dl.HTTPStatus, strconv.Itoa(dl.HTTPStatus)), dlqOrDash(len(dl.VendorCode), cell(dl.VendorCode)), dl.Attempts,
 			dl.CreatedAt.Local().Format(time.DateTime))
 	}
 	tw.Flush()
@@ -290,7 +291,7 @@ func dlqShowJSON(dl ledger.DeadLetter, record json.RawMessage) (json.RawMessage,
 func writeDLQShow(w io.Writer, dl ledger.DeadLetter, record json.RawMessage) {
 	fmt.Fprintf(w, "dead letter %d\n", dl.ID)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "  %s\t%s\n", k, v) }
+	row := func(k, v string) { fmt.Fprintf(tw, "  %s\t%s\n", k, safe(v)) }
 	row("batch:", dl.Batch)
 	row("record:", dl.RecordID)
 	row("pipeline:", dl.Pipeline)
@@ -316,11 +317,11 @@ func writeDLQShow(w io.Writer, dl ledger.DeadLetter, record json.RawMessage) {
 		}
 		var buf bytes.Buffer
 		if json.Indent(&buf, body, "  ", "  ") == nil {
-			fmt.Fprintf(w, "  %s\n", buf.String())
+			fmt.Fprintf(w, "  %s\n", redact.Escape(buf.String(), true))
 			return
 		}
 		for line := range strings.Lines(string(body)) {
-			fmt.Fprintf(w, "  %s", strings.TrimRight(line, "\n")+"\n")
+			fmt.Fprintf(w, "  %s", redact.Escape(strings.TrimRight(line, "\n"), true)+"\n")
 		}
 	}
 	section("record", record)

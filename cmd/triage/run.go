@@ -344,7 +344,7 @@ func writeSummary(ctx context.Context, w io.Writer, d *db, out runOutcome) error
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  class\treason\trecords")
 		for _, k := range order {
-			fmt.Fprintf(tw, "  %s\t%s\t%d\n", k.class, k.reason, counts[k])
+			fmt.Fprintf(tw, "  %s\t%s\t%d\n", cell(k.class), cell(k.reason), counts[k])
 		}
 		tw.Flush()
 	}
