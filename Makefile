@@ -31,6 +31,7 @@ demo:
 	.ci/ensure-postgres
 	$(GO) run ./cmd/triage demo
 
+## clean: stop and remove the private cluster (its shadow directory too) and the binaries
 clean:
-	-$(GO) run ./cmd/triage db stop
+	-$(GO) run ./cmd/triage db stop --remove
 	rm -rf bin .triage

@@ -400,7 +400,7 @@ func runDLQRequeue(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return failCmd(e, cmd, err)
 	}
-	d, err := openDB(ctx, e, cfg)
+	d, err := openExistingDB(ctx, e, cfg)
 	if err != nil {
 		return failCmd(e, cmd, err)
 	}

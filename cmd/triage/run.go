@@ -91,6 +91,9 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return fail(usageError{err})
 	}
+	if d.shadow != "" {
+		fmt.Fprintf(e.stderr, "database: %s\n", d.where)
+	}
 	fmt.Fprintf(e.stderr, "enqueued %d records as batch %s\n", n, id)
 	out, err := workBatch(ctx, e, batchRun{cfg: cfg, d: d, batch: id, key: key.Name, maxWait: *maxWait, interval: *interval, dbWait: *dbWait})
 	if err != nil {

@@ -59,6 +59,9 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		return failCmd(e, "status", err)
 	}
 	defer d.Close()
+	if d.shadow != "" {
+		fmt.Fprintf(e.stderr, "database: %s\n", d.where)
+	}
 	store := keys.NewStore(d.pool, keys.StoreConfig{})
 
 	if len(pos) == 1 {
