@@ -14,6 +14,7 @@ import (
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/listenaddr"
 	"github.com/triage-dev/triage/worker/metrics"
 )
 
@@ -48,6 +49,11 @@ func runWork(ctx context.Context, e *env, args []string) int {
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "triage work: %v\n", err)
 		return exitFor(err)
+	}
+	if *metricsAddr != "" {
+		if _, err := listenaddr.Parse(*metricsAddr); err != nil {
+			return fail(usageError{fmt.Errorf("--metrics-addr: %w", err)})
+		}
 	}
 	cfg, err := loadConfig(e)
 	if err != nil {
@@ -89,9 +95,15 @@ func runWork(ctx context.Context, e *env, args []string) int {
 		for _, k := range cfg.Keys {
 			budgets[k.Name] = k.RetryBudget
 		}
+		// Bound before the worker starts: a port in use is the flag's
+		// problem, said before any call is made.
+		ln, _, err := listenaddr.Listen(ctx, *metricsAddr, "metrics", log)
+		if err != nil {
+			return fail(usageError{fmt.Errorf("--metrics-addr: %w", err)})
+		}
 		m := metrics.New(d.pool, keys.NewStore(d.pool, keys.StoreConfig{}), metrics.Options{Keys: all, Logger: log, RetryBudgets: budgets})
 		opts.Observer = m
-		go func() { served <- m.Serve(runCtx, *metricsAddr) }()
+		go func() { served <- m.ServeListener(runCtx, ln) }()
 	}
 	rt, err := worker.New(opts)
 	if err != nil {
