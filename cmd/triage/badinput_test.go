@@ -128,3 +128,22 @@ func TestHumanOutputEscapesAndTruncatesOutsideValues(t *testing.T) {
 	r := c.run("", "status", "--json")
 	require.Contains(t, r.stdout, long, "--json keeps the whole value")
 }
+
+// A base_url where nothing listens: the dead letter names the connection
+// error and the host, never the key.
+func TestUnreachableEndpointNamedInTheDeadLetter(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	addr := freeAddr(t) // nothing listens here
+	toml := workertest.Config(workertest.ConfigOptions{BaseURL: "http://" + addr + "/v1?key=" + cliAPIKey, MaxAttempts: 1})
+	require.NoError(t, os.WriteFile(c.config, []byte(toml), 0o600))
+	r := c.run(jsonl(1), "run", "--pipeline", "enrich", "--batch", "b1", "-")
+	require.Equal(t, exitDeadLetters, r.code, r.stderr)
+	r = c.run("", "dlq", "show", "1")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "connection refused")
+	require.Contains(t, r.stdout, "(host "+addr+")")
+	require.NotContains(t, r.stdout, cliAPIKey)
+	r = c.run("", "dlq", "show", "1", "--json")
+	require.Contains(t, r.stdout, "connection refused")
+}
