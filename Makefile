@@ -21,6 +21,9 @@ lint:
 ## fuzz: run each fuzz target for FUZZTIME
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzClassify -fuzztime=$(FUZZTIME) ./classify
+	$(GO) test -run='^$$' -fuzz='^FuzzReadJSONL$$' -fuzztime=$(FUZZTIME) ./worker
+	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./worker/config
+	$(GO) test -run='^$$' -fuzz='^FuzzBoundary$$' -fuzztime=$(FUZZTIME) ./ledger/redact
 
 ## bench: benchmarks (the worker ones need a database)
 bench:
