@@ -151,6 +151,8 @@ func TestCanaryKeyAppearsNowhere(t *testing.T) {
 	}
 	require.Contains(t, all.String(), "[REDACTED]", "the excerpts are there, redacted")
 	require.NotContains(t, all.String(), "\x1b[2J", "control characters from the provider are escaped")
+	require.Contains(t, all.String(), "api_key=[REDACTED]")
+	require.NotContains(t, all.String(), "[REDACTED] api key]", "a key field is redacted once")
 	require.Positive(t, hook.Count("unknown_error")+hook.Count("key_exhausted"), hook.All())
 
 	dump := pgDump(t, db)
