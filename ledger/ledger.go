@@ -265,6 +265,11 @@ type DeadLetterRow struct {
 	Request json.RawMessage
 	// ErrorExcerpt is the vendor's error; AddDeadLetter passes it through Redact.
 	ErrorExcerpt string
+	// Rule is the classifier rule that decided the verdict
+	// (classify.Verdict.Rule), "" when no classifier verdict led here.
+	Rule string
+	// Unknown is true when that verdict was a default (known:false).
+	Unknown bool
 	// Now pins created_at; zero: the database clock.
 	Now time.Time
 }
@@ -288,6 +293,10 @@ type DeadLetter struct {
 	ErrorExcerpt string
 	RequeuedAt   *time.Time
 	CreatedAt    time.Time
+	// Rule is the classifier rule that decided ("" if none); Unknown marks a
+	// default verdict (known:false).
+	Rule    string
+	Unknown bool
 }
 
 // DeadLetterListItem is the exact `triage dlq list --json` element.
@@ -311,4 +320,7 @@ type DeadLetterFilter struct {
 	// IncludeRequeued lists requeued dead letters too. Default false: only
 	// those still dead.
 	IncludeRequeued bool
+	// Unknown lists only dead letters whose verdict was a default
+	// (known:false): the errors no rule knew.
+	Unknown bool
 }

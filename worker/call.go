@@ -248,7 +248,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		_ = rt.finish(ctx, c, status)
 		return park(ctx, job, time.Second)
 	}
-	c.res, c.verdict = k.observe(c.res)
+	c.res, c.verdict = k.observe(c.res, rt.cfg.Classifier())
 	rt.log.DebugContext(ctx, "call", "key", k.cfg.Name, "job_id", job.ID, "batch", job.Args.Batch, "record_id", job.Args.RecordID,
 		"status", c.res.Observation.Status, "phase", c.res.Observation.Phase, "class", c.verdict.Class.String(), "reason", c.verdict.Reason)
 	if !c.verdict.Known {
@@ -460,7 +460,7 @@ func (r *Runtime) deadLetter(ctx context.Context, c *call, class, reason, detail
 	row := ledger.DeadLetterRow{
 		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Pipeline: job.Args.Pipeline,
 		Class: class, Reason: reason, HTTPStatus: c.res.Observation.Status, VendorCode: deref(c.verdict.Code),
-		Attempts: job.Attempt,
+		Attempts: job.Attempt, Rule: c.verdict.Rule, Unknown: c.verdict.Rule != "" && !c.verdict.Known,
 	}
 	if c.key != nil {
 		row.Key = c.key.cfg.Name

@@ -19,14 +19,14 @@ import (
 //
 // When no response arrived, the excerpt is the network error and the host,
 // so a dead letter says what failed where.
-func (k *keyRuntime) observe(res provider.Result) (provider.Result, classify.Verdict) {
+func (k *keyRuntime) observe(res provider.Result, classifier *classify.Classifier) (provider.Result, classify.Verdict) {
 	b := k.redact
 	o := &res.Observation
 	o.Body = b.Exact(o.Body)
 	for name, v := range o.Headers {
 		o.Headers[name] = b.Exact(v)
 	}
-	v := classify.Classify(*o)
+	v := classifier.Classify(*o)
 	if v.Code != nil {
 		code := b.Field(*v.Code)
 		v.Code = &code

@@ -128,7 +128,7 @@ func TestCanaryKeyAppearsNowhere(t *testing.T) {
 
 	for _, args := range [][]string{
 		{"status"}, {"status", "--json"}, {"status", "b1"}, {"status", "b1", "--json"},
-		{"dlq", "list"}, {"dlq", "list", "--json"},
+		{"dlq", "list"}, {"dlq", "list", "--json"}, {"dlq", "list", "--unknown"},
 		{"keys"}, {"keys", "--json"}, {"ledger"}, {"ledger", "--json"}, {"ledger", "--batch", "b1"},
 		{"export", "b1"},
 	} {
