@@ -3,6 +3,8 @@ package main
 import (
 	"math/rand/v2"
 	"time"
+
+	"github.com/triage-dev/triage/worker"
 )
 
 // dbWaitDefault is how long `triage run` waits for an unreachable database
@@ -45,4 +47,19 @@ func (o *outage) reached(now time.Time) time.Duration {
 	d := now.Sub(o.since)
 	o.since = time.Time{}
 	return d
+}
+
+// stopGraceFor is how long a run's worker may take to stop. After an
+// outage it is long enough for the answers already received to be stored
+// when the database comes back (the worker holds them that long), so
+// stopping the run never throws away what was paid for.
+func stopGraceFor(out runOutcome, opts worker.Options) time.Duration {
+	if !out.dbDown {
+		return stopGrace
+	}
+	hold := opts.HoldAnswer
+	if hold <= 0 {
+		hold = worker.HoldAnswerDefault
+	}
+	return max(stopGrace, hold+5*time.Second)
 }

@@ -198,7 +198,11 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 	}
 	p.finish()
 
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGrace)
+	if out.dbDown {
+		p.event(time.Now(), "stopping: answers already received are held until the database is back (up to %s)",
+			stopGraceFor(out, r.opts).Round(time.Second))
+	}
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGraceFor(out, r.opts))
 	defer cancel()
 	if err := rt.Stop(stopCtx); err != nil {
 		fmt.Fprintf(p, "triage: stopping the worker: %v\n", err)
