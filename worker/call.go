@@ -210,7 +210,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	c.attemptID, err = ledger.ReserveAttempt(ctx, rt.pool, ledger.Intent{
 		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: job.Attempt,
 		Key: k.cfg.Name, Model: m.Name, IdempotencyKey: c.req.IdempotencyKey, RequestHash: hash,
-		IsRetry: retry, EstCostUSD: estimateCost(m, c.req),
+		IsRetry: retry, EstCostUSD: estimateCost(m, c.req), InFlightFor: k.cfg.Timeout + rt.opts.JobMargin,
 	})
 	var budgetErr *ledger.BudgetError
 	if errors.As(err, &budgetErr) {
