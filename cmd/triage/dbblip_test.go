@@ -241,3 +241,46 @@ func TestRunStopsWithExit4WhenTheDatabaseStaysAway(t *testing.T) {
 	require.Zero(t, st.DoubleBilledRecords)
 	require.Equal(t, 5, st.BilledCalls)
 }
+
+// The same restart under `triage work --exit-when-idle`: it holds the
+// answers, keeps looking for work through the outage, and finishes the
+// queue without buying anything twice.
+func TestWorkRidesOutADatabaseRestart(t *testing.T) {
+	t.Parallel()
+	g := &gatedProvider{hold: 4, arrived: make(chan struct{}, 4), gate: make(chan struct{})}
+	w := newBlipWorld(t, fakeprovider.Scenario{}, "", func(h http.Handler) http.Handler { g.next = h; return g })
+	in := filepath.Join(t.TempDir(), "in.jsonl")
+	require.NoError(t, os.WriteFile(in, []byte(workertest.JSONL(6)), 0o600))
+	r := w.run(context.Background(), nil, "enqueue", "--pipeline", "enrich", "--batch", "w1", in)
+	require.Equal(t, exitOK, r.code, r.stderr)
+
+	stderr := &syncBuffer{}
+	done := make(chan result, 1)
+	go func() { done <- w.run(context.Background(), stderr, "work", "--exit-when-idle") }()
+	for range 4 {
+		select {
+		case <-g.arrived:
+		case r := <-done:
+			t.Fatalf("work ended before its calls were in flight: %d\n%s", r.code, r.stderr)
+		}
+	}
+	w.db.stop(t)
+	close(g.gate)
+	waitFor(t, "work holds the answers that arrived while the database is down", func() bool {
+		return strings.Count(stderr.String(), "holding the answer") >= 1
+	})
+	w.db.start(t)
+	select {
+	case r = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("work did not finish after the database came back:\n%s", stderr.String())
+	}
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stderr, "answer stored after the database came back")
+	r = w.run(context.Background(), nil, "status", "w1", "--json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, `"completed":6`)
+	st := w.fake.Stats()
+	require.Zero(t, st.DoubleBilledRecords, "no record billed twice")
+	require.Equal(t, 6, st.BilledCalls)
+}
