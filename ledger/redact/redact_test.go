@@ -110,3 +110,21 @@ func FuzzBoundary(f *testing.F) {
 		}
 	})
 }
+
+// Every rule's match holds a trigger: the prefilter never skips a secret
+// the rules would have removed.
+func TestTriggersCoverTheRules(t *testing.T) {
+	t.Parallel()
+	var b redact.Boundary
+	for _, in := range []string{
+		"Authorization: Token abcdefgh12", "authorization=xyz", "BEARER abcdefghijkl", "Basic dXNlcjpwYXNzd29yZA==",
+		"X-Api-Key: v", "x-goog-api-key=v", "APIKEY: v", "Api_Key=v", "access_token: v", "accessToken=v", "Access-Token: v",
+		"secret_key=v", "client-secret: v", "PASSWORD=v", "u?key=v", "u&token=v", "u?sig=v",
+		"sk-abcdef", "rk-abcdef", "pk-abcdef", "sk_live_abcdef", "pk_test_abcdef",
+		"gsk_abcdefghijklmnop", "xai-abcdefghijklmnop", "hf_abcdefghijklmnop", "nvapi-abcdefghijklmnop", "r8_abcdefghijklmnop",
+		"AIzaSyA1234567890abcdefghij", "AKIAIOSFODNN7EXAMPLE", "ASIAIOSFODNN7EXAMPLE",
+	} {
+		require.Contains(t, b.Field(in), redact.Marker, in)
+	}
+	require.Equal(t, `{"usage":{"prompt_tokens":3,"completion_tokens":5}}`, b.Field(`{"usage":{"prompt_tokens":3,"completion_tokens":5}}`))
+}
