@@ -28,6 +28,9 @@ lint: tidy-check
 ## fuzz: run each fuzz target for FUZZTIME
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzClassify -fuzztime=$(FUZZTIME) ./classify
+	$(GO) test -run='^$$' -fuzz='^FuzzReadJSONL$$' -fuzztime=$(FUZZTIME) ./worker
+	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./worker/config
+	$(GO) test -run='^$$' -fuzz='^FuzzBoundary$$' -fuzztime=$(FUZZTIME) ./ledger/redact
 
 ## bench: benchmarks (the worker ones need a database)
 bench:
@@ -39,6 +42,7 @@ demo:
 	.ci/ensure-postgres
 	$(GO) run ./cmd/triage demo
 
+## clean: stop and remove the private cluster (its shadow directory too) and the binaries
 clean:
-	-$(GO) run ./cmd/triage db stop
+	-$(GO) run ./cmd/triage db stop --remove
 	rm -rf bin .triage

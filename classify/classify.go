@@ -43,7 +43,7 @@ type Classifier struct {
 
 // Classify is the package-level Classify with c's user rules first.
 func (c *Classifier) Classify(o Observation) Verdict {
-	return c.classify(o, 0, nil)
+	return boundCode(c.classify(o, 0, nil))
 }
 
 // tracer records, for Explain, every rule ID that fired and why the default

@@ -269,3 +269,20 @@ func BenchmarkClassify(b *testing.B) {
 		Classify(o)
 	}
 }
+
+func TestCodeIsBoundedToASafeSlug(t *testing.T) {
+	t.Parallel()
+	body := `{"error":{"message":"x","type":"invalid_request_error","code":"` +
+		strings.Repeat("A", 100) + `\u001b[31m\nforged log line"}}`
+	v := Classify(Observation{Vendor: "openai", Phase: PhaseResponse, Status: 400, Body: body})
+	require.NotNil(t, v.Code)
+	require.LessOrEqual(t, len(*v.Code), CodeMaxBytes)
+	require.Regexp(t, `^[A-Za-z0-9._:/-]+$`, *v.Code)
+
+	v = Classify(Observation{Vendor: "openai", Phase: PhaseResponse, Status: 400,
+		Body: `{"error":{"message":"x","code":"bad code\u001b]0;pwned\u0007"}}`})
+	require.Equal(t, "bad_code__0_pwned_", *v.Code)
+	v = Classify(Observation{Vendor: "openai", Phase: PhaseResponse, Status: 429,
+		Body: `{"error":{"message":"x","type":"insufficient_quota","code":"insufficient_quota"}}`})
+	require.Equal(t, "insufficient_quota", *v.Code, "real codes are unchanged")
+}

@@ -33,7 +33,7 @@ func Explain(o Observation) Explanation { return (*Classifier)(nil).Explain(o) }
 // Explain is Classify with its reasons.
 func (c *Classifier) Explain(o Observation) Explanation {
 	tr := &tracer{}
-	v := c.classify(o, 0, tr)
+	v := boundCode(c.classify(o, 0, tr))
 	e := Explanation{Verdict: v, Rule: v.Rule}
 	switch {
 	case isUserRule(v.Rule):

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -249,7 +248,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		_ = rt.finish(ctx, c, status)
 		return park(ctx, job, time.Second)
 	}
-	c.verdict = rt.cfg.Classifier().Classify(c.res.Observation)
+	c.res, c.verdict = k.observe(c.res, rt.cfg.Classifier())
 	rt.log.DebugContext(ctx, "call", "key", k.cfg.Name, "job_id", job.ID, "batch", job.Args.Batch, "record_id", job.Args.RecordID,
 		"status", c.res.Observation.Status, "phase", c.res.Observation.Phase, "class", c.verdict.Class.String(), "reason", c.verdict.Reason)
 	if !c.verdict.Known {
@@ -390,10 +389,10 @@ func (r *Runtime) releaseUnreportedProbe(ctx context.Context, c *call) {
 	}
 }
 
-// complete stores the result, finishes the attempt, resolves earlier
+// completeOnce stores the result, finishes the attempt, resolves earlier
 // ambiguous sends under the same idempotency key and completes the job, all
 // in one transaction: "completed" means "result stored".
-func (r *Runtime) complete(ctx context.Context, c *call, output json.RawMessage, hadAmbiguous bool) error {
+func (r *Runtime) completeOnce(ctx context.Context, c *call, output json.RawMessage, hadAmbiguous bool) error {
 	// A paid-for answer is stored even if the run is being stopped.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -480,8 +479,9 @@ func (r *Runtime) deadLetter(ctx context.Context, c *call, class, reason, detail
 		}
 	}
 	if c.key != nil && c.key.apiKey != "" {
-		// ledger.Redact knows key shapes; this knows the key itself.
-		row.ErrorExcerpt = strings.ReplaceAll(row.ErrorExcerpt, c.key.apiKey, "[redacted api key]")
+		// The provider's text passed observe already; the detail may quote
+		// the request, so it passes the key's boundary too.
+		row.ErrorExcerpt = c.key.redact.Excerpt(row.ErrorExcerpt)
 	}
 	id, err := ledger.AddDeadLetter(ctx, r.pool, row)
 	if err != nil {

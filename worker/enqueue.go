@@ -37,7 +37,8 @@ const maxLine = 16 << 20
 
 // ReadJSONL reads one JSON object per line. A record's id is its "id" field
 // (string or number), else its line number. Blank lines are skipped. The
-// first bad line (not an object, duplicate id) fails the whole read.
+// first bad line (not an object, duplicate id, an id with a control
+// character, a NUL in any string) fails the whole read.
 func ReadJSONL(r io.Reader, file string) ([]ledger.Record, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var out []ledger.Record
@@ -104,6 +105,12 @@ func parseRecord(b []byte, line int) (ledger.Record, error) {
 			return ledger.Record{}, errors.New(`"id" must be a non-empty string or a number`)
 		}
 	}
+	if err := checkPrintable("record id", id); err != nil {
+		return ledger.Record{}, err
+	}
+	if err := checkNoNUL(b); err != nil {
+		return ledger.Record{}, err
+	}
 	return ledger.Record{ID: id, Line: line, Data: json.RawMessage(bytes.Clone(b))}, nil
 }
 
@@ -122,6 +129,9 @@ type EnqueueParams struct {
 // Enqueue writes the batch, its records and one River job per record in a
 // single transaction: either the whole batch is queued or nothing is.
 func Enqueue(ctx context.Context, pool *pgxpool.Pool, schema string, cfg *config.Config, p EnqueueParams) error {
+	if err := CheckBatchID(p.Batch); err != nil {
+		return err
+	}
 	pl, err := cfg.Pipeline(p.Pipeline)
 	if err != nil {
 		return err
@@ -138,6 +148,9 @@ func Enqueue(ctx context.Context, pool *pgxpool.Pool, schema string, cfg *config
 		file = "input"
 	}
 	for _, rec := range p.Records {
+		if err := checkPrintable("record id", rec.ID); err != nil {
+			return &LineError{File: file, Line: rec.Line, Err: err}
+		}
 		var fields map[string]any
 		if err := json.Unmarshal(rec.Data, &fields); err != nil {
 			return &LineError{File: file, Line: rec.Line, Err: fmt.Errorf("invalid JSON: %w", err)}

@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/triage-dev/triage/ledger/redact"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/provider"
@@ -115,6 +116,10 @@ type Options struct {
 	SpendCheck time.Duration
 	// Observer hears about every call (metrics). Default: none.
 	Observer Observer
+	// HoldAnswer is how long an answer that arrived is held in memory while
+	// the database is unreachable, its completion retried with backoff.
+	// Default HoldAnswerDefault.
+	HoldAnswer time.Duration
 }
 
 // Observer hears about every provider call this process makes, after it is
@@ -142,6 +147,7 @@ type keyRuntime struct {
 	// apiKey is only used to strip the key from dead-letter excerpts, in case
 	// an endpoint echoes it back in an error body.
 	apiKey  string
+	redact  redact.Boundary // the edge for the provider's text: see observe
 	limiter *keys.Limiter
 
 	mu            sync.Mutex
@@ -245,7 +251,7 @@ func New(opts Options) (*Runtime, error) {
 			return nil, fmt.Errorf("worker: key %q: %w", k.Name, err)
 		}
 		r.keys[k.Name] = &keyRuntime{
-			cfg: k, client: client, apiKey: apiKey,
+			cfg: k, client: client, apiKey: apiKey, redact: redact.New(apiKey),
 			limiter:       keys.NewLimiter(keys.LimiterConfig{Max: k.Concurrency}),
 			throttleFirst: opts.ThrottleWait,
 		}

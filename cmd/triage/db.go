@@ -47,6 +47,10 @@ func cmdDB(ctx context.Context, e *env, args []string) int {
 			return exitRuntime
 		}
 		fmt.Fprintln(e.stdout, c.URL())
+		if c.Shadow() {
+			fmt.Fprintf(e.stderr, "the cluster's files live in %s: the server's OS user cannot enter %s "+
+				"(`triage db stop --remove` removes both)\n", c.DataDir, c.Dir)
+		}
 		return exitOK
 	case "stop":
 		c, err := pgcluster.Open(*dir)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/ledger/redact"
 	"github.com/triage-dev/triage/worker/operator"
 )
 
@@ -104,17 +105,17 @@ func writeDLQList(w io.Writer, dls []ledger.DeadLetter) {
 	for _, g := range operator.GroupDeadLetters(dls) {
 		codes := ""
 		if len(g.Codes) > 0 {
-			codes = "\t(" + strings.Join(g.Codes, ", ") + ")"
+			codes = "\t(" + cell(strings.Join(g.Codes, ", ")) + ")"
 		}
-		fmt.Fprintf(tw, "  %s / %s:\t%d%s\n", g.Class, g.Reason, g.Count, codes)
+		fmt.Fprintf(tw, "  %s / %s:\t%d%s\n", cell(g.Class), cell(g.Reason), g.Count, codes)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tBATCH\tRECORD\tCLASS\tREASON\tSTATUS\tCODE\tATTEMPTS\tCREATED")
 	for _, dl := range dls {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", dl.ID, dl.Batch, dl.RecordID, dl.Class, dl.Reason,
-			dlqOrDash(dl.HTTPStatus, strconv.Itoa(dl.HTTPStatus)), dlqOrDash(len(dl.VendorCode), dl.VendorCode), dl.Attempts,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", dl.ID, cell(dl.Batch), cell(dl.RecordID), cell(dl.Class), cell(dl.Reason),
+			dlqOrDash(dl.HTTPStatus, strconv.Itoa(dl.HTTPStatus)), dlqOrDash(len(dl.VendorCode), cell(dl.VendorCode)), dl.Attempts,
 			dl.CreatedAt.Local().Format(time.DateTime))
 	}
 	tw.Flush()
@@ -177,7 +178,7 @@ func parseDeadLetterID(s string) (int64, error) {
 func writeDLQShow(w io.Writer, dl ledger.DeadLetter, record json.RawMessage) {
 	fmt.Fprintf(w, "dead letter %d\n", dl.ID)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "  %s\t%s\n", k, v) }
+	row := func(k, v string) { fmt.Fprintf(tw, "  %s\t%s\n", k, safe(v)) }
 	row("batch:", dl.Batch)
 	row("record:", dl.RecordID)
 	row("pipeline:", dl.Pipeline)
@@ -208,11 +209,11 @@ func writeDLQShow(w io.Writer, dl ledger.DeadLetter, record json.RawMessage) {
 		}
 		var buf bytes.Buffer
 		if json.Indent(&buf, body, "  ", "  ") == nil {
-			fmt.Fprintf(w, "  %s\n", buf.String())
+			fmt.Fprintf(w, "  %s\n", redact.Escape(buf.String(), true))
 			return
 		}
 		for line := range strings.Lines(string(body)) {
-			fmt.Fprintf(w, "  %s", strings.TrimRight(line, "\n")+"\n")
+			fmt.Fprintf(w, "  %s", redact.Escape(strings.TrimRight(line, "\n"), true)+"\n")
 		}
 	}
 	section("record", record)
@@ -260,7 +261,7 @@ func runDLQRequeue(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return failCmd(e, cmd, err)
 	}
-	d, err := openDB(ctx, e, cfg)
+	d, err := openExistingDB(ctx, e, cfg)
 	if err != nil {
 		return failCmd(e, cmd, err)
 	}

@@ -63,7 +63,7 @@ func enqueueBatch(ctx context.Context, d *db, cfg *config.Config, p worker.Enque
 	switch {
 	case errors.Is(err, ledger.ErrBatchExists):
 		return usageError{fmt.Errorf("batch %q already exists: choose another id with --batch", p.Batch)}
-	case errors.As(err, &lineErr):
+	case errors.As(err, &lineErr), errors.Is(err, worker.ErrBadName):
 		return usageError{err}
 	}
 	return err
@@ -138,16 +138,21 @@ func enqueueFile(ctx context.Context, e *env, f batchFlags, budget *float64) (*c
 	if err != nil {
 		return nil, nil, "", 0, err
 	}
-	if _, _, err := cfg.KeyFor(f.pipeline); err != nil { // the pipeline, its model and its key
+	// Everything a call needs, before anything is written: the pipeline,
+	// its model and key, the key's variable, a client for its vendor.
+	if err := worker.CheckCallable(cfg, f.pipeline, e.getenv); err != nil {
 		return nil, nil, "", 0, usageError{err}
-	}
-	recs, err := readInput(e, f.file)
-	if err != nil {
-		return nil, nil, "", 0, err
 	}
 	id := f.batch
 	if id == "" {
 		id = defaultBatchID(f.pipeline, time.Now())
+	}
+	if err := worker.CheckBatchID(id); err != nil {
+		return nil, nil, "", 0, usageError{fmt.Errorf("--batch: %w", err)}
+	}
+	recs, err := readInput(e, f.file)
+	if err != nil {
+		return nil, nil, "", 0, err
 	}
 	d, err := openDB(ctx, e, cfg)
 	if err != nil {

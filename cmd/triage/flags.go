@@ -66,7 +66,7 @@ func openDBOptional(ctx context.Context, e *env) (*config.Config, *db, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	d, err := openDB(ctx, e, cfg)
+	d, err := openExistingDB(ctx, e, cfg)
 	if err != nil {
 		return nil, nil, err
 	}

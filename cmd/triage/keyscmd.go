@@ -89,7 +89,7 @@ func writeKeys(w io.Writer, views []operator.KeyView) {
 		if v.Reason != nil {
 			reason = *v.Reason
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t$%.4f\t%s\t%s\n", v.Key, vendor, v.State, reason,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t$%.4f\t%s\t%s\n", v.Key, vendor, v.State, cell(reason),
 			keysTime(v.OpenedAt), keysTime(v.NextProbe), pause, conc, v.SpendUSD, prepaid, keysRetries(v.RetryBudget))
 	}
 	tw.Flush()

@@ -47,7 +47,9 @@ var commands = map[string]command{}
 func register(c command) { commands[c.name] = c }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(context.Background(), sigs, os.Stderr, os.Exit)
 	code := run(ctx, os.Args[1:], &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv,
 		executable: os.Executable})
 	stop()

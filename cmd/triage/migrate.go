@@ -36,7 +36,7 @@ func runMigrate(ctx context.Context, e *env, args []string) int {
 	}
 	// Not openDB: migrate is what makes the schema current, and it says
 	// what it applied, the embedded cluster's migrations included.
-	d, _, err := connect(ctx, e, cfg)
+	d, _, err := connect(ctx, e, cfg, false)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "triage migrate: %v\n", err)
 		return exitFor(err)

@@ -66,13 +66,16 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	var ui uiFlags
 	fs.StringVar(&ui.addr, "ui-addr", "", "serve the web window (triage's pages and River UI) on this address while the run lasts, e.g. "+console.AddrDefault)
 	ui.defineToken(fs)
+	dbWait := fs.Duration("db-wait", dbWaitDefault, "how long to ride out an unreachable database before stopping with exit 4 (the jobs stay queued)")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: triage run --pipeline P [--batch B] [--max-wait D] [--budget USD] [--ui-addr ADDR [--ui-token T]] FILE|-")
 		fmt.Fprintln(e.stderr, "Enqueues the file as one batch and works it in this process until every record is")
 		fmt.Fprintln(e.stderr, "completed or dead-lettered, then prints a summary. While the key is exhausted it waits")
 		fmt.Fprintln(e.stderr, "(one probe per probe_interval); when the batch's budget is spent it stops.")
 		fmt.Fprintln(e.stderr, "Exit: 0 settled; 3 settled with dead letters; 4 stopped with jobs still queued")
-		fmt.Fprintln(e.stderr, "(--max-wait passed, budget reached, interrupted); `triage work` finishes them.")
+		fmt.Fprintln(e.stderr, "(--max-wait passed, budget reached, interrupted, database unreachable for --db-wait);")
+		fmt.Fprintln(e.stderr, "`triage work --exit-when-idle` finishes them. A database blip shorter than --db-wait is")
+		fmt.Fprintln(e.stderr, "ridden out: answers that arrive meanwhile are held and stored when it is back.")
 		fs.PrintDefaults()
 	}
 	if code, ok := f.parse(e, "run", fs, args); !ok {
@@ -94,6 +97,9 @@ func runRun(ctx context.Context, e *env, args []string) int {
 			return fail(fmt.Errorf("--ui-addr: %w", err))
 		}
 	}
+	if *dbWait <= 0 {
+		return fail(usageError{errors.New("--db-wait must be positive")})
+	}
 	cfg, d, id, n, err := enqueueFile(ctx, e, f, budget.v)
 	if err != nil {
 		if ln != nil {
@@ -114,8 +120,11 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return fail(usageError{err})
 	}
+	if d.shadow != "" {
+		fmt.Fprintf(e.stderr, "database: %s\n", d.where)
+	}
 	fmt.Fprintf(e.stderr, "enqueued %d records as batch %s\n", n, id)
-	out, err := workBatch(ctx, e, batchRun{cfg: cfg, d: d, batch: id, key: key.Name, maxWait: *maxWait, interval: *interval})
+	out, err := workBatch(ctx, e, batchRun{cfg: cfg, d: d, batch: id, key: key.Name, maxWait: *maxWait, interval: *interval, dbWait: *dbWait})
 	if err != nil {
 		return fail(err)
 	}
@@ -132,6 +141,9 @@ type batchRun struct {
 	maxWait time.Duration
 	// interval between plain progress lines (stderr not a terminal).
 	interval time.Duration
+	// dbWait: how long an unreachable database is ridden out; default
+	// dbWaitDefault.
+	dbWait time.Duration
 	// opts tunes the worker; Config, Pool, Keys, Getenv and Logger are set
 	// by workBatch.
 	opts worker.Options
@@ -153,6 +165,7 @@ type batchView struct {
 type runOutcome struct {
 	st      ledger.Status
 	stopped string // why it stopped before settling; "" when settled
+	dbDown  bool   // stopped because the database stayed unreachable
 	wall    time.Duration
 }
 
@@ -180,15 +193,19 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 		r.getenv = e.getenv
 	}
 	opts.Getenv = r.getenv
+	var summary *summaryHandler
 	if opts.Logger == nil {
 		// Alerts (ERROR) only: per-record events would drown the progress.
-		// The dead letters and the ledger keep the detail.
+		// The dead letters and the ledger keep the detail. River's own
+		// errors while the database is away repeat every second: one line
+		// per message and a count.
 		hopts := &slog.HandlerOptions{Level: slog.LevelError}
+		var h slog.Handler = slog.NewJSONHandler(p, hopts)
 		if tty {
-			opts.Logger = slog.New(slog.NewTextHandler(p, hopts))
-		} else {
-			opts.Logger = slog.New(slog.NewJSONHandler(p, hopts))
+			h = slog.NewTextHandler(p, hopts)
 		}
+		summary = newSummaryHandler(h, logRepeatWindow)
+		opts.Logger = slog.New(summary)
 	}
 	rt, err := worker.New(opts)
 	if err != nil {
@@ -203,9 +220,18 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 		return runOutcome{}, err
 	}
 	out, loopErr := pollBatch(ctx, rt.Store(), r, p, start)
+	if summary != nil {
+		if s := summary.flush(); s != "" {
+			p.event(time.Now(), "%s", s)
+		}
+	}
 	p.finish()
 
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGrace)
+	if out.dbDown {
+		p.event(time.Now(), "stopping: answers already received are held until the database is back (up to %s)",
+			stopGraceFor(out, r.opts).Round(time.Second))
+	}
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGraceFor(out, r.opts))
 	defer cancel()
 	if err := rt.Stop(stopCtx); err != nil {
 		fmt.Fprintf(p, "triage: stopping the worker: %v\n", err)
@@ -220,6 +246,12 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 		if st.State == ledger.BatchSettled {
 			out.stopped = ""
 		}
+	}
+	if out.dbDown && out.stopped != "" {
+		fmt.Fprintf(p, "stopped: %s. The batch's jobs are safe in the queue: when the database is back, "+
+			"`triage work --exit-when-idle` finishes them and `triage status %s` shows the batch "+
+			"(a job that was running when it went away is handed back by River's rescuer after a few minutes)\n", out.stopped, r.batch)
+		return out, nil
 	}
 	if out.stopped != "" {
 		fmt.Fprintf(p, "stopped: %s; %d records still queued (`triage work` finishes them)\n", out.stopped, out.st.Pending)
@@ -242,15 +274,40 @@ func pollBatch(ctx context.Context, store *keys.Store, r batchRun, p *progress, 
 		deadline = t.C
 	}
 	var prev *keys.KeyStatus
+	var last ledger.Status
+	down := outage{limit: r.dbWait}
+	if down.limit <= 0 {
+		down.limit = dbWaitDefault
+	}
 	for {
 		now := time.Now()
 		st, ks, err := batchStatus(ctx, r.d.pool, store, r.batch)
 		if err != nil {
 			if ctx.Err() != nil {
-				return runOutcome{st: st, stopped: "interrupted"}, nil
+				return runOutcome{st: last, stopped: "interrupted"}, nil
 			}
-			return runOutcome{}, err
+			if !ledger.Unreachable(err) {
+				return runOutcome{}, err
+			}
+			wait, first, over := down.failed(now)
+			if first {
+				p.event(now, "database unreachable, retrying (for up to %s; answers that arrive meanwhile are held)", down.limit)
+			}
+			if over {
+				return runOutcome{st: last, dbDown: true,
+					stopped: fmt.Sprintf("the database has been unreachable for %s (--db-wait)", down.limit)}, nil
+			}
+			select {
+			case <-ctx.Done():
+				return runOutcome{st: last, stopped: "interrupted"}, nil
+			case <-time.After(wait):
+			}
+			continue
 		}
+		if d := down.reached(now); d > 0 {
+			p.event(now, "database reachable again after %s", d.Round(100*time.Millisecond))
+		}
+		last = st
 		narrateKey(p, prev, ks, now)
 		prev = ks
 		if r.watch != nil {
@@ -323,7 +380,7 @@ func writeSummary(ctx context.Context, w io.Writer, d *db, out runOutcome) error
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  class\treason\trecords")
 		for _, k := range order {
-			fmt.Fprintf(tw, "  %s\t%s\t%d\n", k.class, k.reason, counts[k])
+			fmt.Fprintf(tw, "  %s\t%s\t%d\n", cell(k.class), cell(k.reason), counts[k])
 		}
 		tw.Flush()
 	}

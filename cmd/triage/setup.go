@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -87,6 +88,9 @@ type db struct {
 	pool *pgxpool.Pool
 	// where names the database for messages, without credentials.
 	where string
+	// shadow, for the embedded cluster living outside .triage/pg (the
+	// server's OS user cannot enter this directory), is where its files are.
+	shadow string
 }
 
 func (d *db) Close() { d.pool.Close() }
@@ -96,7 +100,17 @@ func (d *db) Close() { d.pool.Close() }
 // been migrated with `triage migrate`, so a fleet's schema only changes when
 // someone says so.
 func openDB(ctx context.Context, e *env, cfg *config.Config) (*db, error) {
-	d, embedded, err := connect(ctx, e, cfg)
+	return openWith(ctx, e, cfg, true)
+}
+
+// openExistingDB is openDB for the commands that only look (status, dlq,
+// export, keys, ledger, ...): they never create the embedded cluster.
+func openExistingDB(ctx context.Context, e *env, cfg *config.Config) (*db, error) {
+	return openWith(ctx, e, cfg, false)
+}
+
+func openWith(ctx context.Context, e *env, cfg *config.Config, create bool) (*db, error) {
+	d, embedded, err := connect(ctx, e, cfg, create)
 	if err != nil {
 		return nil, err
 	}
@@ -115,22 +129,30 @@ func openDB(ctx context.Context, e *env, cfg *config.Config) (*db, error) {
 }
 
 // connect opens a pool on DATABASE_URL, else [database] url, else the
-// private cluster in .triage/pg (started on first use; embedded is true),
-// and checks that the server answers. It neither checks nor changes the
-// schema: openDB does, and `triage migrate` applies the migrations itself.
-func connect(ctx context.Context, e *env, cfg *config.Config) (d *db, embedded bool, err error) {
+// private cluster in .triage/pg (embedded is true; initialised on first use
+// only when create is set, started if it exists), and checks that the
+// server answers. It neither checks nor changes the schema: openDB does, and
+// `triage migrate` applies the migrations itself.
+func connect(ctx context.Context, e *env, cfg *config.Config, create bool) (d *db, embedded bool, err error) {
 	url := e.getenv(config.EnvDatabaseURL)
 	if url == "" && cfg != nil {
 		url = cfg.Database.URL
 	}
 	embedded = url == ""
-	where := ""
+	where, shadow := "", ""
 	if embedded {
+		if !create && !pgcluster.Exists(embeddedDir) {
+			return nil, false, errNoDatabase(e, cfg)
+		}
 		c, err := pgcluster.Start(ctx, embeddedDir, pgcluster.Options{})
 		if err != nil {
 			return nil, false, fmt.Errorf("embedded database in %s: %w", embeddedDir, err)
 		}
 		url, where = c.URL(), "the private cluster in "+embeddedDir
+		if c.Shadow() {
+			shadow = c.DataDir
+			where += " (files in " + shadow + ")"
+		}
 	}
 	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -150,7 +172,20 @@ func connect(ctx context.Context, e *env, cfg *config.Config) (d *db, embedded b
 		pool.Close()
 		return nil, false, fmt.Errorf("%s is unreachable (check %s): %w", where, urlSource(e, cfg), err)
 	}
-	return &db{pool: pool, where: where}, embedded, nil
+	return &db{pool: pool, where: where, shadow: shadow}, embedded, nil
+}
+
+// errNoDatabase is a looking command's answer when there is no database to
+// look at: where it looked, and how to point it at one (exit 2).
+func errNoDatabase(e *env, cfg *config.Config) error {
+	cfgNote := "no triage.toml"
+	if cfg != nil {
+		cfgNote = "no [database] url in " + configPath(e)
+	}
+	wd, _ := os.Getwd()
+	return usageError{fmt.Errorf("no database: DATABASE_URL is not set, %s, and there is no private cluster in %s "+
+		"(looked in %s); set DATABASE_URL or [database] url, or run this in the directory where `triage run`, "+
+		"`triage enqueue`, `triage work` or `triage demo` created it", cfgNote, embeddedDir, filepath.Join(wd, embeddedDir))}
 }
 
 func checkMigrated(ctx context.Context, pool *pgxpool.Pool) error {

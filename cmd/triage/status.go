@@ -59,6 +59,9 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		return failCmd(e, "status", err)
 	}
 	defer d.Close()
+	if d.shadow != "" {
+		fmt.Fprintf(e.stderr, "database: %s\n", d.where)
+	}
 
 	if len(pos) == 1 {
 		v, err := operator.GetBatch(ctx, d.pool, pos[0])
@@ -103,11 +106,11 @@ func writeOrFail(e *env, cmd string, err error) int {
 // figures, the budget when the batch has one, and why it is paused.
 func writeStatus(w io.Writer, st ledger.Status, b ledger.Batch, ks *keys.KeyStatus) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "batch:\t%s\n", st.Batch)
-	fmt.Fprintf(tw, "pipeline:\t%s\n", st.Pipeline)
+	fmt.Fprintf(tw, "batch:\t%s\n", safe(st.Batch))
+	fmt.Fprintf(tw, "pipeline:\t%s\n", safe(st.Pipeline))
 	fmt.Fprintf(tw, "state:\t%s\n", st.State)
 	if why := operator.PausedWhy(st, b, ks); why != "" {
-		fmt.Fprintf(tw, "why:\t%s\n", why)
+		fmt.Fprintf(tw, "why:\t%s\n", safe(why))
 	}
 	if b.BudgetUSD != nil {
 		fmt.Fprintf(tw, "budget:\t%s\n", budgetLine(*b.BudgetUSD, b.SpentUSD))
@@ -135,7 +138,7 @@ func writeStatusTable(w io.Writer, list []ledger.Status) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "BATCH\tPIPELINE\tTOTAL\tCOMPLETED\tDEAD\tPENDING\tCALLS\tSPEND_USD\tSTATE")
 	for _, s := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.6f\t%s\n", s.Batch, s.Pipeline, s.Total, s.Completed,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.6f\t%s\n", cell(s.Batch), cell(s.Pipeline), s.Total, s.Completed,
 			s.DeadLettered, s.Pending, s.Calls, s.SpendUSD, s.State)
 	}
 	tw.Flush()

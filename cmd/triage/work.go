@@ -11,9 +11,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/console"
 	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/listenaddr"
 	"github.com/triage-dev/triage/worker/metrics"
 )
 
@@ -55,6 +57,11 @@ func runWork(ctx context.Context, e *env, args []string) int {
 	if err := ui.resolve(e); err != nil {
 		return fail(err)
 	}
+	if *metricsAddr != "" {
+		if _, err := listenaddr.Parse(*metricsAddr); err != nil {
+			return fail(usageError{fmt.Errorf("--metrics-addr: %w", err)})
+		}
+	}
 	cfg, err := loadConfig(e)
 	if err != nil {
 		return fail(err)
@@ -95,9 +102,15 @@ func runWork(ctx context.Context, e *env, args []string) int {
 		for _, k := range cfg.Keys {
 			budgets[k.Name] = k.RetryBudget
 		}
+		// Bound before the worker starts: a port in use is the flag's
+		// problem, said before any call is made.
+		ln, _, err := listenaddr.Listen(ctx, *metricsAddr, "metrics", log)
+		if err != nil {
+			return fail(usageError{fmt.Errorf("--metrics-addr: %w", err)})
+		}
 		m := metrics.New(d.pool, keys.NewStore(d.pool, keys.StoreConfig{}), metrics.Options{Keys: all, Logger: log, RetryBudgets: budgets})
 		opts.Observer = m
-		go func() { served <- m.Serve(runCtx, *metricsAddr) }()
+		go func() { served <- m.ServeListener(runCtx, ln) }()
 	}
 	rt, err := worker.New(opts)
 	if err != nil {
@@ -128,6 +141,7 @@ func runWork(ctx context.Context, e *env, args []string) int {
 	}
 
 	code := exitOK
+	dbDown := false
 	var idle <-chan time.Time
 	if *exitIdle {
 		t := time.NewTicker(idlePollEvery)
@@ -155,9 +169,21 @@ wait:
 				if ctx.Err() != nil {
 					break wait
 				}
+				if ledger.Unreachable(err) {
+					// River reconnects by itself; so does this look.
+					if !dbDown {
+						dbDown = true
+						log.Warn("database unreachable, retrying", "err", err)
+					}
+					continue
+				}
 				fmt.Fprintf(stderr, "triage work: %v\n", err)
 				code = exitRuntime
 				break wait
+			}
+			if dbDown {
+				dbDown = false
+				log.Info("database reachable again")
 			}
 			if n == 0 {
 				// Records whose job was cancelled or deleted by hand are

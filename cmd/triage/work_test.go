@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -108,7 +109,29 @@ func TestWorkBadUsage(t *testing.T) {
 		r := c.run("", args...)
 		require.Equal(t, exitUsage, r.code, "%v: %s", args, r.stderr)
 	}
-	r := c.run("", "work", "--metrics-addr", "256.1.1.1:http-nope")
-	require.Equal(t, exitRuntime, r.code, r.stderr)
+	// A bad listen address is bad usage, found before anything starts.
+	for _, addr := range []string{"256.1.1.1:http-nope", "9090", "bad host:1"} {
+		r := c.run("", "work", "--metrics-addr", addr)
+		require.Equal(t, exitUsage, r.code, r.stderr)
+		require.Contains(t, r.stderr, "--metrics-addr")
+		require.NotContains(t, r.stderr, "River client started")
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	r := c.run("", "work", "--exit-when-idle", "--metrics-addr", busy.Addr().String())
+	require.Equal(t, exitUsage, r.code, r.stderr)
 	require.Contains(t, r.stderr, "--metrics-addr")
+	require.NotContains(t, r.stderr, "River client started", "the port in use is found before the worker starts")
+}
+
+func TestWorkWarnsWhenMetricsListenBeyondLoopback(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	r := c.run("", "work", "--exit-when-idle", "--metrics-addr", ":0")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stderr, "metrics listen beyond loopback")
+	r = c.run("", "work", "--exit-when-idle", "--metrics-addr", "127.0.0.1:0")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.NotContains(t, r.stderr, "beyond loopback")
 }

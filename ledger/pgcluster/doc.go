@@ -9,6 +9,8 @@
 // ("postgres" when the Debian package created it, else "nobody"). When that
 // user cannot reach the requested data directory — a checkout under /root or a
 // 0700 temporary directory is common — the cluster lives in a shadow directory
-// under /var/tmp named after the requested path, and a note in the requested
-// directory says where.
+// under /var/lib/triage (which tmp cleaners leave alone; /var/tmp when it
+// cannot be used, and where earlier versions put it) named after the
+// requested path, and a note in the requested directory says where.
+// Cluster.Remove deletes the shadow directory too.
 package pgcluster

@@ -188,6 +188,42 @@ func (c *Cluster) Remove(ctx context.Context) error {
 	return os.RemoveAll(c.Dir)
 }
 
+// ShadowBase is where a cluster lives when the server's OS user cannot
+// enter the requested directory: a place tmp cleaners leave alone.
+// LegacyShadowBase is where earlier versions put it; a cluster found there
+// is still used.
+const (
+	ShadowBase       = "/var/lib/triage"
+	LegacyShadowBase = "/var/tmp"
+)
+
+// Shadow reports whether the cluster's files live outside Dir (in a shadow
+// directory the server's OS user can enter).
+func (c *Cluster) Shadow() bool { return c.DataDir != filepath.Join(c.Dir, "data") }
+
+// Exists reports whether a cluster was initialised for dir (in dir itself
+// or in its shadow directory), without creating or starting anything.
+func Exists(dir string) bool {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return false
+	}
+	for _, d := range append([]string{filepath.Join(abs, "data")}, shadowDataDirs(abs)...) {
+		if _, err := os.Stat(filepath.Join(d, "PG_VERSION")); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// shadowDataDirs are the data directories a shadowed cluster for abs may
+// have, preferred first.
+func shadowDataDirs(abs string) []string {
+	sum := sha256.Sum256([]byte(abs))
+	name := "triage-pg-" + hex.EncodeToString(sum[:6])
+	return []string{filepath.Join(ShadowBase, name, "data"), filepath.Join(LegacyShadowBase, name, "data")}
+}
+
 func locate(dir string) (*Cluster, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -209,16 +245,13 @@ func locate(dir string) (*Cluster, error) {
 		}
 		c.cred = cred
 		if !traversable(abs, cred) {
-			sum := sha256.Sum256([]byte(abs))
-			shadow := filepath.Join("/var/tmp", "triage-pg-"+hex.EncodeToString(sum[:6]))
-			if err := os.MkdirAll(shadow, 0o700); err != nil {
-				return nil, fmt.Errorf("pgcluster: create shadow directory %s: %w", shadow, err)
-			}
-			if err := os.Chown(shadow, int(cred.Uid), int(cred.Gid)); err != nil {
-				return nil, fmt.Errorf("pgcluster: chown %s: %w", shadow, err)
+			shadow, err := shadowDir(abs, cred)
+			if err != nil {
+				return nil, err
 			}
 			c.DataDir = filepath.Join(shadow, "data")
-			note := fmt.Sprintf("The PostgreSQL server runs as uid %d, which cannot enter %s,\nso this cluster's files live in %s.\n", cred.Uid, abs, c.DataDir)
+			note := fmt.Sprintf("The PostgreSQL server runs as uid %d, which cannot enter %s,\nso this cluster's files live in %s.\n"+
+				"`triage db stop --remove --dir %s` removes both.\n", cred.Uid, abs, c.DataDir, abs)
 			_ = os.WriteFile(filepath.Join(abs, "WHERE.txt"), []byte(note), 0o644)
 		}
 	}
@@ -229,6 +262,39 @@ func locate(dir string) (*Cluster, error) {
 		c.SocketDir = filepath.Join(os.TempDir(), "triage-s-"+hex.EncodeToString(sum[:6]))
 	}
 	return c, nil
+}
+
+// shadowDir returns (creating it) the directory a cluster for abs lives in
+// when cred cannot enter abs: an existing one (also at the legacy place)
+// first, else under ShadowBase, else under LegacyShadowBase.
+func shadowDir(abs string, cred *syscall.Credential) (string, error) {
+	candidates := shadowDataDirs(abs)
+	for _, d := range candidates {
+		if _, err := os.Stat(filepath.Join(d, "PG_VERSION")); err == nil {
+			return filepath.Dir(d), nil
+		}
+	}
+	var lastErr error
+	for _, d := range candidates {
+		shadow := filepath.Dir(d)
+		if err := os.MkdirAll(filepath.Dir(shadow), 0o755); err != nil {
+			lastErr = err
+			continue
+		}
+		if !traversable(filepath.Dir(shadow), cred) {
+			lastErr = fmt.Errorf("uid %d cannot enter %s", cred.Uid, filepath.Dir(shadow))
+			continue
+		}
+		if err := os.MkdirAll(shadow, 0o700); err != nil {
+			lastErr = err
+			continue
+		}
+		if err := os.Chown(shadow, int(cred.Uid), int(cred.Gid)); err != nil {
+			return "", fmt.Errorf("pgcluster: chown %s: %w", shadow, err)
+		}
+		return shadow, nil
+	}
+	return "", fmt.Errorf("pgcluster: create a shadow directory for %s: %w", abs, lastErr)
 }
 
 func (c *Cluster) prepareSocketDir() error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,7 +36,13 @@ func TestStartReuseStop(t *testing.T) {
 	if os.Geteuid() == 0 {
 		require.NotContains(t, c.DataDir, parent, "as root the server's user cannot enter a 0700 directory: the cluster must live in a shadow directory")
 		require.FileExists(t, filepath.Join(dir, "WHERE.txt"))
+		require.True(t, strings.HasPrefix(c.DataDir, pgcluster.ShadowBase+"/"), "the shadow survives tmp cleaners: %s", c.DataDir)
+		require.True(t, c.Shadow())
 	}
+	require.True(t, pgcluster.Exists(dir))
+	require.False(t, pgcluster.Exists(filepath.Join(parent, "nothing")))
+	_, err = os.Stat(filepath.Join(parent, "nothing"))
+	require.ErrorIs(t, err, os.ErrNotExist, "Exists creates nothing")
 
 	query := func(c *pgcluster.Cluster) string {
 		conn, err := pgx.Connect(ctx, c.URL())
@@ -65,4 +72,9 @@ func TestStartReuseStop(t *testing.T) {
 	defer conn.Close(ctx)
 	var n int
 	require.NoError(t, conn.QueryRow(ctx, "SELECT count(*) FROM kept").Scan(&n), "data survives a restart")
+
+	require.NoError(t, restarted.Remove(ctx))
+	require.False(t, pgcluster.Exists(dir))
+	_, err = os.Stat(filepath.Dir(restarted.DataDir))
+	require.ErrorIs(t, err, os.ErrNotExist, "Remove deletes the shadow directory too")
 }

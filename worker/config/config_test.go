@@ -213,9 +213,26 @@ func TestLoadErrors(t *testing.T) {
 	require.ErrorIs(t, err, os.ErrNotExist)
 
 	path := filepath.Join(t.TempDir(), "custom.toml")
-	require.NoError(t, os.WriteFile(path, []byte(minimal+"max_attempts = 0\nmax_tokens = -1\n"), 0o600))
+	require.NoError(t, os.WriteFile(path, []byte(minimal+"max_tokens = -1\n"), 0o600))
 	_, err = Load(path)
 	require.ErrorContains(t, err, `custom.toml: pipelines[0] "enrich": max_tokens must be at least 1`)
+}
+
+// A 0 written in the file is refused, naming the field; leaving the line
+// out still takes the default.
+func TestZeroConcurrencyAndAttemptsRefused(t *testing.T) {
+	t.Parallel()
+	withKey := strings.Replace(minimal, `api_key_env = "OPENAI_API_KEY"`, "api_key_env = \"OPENAI_API_KEY\"\nconcurrency = 0", 1)
+	_, err := Parse([]byte(withKey), "triage.toml")
+	require.EqualError(t, err, `triage.toml: keys[0] "main": concurrency must be at least 1, got 0`)
+	for _, v := range []string{"0", "-2"} {
+		_, err = Parse([]byte(minimal+"max_attempts = "+v+"\n"), "triage.toml")
+		require.EqualError(t, err, `triage.toml: pipelines[0] "enrich": max_attempts must be at least 1, got `+v)
+	}
+	cfg, err := Parse([]byte(minimal), "triage.toml")
+	require.NoError(t, err)
+	require.Equal(t, ConcurrencyDefault, cfg.Keys[0].Concurrency)
+	require.Equal(t, MaxAttemptsDefault, cfg.Pipelines[0].MaxAttempts)
 }
 
 func TestLookups(t *testing.T) {

@@ -68,7 +68,7 @@ type rawKey struct {
 	Path          string   `toml:"path"`
 	BaseURL       string   `toml:"base_url"`
 	APIKeyEnv     string   `toml:"api_key_env"`
-	Concurrency   int      `toml:"concurrency"`
+	Concurrency   *int     `toml:"concurrency"`
 	Timeout       string   `toml:"timeout"`
 	ProbeInterval string   `toml:"probe_interval"`
 	PrepaidUSD    float64  `toml:"prepaid_usd"`
@@ -83,7 +83,7 @@ type rawPipeline struct {
 	System           string   `toml:"system"`
 	Prompt           string   `toml:"prompt"`
 	Output           string   `toml:"output"`
-	MaxAttempts      int      `toml:"max_attempts"`
+	MaxAttempts      *int     `toml:"max_attempts"`
 	BudgetUSD        float64  `toml:"budget_usd"`
 	MaxTokens        int      `toml:"max_tokens"`
 	Temperature      *float64 `toml:"temperature"`
@@ -97,8 +97,16 @@ func (r rawFile) config(name string) (*Config, error) {
 	for i, rk := range r.Keys {
 		k := Key{
 			Name: rk.Name, Vendor: rk.Vendor, Path: classify.Path(rk.Path), BaseURL: rk.BaseURL,
-			APIKeyEnv: rk.APIKeyEnv, Concurrency: rk.Concurrency, PrepaidUSD: rk.PrepaidUSD,
+			APIKeyEnv: rk.APIKeyEnv, PrepaidUSD: rk.PrepaidUSD,
 			IdempotentReplay: rk.IdempotentReplay,
+		}
+		// 0 written in the file is a mistake, not "the default": a key
+		// that may run no call would queue forever.
+		if rk.Concurrency != nil {
+			if *rk.Concurrency < 1 {
+				return nil, fmt.Errorf("%s: %s: concurrency must be at least 1, got %d", name, elem("keys", i, rk.Name), *rk.Concurrency)
+			}
+			k.Concurrency = *rk.Concurrency
 		}
 		var err error
 		if k.Timeout, err = parseDuration(rk.Timeout); err != nil {
@@ -115,8 +123,14 @@ func (r rawFile) config(name string) (*Config, error) {
 	for i, rp := range r.Pipelines {
 		p := Pipeline{
 			Name: rp.Name, Model: rp.Model, System: rp.System, Prompt: rp.Prompt,
-			Output: Output(rp.Output), MaxAttempts: rp.MaxAttempts, BudgetUSD: rp.BudgetUSD,
+			Output: Output(rp.Output), BudgetUSD: rp.BudgetUSD,
 			MaxTokens: rp.MaxTokens, Temperature: rp.Temperature,
+		}
+		if rp.MaxAttempts != nil {
+			if *rp.MaxAttempts < 1 {
+				return nil, fmt.Errorf("%s: %s: max_attempts must be at least 1, got %d", name, elem("pipelines", i, rp.Name), *rp.MaxAttempts)
+			}
+			p.MaxAttempts = *rp.MaxAttempts
 		}
 		if rp.AmbiguousRetries != nil {
 			p.AmbiguousRetries, p.ambiguousRetriesSet = *rp.AmbiguousRetries, true

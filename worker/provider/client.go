@@ -129,6 +129,7 @@ func (c *Client) Do(ctx context.Context, r Request) (res Result, err error) {
 
 	resp, doErr := c.hc.Do(req)
 	if doErr != nil {
+		res.NetworkError = c.networkError(doErr)
 		if tr.maybeWritten() {
 			res.Observation.Phase = classify.PhaseSentNoResponse
 		} else {

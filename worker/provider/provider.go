@@ -114,6 +114,10 @@ type Result struct {
 	// wire format (a garbage 200 from a proxy); a short description, never the
 	// body. Content is then empty.
 	Malformed string
+	// NetworkError, when no status line arrived, says why: the network
+	// error and the host, e.g. "dial tcp 127.0.0.1:1: connect: connection
+	// refused (host 127.0.0.1:1)". Never the URL's query or the API key.
+	NetworkError string
 	// Elapsed is the wall time of the call.
 	Elapsed time.Duration
 }

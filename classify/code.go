@@ -1,0 +1,30 @@
+package classify
+
+// CodeMaxBytes bounds Verdict.Code. Vendor codes are short slugs
+// ("rate_limit_exceeded", "RESOURCE_EXHAUSTED"); anything longer is a body
+// echoed into the field, and the code travels into logs, River's errors,
+// dead letters, alert keys and metric labels.
+const CodeMaxBytes = 64
+
+// boundCode keeps a vendor code to at most CodeMaxBytes of letters, digits
+// and . _ - : / ; every other byte becomes _. Pure, like the rest.
+func boundCode(v Verdict) Verdict {
+	if v.Code == nil {
+		return v
+	}
+	b := []byte(*v.Code)
+	if len(b) > CodeMaxBytes {
+		b = b[:CodeMaxBytes]
+	}
+	for i, c := range b {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9',
+			c == '.', c == '_', c == '-', c == ':', c == '/':
+		default:
+			b[i] = '_'
+		}
+	}
+	s := string(b)
+	v.Code = &s
+	return v
+}

@@ -1,0 +1,286 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/triage-dev/triage/fakeprovider"
+	"github.com/triage-dev/triage/ledger/pgcluster"
+	"github.com/triage-dev/triage/worker/workertest"
+)
+
+// syncBuffer is a bytes.Buffer a command writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// gatedProvider is a provider that does not replay a repeated
+// Idempotency-Key (like OpenAI and Anthropic: the header is dropped before
+// the fake sees it, so every answer is billed) and holds the first calls
+// until the test opens the gate, so they are in flight when it chooses.
+type gatedProvider struct {
+	next    http.Handler
+	hold    int32
+	n       atomic.Int32
+	arrived chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gatedProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r.Header.Del(fakeprovider.IdempotencyHeader)
+	if g.n.Add(1) <= g.hold {
+		g.arrived <- struct{}{}
+		<-g.gate
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+// ownCluster is a private PostgreSQL cluster for a test that stops and
+// starts its database.
+type ownCluster struct {
+	dir string
+	c   *pgcluster.Cluster
+}
+
+func newOwnCluster(t *testing.T) *ownCluster {
+	t.Helper()
+	oc := &ownCluster{dir: filepath.Join(t.TempDir(), "pg")}
+	oc.start(t)
+	t.Cleanup(func() { _ = oc.c.Remove(context.Background()) })
+	return oc
+}
+
+func (oc *ownCluster) start(t *testing.T) {
+	t.Helper()
+	c, err := pgcluster.Start(context.Background(), oc.dir, pgcluster.Options{Fast: true})
+	require.NoError(t, err)
+	oc.c = c
+}
+
+func (oc *ownCluster) stop(t *testing.T) {
+	t.Helper()
+	require.NoError(t, oc.c.Stop(context.Background()))
+}
+
+// blipWorld is a CLI world on its own cluster.
+type blipWorld struct {
+	t      *testing.T
+	db     *ownCluster
+	fake   *fakeprovider.Server
+	config string
+	envs   map[string]string
+}
+
+func newBlipWorld(t *testing.T, sc fakeprovider.Scenario, probeInterval string, wrap func(http.Handler) http.Handler) *blipWorld {
+	t.Helper()
+	w := &blipWorld{t: t, db: newOwnCluster(t)}
+	sc.APIKey = cliAPIKey
+	w.fake = fakeprovider.New(sc)
+	t.Cleanup(func() { _ = w.fake.Close() })
+	srv := httptest.NewServer(wrap(w.fake))
+	t.Cleanup(srv.Close)
+	w.config = filepath.Join(t.TempDir(), "triage.toml")
+	require.NoError(t, os.WriteFile(w.config, []byte(workertest.Config(workertest.ConfigOptions{BaseURL: srv.URL + "/v1", ProbeInterval: probeInterval})), 0o600))
+	w.envs = map[string]string{"DATABASE_URL": w.db.c.URL(), workertest.APIKeyEnv: cliAPIKey}
+	r := w.run(context.Background(), nil, "migrate")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	return w
+}
+
+func (w *blipWorld) run(ctx context.Context, stderr *syncBuffer, args ...string) result {
+	var out bytes.Buffer
+	if stderr == nil {
+		stderr = &syncBuffer{}
+	}
+	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: stderr, getenv: func(k string) string { return w.envs[k] }}
+	code := run(ctx, append([]string{"--config", w.config}, args...), e)
+	return result{code: code, stdout: out.String(), stderr: stderr.String()}
+}
+
+// jobs counts the River jobs in the states.
+func (w *blipWorld) jobs(t *testing.T, states ...string) int {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), w.db.c.URL())
+	if err != nil {
+		return -1
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM river_job WHERE state::text = ANY($1)", states).Scan(&n); err != nil {
+		return -1
+	}
+	return n
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	require.Eventually(t, cond, 90*time.Second, 20*time.Millisecond, what)
+}
+
+// A database restart under a running `triage run` with calls in flight:
+// the answers that arrive while it is down are held and stored when it is
+// back, the run completes, and no record is bought twice.
+func TestRunRidesOutADatabaseRestart(t *testing.T) {
+	t.Parallel()
+	g := &gatedProvider{hold: 4, arrived: make(chan struct{}, 4), gate: make(chan struct{})}
+	w := newBlipWorld(t, fakeprovider.Scenario{}, "", func(h http.Handler) http.Handler { g.next = h; return g })
+	in := filepath.Join(t.TempDir(), "in.jsonl")
+	require.NoError(t, os.WriteFile(in, []byte(workertest.JSONL(8)), 0o600))
+
+	stderr := &syncBuffer{}
+	done := make(chan result, 1)
+	go func() {
+		done <- w.run(context.Background(), stderr, "run", "--pipeline", "enrich", "--batch", "blip", "--progress-interval", "100ms", in)
+	}()
+	for range 4 {
+		select {
+		case <-g.arrived:
+		case r := <-done:
+			t.Fatalf("run ended before its calls were in flight: %d\n%s", r.code, r.stderr)
+		}
+	}
+	w.db.stop(t) // four calls in flight
+	close(g.gate)
+	waitFor(t, "the four answers are delivered (and billed) while the database is down", func() bool {
+		return w.fake.Stats().BilledCalls >= 4
+	})
+	waitFor(t, "run says the database is unreachable", func() bool {
+		return strings.Contains(stderr.String(), "database unreachable, retrying")
+	})
+	w.db.start(t)
+
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("run did not finish after the database came back:\n%s", stderr.String())
+	}
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "8 records, 8 completed, 0 dead-lettered, 0 pending")
+	require.Contains(t, r.stderr, "database reachable again")
+	require.Equal(t, 1, strings.Count(r.stderr, "database unreachable, retrying"), "one notice, not one per poll")
+	require.LessOrEqual(t, strings.Count(r.stderr, "ERROR"), 12, "River's reconnect errors are summarised:\n%s", r.stderr)
+	st := w.fake.Stats()
+	require.Zero(t, st.DoubleBilledRecords, "no record billed twice")
+	require.Equal(t, 8, st.BilledCalls, "each record bought once")
+}
+
+// A sustained outage: run stops with exit 4, says the jobs are safe and how
+// to finish them, and `triage work --exit-when-idle` does, billing nothing
+// twice.
+func TestRunStopsWithExit4WhenTheDatabaseStaysAway(t *testing.T) {
+	t.Parallel()
+	// A probe interval longer than the test: once the key is exhausted no
+	// job runs, so none is left running (for River's rescuer) by the stop.
+	w := newBlipWorld(t, fakeprovider.Scenario{Balance: &fakeprovider.Balance{USD: 0}}, "10m",
+		func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+				r.Header.Del(fakeprovider.IdempotencyHeader)
+				h.ServeHTTP(rw, r)
+			})
+		})
+	in := filepath.Join(t.TempDir(), "in.jsonl")
+	require.NoError(t, os.WriteFile(in, []byte(workertest.JSONL(5)), 0o600))
+
+	stderr := &syncBuffer{}
+	done := make(chan result, 1)
+	go func() {
+		done <- w.run(context.Background(), stderr, "run", "--pipeline", "enrich", "--batch", "away", "--db-wait", "1s", in)
+	}()
+	waitFor(t, "the key is exhausted and its jobs parked", func() bool {
+		return strings.Contains(stderr.String(), "key main exhausted") && w.jobs(t, "available", "scheduled") == 5
+	})
+	w.db.stop(t)
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("run did not stop:\n%s", stderr.String())
+	}
+	require.Equal(t, exitQueued, r.code, r.stderr)
+	require.Contains(t, r.stderr, "database unreachable, retrying")
+	require.Contains(t, r.stderr, "unreachable for 1s")
+	require.Contains(t, r.stderr, "safe in the queue")
+	require.Contains(t, r.stderr, "triage work --exit-when-idle")
+
+	w.db.start(t)
+	w.fake.TopUp(10)
+	r = w.run(context.Background(), nil, "keys", "resume", "main")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = w.run(context.Background(), nil, "work", "--exit-when-idle")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = w.run(context.Background(), nil, "status", "away", "--json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, `"completed":5`)
+	st := w.fake.Stats()
+	require.Zero(t, st.DoubleBilledRecords)
+	require.Equal(t, 5, st.BilledCalls)
+}
+
+// The same restart under `triage work --exit-when-idle`: it holds the
+// answers, keeps looking for work through the outage, and finishes the
+// queue without buying anything twice.
+func TestWorkRidesOutADatabaseRestart(t *testing.T) {
+	t.Parallel()
+	g := &gatedProvider{hold: 4, arrived: make(chan struct{}, 4), gate: make(chan struct{})}
+	w := newBlipWorld(t, fakeprovider.Scenario{}, "", func(h http.Handler) http.Handler { g.next = h; return g })
+	in := filepath.Join(t.TempDir(), "in.jsonl")
+	require.NoError(t, os.WriteFile(in, []byte(workertest.JSONL(6)), 0o600))
+	r := w.run(context.Background(), nil, "enqueue", "--pipeline", "enrich", "--batch", "w1", in)
+	require.Equal(t, exitOK, r.code, r.stderr)
+
+	stderr := &syncBuffer{}
+	done := make(chan result, 1)
+	go func() { done <- w.run(context.Background(), stderr, "work", "--exit-when-idle") }()
+	for range 4 {
+		select {
+		case <-g.arrived:
+		case r := <-done:
+			t.Fatalf("work ended before its calls were in flight: %d\n%s", r.code, r.stderr)
+		}
+	}
+	w.db.stop(t)
+	close(g.gate)
+	waitFor(t, "work holds the answers that arrived while the database is down", func() bool {
+		return strings.Count(stderr.String(), "holding the answer") >= 1
+	})
+	w.db.start(t)
+	select {
+	case r = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("work did not finish after the database came back:\n%s", stderr.String())
+	}
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stderr, "answer stored after the database came back")
+	r = w.run(context.Background(), nil, "status", "w1", "--json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, `"completed":6`)
+	st := w.fake.Stats()
+	require.Zero(t, st.DoubleBilledRecords, "no record billed twice")
+	require.Equal(t, 6, st.BilledCalls)
+}

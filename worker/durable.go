@@ -1,0 +1,75 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"time"
+
+	"github.com/triage-dev/triage/ledger"
+)
+
+// Defaults for the completion retry.
+const (
+	// HoldAnswerDefault bounds how long a paid-for answer is held in memory
+	// while its completion waits for an unreachable database (Options.HoldAnswer).
+	HoldAnswerDefault = 2 * time.Minute
+	// holdRetryFirst and holdRetryMax shape the backoff between tries.
+	holdRetryFirst = 100 * time.Millisecond
+	holdRetryMax   = 5 * time.Second
+)
+
+// retryUnreachable runs fn until it succeeds, fails for another reason than
+// an unreachable database (ledger.Unreachable), or bound has passed since
+// the first try; it returns fn's last error. Each try is a whole
+// transaction, so a try that failed left nothing behind. onRetry, if set,
+// hears about each failed try that will be tried again. ctx only carries
+// values: a run that is being stopped still gets its answer stored.
+func retryUnreachable(ctx context.Context, bound time.Duration, onRetry func(try int, err error), fn func(context.Context) error) error {
+	ctx = context.WithoutCancel(ctx)
+	deadline := time.Now().Add(bound)
+	wait := holdRetryFirst
+	for try := 1; ; try++ {
+		err := fn(ctx)
+		if err == nil || !ledger.Unreachable(err) || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		if onRetry != nil {
+			onRetry(try, err)
+		}
+		// Equal jitter: processes that lost the database together do not
+		// all come back in the same millisecond.
+		time.Sleep(wait/2 + rand.N(wait/2+1))
+		wait = min(2*wait, holdRetryMax)
+	}
+}
+
+// complete stores a paid-for answer and completes the job (completeOnce),
+// holding the answer while the database is unreachable: a blip or restart
+// must not throw away what was bought, to be bought again by the next run.
+func (r *Runtime) complete(ctx context.Context, c *call, output json.RawMessage, hadAmbiguous bool) error {
+	held := false
+	err := retryUnreachable(ctx, r.holdAnswer(), func(try int, err error) {
+		if !held {
+			held = true
+			r.log.WarnContext(ctx, "database unreachable: holding the answer and retrying its completion",
+				"job_id", c.job.ID, "batch", c.job.Args.Batch, "record_id", c.job.Args.RecordID, "err", err)
+		}
+	}, func(ctx context.Context) error { return r.completeOnce(ctx, c, output, hadAmbiguous) })
+	switch {
+	case err != nil && held:
+		r.log.ErrorContext(ctx, "answer not stored: the database stayed unreachable; the record will be sent again",
+			"job_id", c.job.ID, "batch", c.job.Args.Batch, "record_id", c.job.Args.RecordID, "held_for", r.holdAnswer().String(), "err", err)
+	case err == nil && held:
+		r.log.InfoContext(ctx, "answer stored after the database came back",
+			"job_id", c.job.ID, "batch", c.job.Args.Batch, "record_id", c.job.Args.RecordID)
+	}
+	return err
+}
+
+func (r *Runtime) holdAnswer() time.Duration {
+	if r.opts.HoldAnswer > 0 {
+		return r.opts.HoldAnswer
+	}
+	return HoldAnswerDefault
+}
