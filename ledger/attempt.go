@@ -80,7 +80,7 @@ func FinishAttempt(ctx context.Context, db DBTX, attemptID int64, out Outcome) e
 		FROM upd WHERE b.id = upd.batch AND upd.cost_usd <> 0
 	)
 	SELECT EXISTS (SELECT 1 FROM upd), prev.status FROM prev`,
-		attemptID, string(out.Status), nullString(out.Class), nullInt(out.HTTPStatus), nullString(out.VendorCode),
+		attemptID, string(out.Status), out.Class.String(), nullInt(out.HTTPStatus), nullString(out.VendorCode),
 		nullString(out.Reason), out.InputTokens, out.OutputTokens, out.CostUSD, nowArg(out.Now)).Scan(&updated, &status)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -104,7 +104,7 @@ func PriorOutcome(ctx context.Context, db DBTX, idempotencyKey string) (Prior, e
 }
 
 // PriorOutcomeForJob is PriorOutcome that also answers for one job of one
-// record: JobAmbiguous, JobLastClass and DeadLettered.
+// record: JobAmbiguous, JobLast, JobCalls and DeadLettered.
 func PriorOutcomeForJob(ctx context.Context, db DBTX, idempotencyKey string, jobID int64, batch, recordID string) (Prior, error) {
 	var p Prior
 	var last *string
@@ -118,18 +118,25 @@ func PriorOutcomeForJob(ctx context.Context, db DBTX, idempotencyKey string, job
 			coalesce(sum(a.cost_usd), 0)::float8,
 			coalesce(sum(a.est_cost_usd) FILTER (WHERE a.status IN ('possibly_billed', 'intent')), 0)::float8,
 			coalesce(bool_or(r.attempt_id IS NOT NULL), false),
+			count(*) FILTER (WHERE a.job_id = $2 AND (a.status = 'intent'
+				OR a.class IN ('transient', 'ambiguous') AND a.reason IS DISTINCT FROM $5)),
 			EXISTS (SELECT 1 FROM triage_dead_letter d
 				WHERE d.batch = $3 AND d.record_id = $4 AND d.requeued_at IS NULL)
 		FROM triage_attempt a
 		LEFT JOIN triage_result r ON r.attempt_id = a.id
-		WHERE a.idempotency_key = $1`, idempotencyKey, jobID, batch, recordID).
+		WHERE a.idempotency_key = $1`, idempotencyKey, jobID, batch, recordID, ReasonWorkerStopped).
 		Scan(&p.Attempts, &p.OKAttemptID, &p.Ambiguous, &p.JobAmbiguous, &last, &p.BilledUSD, &p.PossiblyBilledUSD,
-			&p.ResultStored, &p.DeadLettered)
+			&p.ResultStored, &p.JobCalls, &p.DeadLettered)
 	if err != nil {
 		return Prior{}, fmt.Errorf("ledger: prior outcome: %w", err)
 	}
 	if last != nil {
-		p.JobLastClass = *last
+		p.JobLast.Seen = true
+		if *last == string(AttemptIntent) {
+			p.JobLast.Unfinished = true
+		} else if err := p.JobLast.Class.UnmarshalText([]byte(*last)); err != nil {
+			return Prior{}, fmt.Errorf("ledger: prior outcome: %w", err)
+		}
 	}
 	return p, nil
 }

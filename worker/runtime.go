@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/provider"
@@ -127,10 +128,10 @@ type Observer interface {
 // CallEvent describes one finished call.
 type CallEvent struct {
 	Key     string
-	Class   string // classify class: ok, transient, throttled, exhausted, rejected, ambiguous
-	Status  int    // HTTP status; 0 when no status line arrived
-	Known   bool   // false: no classifier rule matched
-	Retry   bool   // not the record's first call
+	Class   classify.Class
+	Status  int  // HTTP status; 0 when no status line arrived
+	Known   bool // false: no classifier rule matched
+	Retry   bool // not the record's first call
 	CostUSD float64
 	Elapsed time.Duration
 }
@@ -143,6 +144,9 @@ type keyRuntime struct {
 	// an endpoint echoes it back in an error body.
 	apiKey  string
 	limiter *keys.Limiter
+	// gate admits calls and hears their outcomes: both breakers and the
+	// pause, shared by the fleet, and this process's storm breaker.
+	gate *keys.Gate
 
 	mu            sync.Mutex
 	lastThrottle  time.Time
@@ -177,7 +181,6 @@ type Runtime struct {
 	alerter    *keys.Alerter
 	ownAlerter bool
 	keys       map[string]*keyRuntime
-	retryAfter sync.Map // job id -> time.Duration: a transient error's hint, read by NextRetry
 	stopWatch  context.CancelFunc
 	watchDone  chan struct{}
 }
@@ -258,6 +261,9 @@ func New(opts Options) (*Runtime, error) {
 		lease = max(keys.ProbeLeaseDefault, 2*(maxTimeout+opts.JobMargin))
 	}
 	r.store = keys.NewStore(opts.Pool, keys.StoreConfig{Clock: opts.Clock, ProbeLease: lease, RiverSchema: opts.Schema})
+	for _, k := range r.keys {
+		k.gate = r.store.NewGate(keys.GateConfig{Key: k.cfg.Name, ProbeInterval: k.cfg.ProbeInterval, Storm: StormSettings(k.cfg)})
+	}
 	r.alerter = opts.Alerter
 	if r.alerter == nil {
 		r.alerter = keys.NewAlerter(keys.AlerterConfig{Logger: opts.Logger, WebhookURL: cfg.Alerts.WebhookURL, Pool: opts.Pool, Clock: opts.Clock})
@@ -296,6 +302,15 @@ func New(opts Options) (*Runtime, error) {
 	return r, nil
 }
 
+// StormSettings are a key's storm breaker thresholds from its
+// configuration, defaults filled in.
+func StormSettings(k *config.Key) keys.StormSettings {
+	return keys.StormSettings{
+		Failures: k.StormFailures, Share: k.StormShare, MinCalls: k.StormMinCalls, Window: k.StormWindow,
+		ProbeMin: k.StormProbeMin, ProbeMax: k.StormProbeMax,
+	}.WithDefaults()
+}
+
 // River is the runtime's River client (for inserting and subscribing).
 func (r *Runtime) River() *river.Client[pgx.Tx] { return r.river }
 
@@ -327,9 +342,15 @@ func (r *Runtime) Start(ctx context.Context) error {
 	watchCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.stopWatch = cancel
 	r.watchDone = make(chan struct{})
+	stormsDone := make(chan struct{})
+	go func() {
+		defer close(stormsDone)
+		r.watchStorms(watchCtx)
+	}()
 	go func() {
 		defer close(r.watchDone)
 		r.watchSpend(watchCtx)
+		<-stormsDone
 	}()
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/keys"
 )
@@ -129,7 +130,7 @@ func (r *Runtime) sweepDiscarded(ctx context.Context) {
 	for _, d := range found {
 		row := ledger.DeadLetterRow{
 			Batch: d.args.Batch, RecordID: d.args.RecordID, JobID: d.id, Pipeline: d.args.Pipeline,
-			Class: "transient", Reason: ReasonDiscarded, Attempts: d.attempt, Request: d.args.Record,
+			Class: classify.Transient, Reason: ReasonDiscarded, Attempts: d.attempt, Request: d.args.Record,
 			ErrorExcerpt: "River discarded the job after its last attempt; last error: " + d.lastErr,
 		}
 		if p, err := r.cfg.Pipeline(d.args.Pipeline); err == nil {

@@ -57,6 +57,8 @@ timeout = "3s"
 probe_interval = "5s"
 idempotent_replay = true   # the fake provider replays a repeated Idempotency-Key
 retry_budget = 1.0
+storm_probe_min = "1s"     # the storm breaker's probes: the demo's outage is short
+storm_probe_max = "2s"
 
 [[models]]
 name = "gpt-4o-mini"

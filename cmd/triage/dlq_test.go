@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
@@ -248,8 +249,10 @@ func dlqSeedDeadLetters(t *testing.T, c *cli, dls ...dlqSeededDL) []int64 {
 	t.Helper()
 	ids := make([]int64, len(dls))
 	for i, d := range dls {
+		class, err := classify.ParseClass(d.class)
+		require.NoError(t, err)
 		id, err := ledger.AddDeadLetter(context.Background(), c.db.Pool, ledger.DeadLetterRow{
-			Batch: d.batch, RecordID: d.record, Pipeline: "enrich", Key: "main", Class: d.class, Reason: d.reason,
+			Batch: d.batch, RecordID: d.record, Pipeline: "enrich", Key: "main", Class: class, Reason: d.reason,
 			HTTPStatus: d.status, VendorCode: d.code, Attempts: 1, Request: json.RawMessage(d.request),
 			ErrorExcerpt: `{"error":{"message":"bad","api_key":"sk-cli-secret-123456"}}`,
 		})

@@ -59,6 +59,64 @@ type keyView struct {
 	// RetryBudget is the fleet retry budget in use; null for a key not in
 	// the configuration (its retry_budget is unknown).
 	RetryBudget *retryBudgetView `json:"retry_budget"`
+	// Storm is the storm breaker; State, Reason, OpenedAt and NextProbe
+	// above are the exhausted breaker's.
+	Storm stormView `json:"storm"`
+}
+
+// stormView is the storm breaker of a key in `triage keys --json`.
+type stormView struct {
+	// State: closed, open or half_open.
+	State     keys.State `json:"state"`
+	Reason    *string    `json:"reason"`
+	OpenedAt  *time.Time `json:"opened_at"`
+	NextProbe *time.Time `json:"next_probe"`
+	// CooldownS is the wait before the next probe (open), null when closed.
+	CooldownS *float64 `json:"cooldown_s"`
+	// The key's thresholds (null for a key not in the configuration):
+	// failures in a row, or a failure share over a window once it holds
+	// min_calls, trip it; probes wait probe_min_s doubling to probe_max_s;
+	// an alert fires when open for alert_after_s.
+	Settings *stormSettingsView `json:"settings"`
+}
+
+type stormSettingsView struct {
+	Failures    int     `json:"failures"` // 0: off
+	Share       float64 `json:"share"`    // 0: off
+	MinCalls    int     `json:"min_calls"`
+	WindowS     float64 `json:"window_s"`
+	ProbeMinS   float64 `json:"probe_min_s"`
+	ProbeMaxS   float64 `json:"probe_max_s"`
+	AlertAfterS float64 `json:"alert_after_s"`
+}
+
+func newStormView(st keys.StormStatus, k *config.Key) stormView {
+	v := stormView{State: st.State, OpenedAt: st.OpenedAt}
+	if v.State == "" {
+		v.State = keys.StateClosed
+	}
+	if st.Reason != "" {
+		v.Reason = &st.Reason
+	}
+	if st.State == keys.StateOpen {
+		v.NextProbe = st.NextProbe
+	}
+	if st.State != keys.StateClosed && st.State != "" {
+		c := st.CooldownS
+		v.CooldownS = &c
+	}
+	if k != nil {
+		s := worker.StormSettings(k)
+		after := k.StormAlertAfter
+		if after <= 0 {
+			after = worker.StormAlertAfterDefault
+		}
+		v.Settings = &stormSettingsView{
+			Failures: max(s.Failures, 0), Share: max(s.Share, 0), MinCalls: s.MinCalls, WindowS: s.Window.Seconds(),
+			ProbeMinS: s.ProbeMin.Seconds(), ProbeMaxS: s.ProbeMax.Seconds(), AlertAfterS: after.Seconds(),
+		}
+	}
+	return v
 }
 
 // retryBudgetView is the fleet-wide retry budget of a key over the sliding
@@ -163,6 +221,7 @@ func keyViews(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) ([]ke
 		if p := st.Pause; p != nil {
 			v.Paused, v.PauseReason, v.PausedUntil = true, &p.Reason, &p.Until
 		}
+		v.Storm = newStormView(st.Storm, k)
 		spend, err := ledger.SpendByKey(ctx, pool, name, time.Time{})
 		if err != nil {
 			return err
@@ -209,7 +268,7 @@ func writeKeys(w io.Writer, views []keyView) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tVENDOR\tBREAKER\tREASON\tOPENED\tNEXT PROBE\tPAUSE\tCONCURRENCY\tSPEND\tPREPAID\tRETRIES")
+	fmt.Fprintln(tw, "KEY\tVENDOR\tBREAKER\tSTORM\tREASON\tOPENED\tNEXT PROBE\tPAUSE\tCONCURRENCY\tSPEND\tPREPAID\tRETRIES")
 	for _, v := range views {
 		vendor := "(not in config)"
 		if v.Vendor != nil {
@@ -231,7 +290,7 @@ func writeKeys(w io.Writer, views []keyView) {
 		if v.Reason != nil {
 			reason = *v.Reason
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t$%.4f\t%s\t%s\n", v.Key, vendor, v.State, reason,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t$%.4f\t%s\t%s\n", v.Key, vendor, v.State, v.Storm.State, reason,
 			keysTime(v.OpenedAt), keysTime(v.NextProbe), pause, conc, v.SpendUSD, prepaid, keysRetries(v.RetryBudget))
 	}
 	tw.Flush()
@@ -288,6 +347,21 @@ func keysNotes(v keyView) []string {
 			s += "; next probe at " + keysTime(v.NextProbe)
 		}
 		out = append(out, s+"; its jobs stay queued")
+	} else if v.Storm.State != keys.StateClosed {
+		s := "key " + v.Key + ": provider storm (storm breaker " + string(v.Storm.State) + ")"
+		if v.Storm.OpenedAt != nil {
+			s += " since " + keysTime(v.Storm.OpenedAt)
+		}
+		switch {
+		case v.Storm.State == keys.StateHalfOpen:
+			s += "; a probe is out"
+		case v.Storm.NextProbe != nil:
+			s += "; next probe at " + keysTime(v.Storm.NextProbe)
+		}
+		if v.Storm.CooldownS != nil {
+			s += fmt.Sprintf(", cooldown %s", time.Duration(*v.Storm.CooldownS*float64(time.Second)))
+		}
+		out = append(out, s+"; its jobs stay queued and spend no attempts; it heals by itself")
 	} else if v.Paused {
 		out = append(out, fmt.Sprintf("key %s: paused (%s) until %s; its jobs wait", v.Key, *v.PauseReason, keysTime(v.PausedUntil)))
 	}

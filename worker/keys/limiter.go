@@ -70,6 +70,20 @@ func (l *Limiter) Acquire(ctx context.Context) (release func(), err error) {
 	}
 }
 
+// TryAcquire takes a slot if one is free now, without waiting. A caller
+// that had to wait instead (Acquire) knows time passed: what it checked
+// before may have changed (the key tripped meanwhile).
+func (l *Limiter) TryAcquire() (release func(), ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inFlight >= l.limit {
+		return nil, false
+	}
+	l.inFlight++
+	var once sync.Once
+	return func() { once.Do(l.release) }, true
+}
+
 func (l *Limiter) release() {
 	l.mu.Lock()
 	l.inFlight--
