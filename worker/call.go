@@ -485,17 +485,31 @@ func (r *Runtime) deadLetter(ctx context.Context, c *call, rx Reaction) error {
 		// ledger.Redact knows key shapes; this knows the key itself.
 		row.ErrorExcerpt = strings.ReplaceAll(row.ErrorExcerpt, c.key.apiKey, "[redacted api key]")
 	}
-	var id int64
-	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-		if c.attemptID != 0 && rx.Outcome != "" {
-			if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, rx.Outcome)); err != nil && !errors.Is(err, ledger.ErrAttemptFinished) {
-				return err
-			}
+	var (
+		id  int64
+		err error
+	)
+	// A failed write is tried again here rather than by River: a River retry
+	// would find only this call's intent and send the request again.
+	for try := range deadLetterTries {
+		if try > 0 {
+			time.Sleep(time.Duration(try) * 100 * time.Millisecond)
 		}
-		var err error
-		id, err = ledger.AddDeadLetter(ctx, tx, row)
-		return err
-	})
+		err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+			if c.attemptID != 0 && rx.Outcome != "" {
+				if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, rx.Outcome)); err != nil && !errors.Is(err, ledger.ErrAttemptFinished) {
+					return err
+				}
+			}
+			var err error
+			id, err = ledger.AddDeadLetter(ctx, tx, row)
+			return err
+		})
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		r.log.WarnContext(ctx, "dead letter write failed, trying again", "batch", job.Args.Batch, "record_id", job.Args.RecordID, "err", err)
+	}
 	if err != nil {
 		return fmt.Errorf("dead letter: %w", err)
 	}
@@ -503,6 +517,10 @@ func (r *Runtime) deadLetter(ctx context.Context, c *call, rx Reaction) error {
 		"class", rx.Class.String(), "reason", rx.Reason, "status", c.res.Observation.Status, "code", deref(c.verdict.Code))
 	return river.JobCancel(&CallError{Class: c.verdict.Class, Status: c.res.Observation.Status, Code: deref(c.verdict.Code), Reason: rx.Reason})
 }
+
+// deadLetterTries is how often the dead-letter transaction is tried
+// before the run gives up with an error.
+const deadLetterTries = 3
 
 // requestView is the rendered request as kept in a dead letter: everything
 // needed to understand or replay it, never the API key.

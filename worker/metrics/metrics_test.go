@@ -221,6 +221,10 @@ func TestSharedStateGauges(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.store.Pause(ctx, "elsewhere", "operator", until)
 	require.NoError(t, err)
+	// A storm on spare: the other breaker, shown apart.
+	rep, err := b.store.StormFailure(ctx, "spare", keys.Admission{}, true, "transient_failures", 2*time.Second)
+	require.NoError(t, err)
+	require.True(t, rep.Opened)
 
 	// Spend in the ledger, as any process of the fleet writes it.
 	require.NoError(t, ledger.CreateBatch(ctx, b.db.Pool, ledger.Batch{ID: "b1", Pipeline: "enrich", Key: "main"},
@@ -237,6 +241,9 @@ func TestSharedStateGauges(t *testing.T) {
 	require.Equal(t, 2.0, mustValue(t, fams, "triage_breaker_state", L{"key": "main"}))
 	require.Equal(t, 0.0, mustValue(t, fams, "triage_key_paused", L{"key": "main"}), "an open breaker is not a pause")
 	require.Equal(t, 0.0, mustValue(t, fams, "triage_breaker_state", L{"key": "spare"}))
+	require.Equal(t, 2.0, mustValue(t, fams, "triage_storm_breaker_state", L{"key": "spare"}))
+	require.Equal(t, 2.0, mustValue(t, fams, "triage_storm_cooldown_seconds", L{"key": "spare"}))
+	require.Equal(t, 0.0, mustValue(t, fams, "triage_storm_breaker_state", L{"key": "main"}))
 	require.Equal(t, 1.0, mustValue(t, fams, "triage_key_paused", L{"key": "spare"}))
 	require.Equal(t, 1.0, mustValue(t, fams, "triage_key_paused", L{"key": "elsewhere"}))
 	require.Equal(t, 0.0, mustValue(t, fams, "triage_key_paused", L{"key": "quiet"}))
