@@ -55,6 +55,9 @@ const (
 	MaxAgeDefault = 7 * 24 * time.Hour
 	// JobMarginDefault: see Options.JobMargin.
 	JobMarginDefault = 30 * time.Second
+	// StopMarginDefault is added to the job timeout for StopGrace: time for
+	// River to record the last jobs' outcomes after their runs return.
+	StopMarginDefault = 5 * time.Second
 )
 
 // Options configure a Runtime.
@@ -183,6 +186,7 @@ type Runtime struct {
 	keys       map[string]*keyRuntime
 	stopWatch  context.CancelFunc
 	watchDone  chan struct{}
+	jobTimeout time.Duration
 }
 
 // withDefaults fills the zero (or negative) fields with their documented
@@ -275,6 +279,7 @@ func New(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("worker: register: %w", err)
 	}
 	jobTimeout := maxTimeout + opts.JobMargin
+	r.jobTimeout = jobTimeout
 	rescueAfter := opts.RescueAfter
 	if rescueAfter <= 0 {
 		rescueAfter = 2*jobTimeout + time.Minute
@@ -355,8 +360,17 @@ func (r *Runtime) Start(ctx context.Context) error {
 	return nil
 }
 
+// StopGrace is how long to give Stop so that every call in flight can
+// finish: the longest timeout of the keys this process works plus
+// Options.JobMargin (the ledger writes around the call) plus
+// StopMarginDefault. A call cut by a shorter grace has been paid for, and
+// since no provider replays a repeated Idempotency-Key its resend is billed
+// again.
+func (r *Runtime) StopGrace() time.Duration { return r.jobTimeout + StopMarginDefault }
+
 // Stop lets running calls finish (River's soft stop) until ctx ends, then
-// cancels them; it stops the Supervisor and flushes alerts.
+// cancels them; it stops the Supervisor and flushes alerts. Give it
+// StopGrace. An answer that arrived before a cancel is still stored.
 func (r *Runtime) Stop(ctx context.Context) error {
 	if r.stopWatch != nil {
 		r.stopWatch()

@@ -25,9 +25,6 @@ func init() {
 	})
 }
 
-// stopGrace is how long a stopping worker lets calls in flight finish
-// (River's soft stop) before cancelling them.
-const stopGrace = 15 * time.Second
 
 // pollEvery is how often a run reads its batch's status.
 const pollEvery = 250 * time.Millisecond
@@ -176,7 +173,7 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 	out, loopErr := pollBatch(ctx, rt.Store(), r, p, start)
 	p.finish()
 
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGrace)
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rt.StopGrace())
 	defer cancel()
 	if err := rt.Stop(stopCtx); err != nil {
 		fmt.Fprintf(p, "triage: stopping the worker: %v\n", err)
