@@ -25,7 +25,6 @@ func init() {
 	})
 }
 
-
 // pollEvery is how often a run reads its batch's status.
 const pollEvery = 250 * time.Millisecond
 
