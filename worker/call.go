@@ -91,6 +91,8 @@ type call struct {
 	// calls is the job's calls counted against max_attempts, this one
 	// included; 0 before the ledger look-up.
 	calls int
+	// hash is the rendered request's hash.
+	hash string
 }
 
 // Work runs one job: the checks before the call (decideBefore after each
@@ -107,7 +109,11 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		Attempt: job.Attempt, MaxAttempts: p.MaxAttempts, AmbiguousRetries: p.AmbiguousRetries,
 		Age: time.Since(job.CreatedAt), MaxAge: rt.opts.MaxAge, OwnSnoozes: ownSnoozes(job), MaxSnoozes: p.MaxSnoozes,
 	}
-	if rx := decideBefore(b); rx.Kind != ReactGo {
+	rx := decideBefore(b)
+	if rx.Kind == ReactGo {
+		rx = c.render()
+	}
+	if rx.Kind != ReactGo {
 		// A job a Supervisor dispatched as the probe holds a claim made on
 		// its behalf: give it back, or the key stays half-open until the
 		// lease runs out.
@@ -119,11 +125,16 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		return rt.apply(ctx, c, rx, keys.Report{})
 	}
 
-	// The breakers first: a key known to be exhausted or in a storm gets no
-	// call at all. One statement reads both breakers and the pause.
-	adm, pause, done, err := k.gate.Admit(ctx, job.ID)
+	// One round trip before the call: the breakers first (a key known to be
+	// exhausted or in a storm gets no call at all), both breakers and the
+	// pause in one statement, and with them what the ledger knows about
+	// this request from earlier sends.
+	var prior ledger.Prior
+	adm, pause, done, err := k.gate.AdmitWith(ctx, job.ID, func(batch *pgx.Batch) {
+		ledger.QueuePriorOutcomeForJob(batch, &prior, c.req.IdempotencyKey, job.ID, job.Args.Batch, job.Args.RecordID)
+	})
 	if err != nil {
-		return fmt.Errorf("admit: %w", err)
+		return fmt.Errorf("admit and ledger look-up: %w", err)
 	}
 	// Every exit reports to the breakers exactly once; this one, for the
 	// exits before the call, gives a probe claim back.
@@ -134,32 +145,11 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		left := time.Until(pause.Until)
 		b.Pause = &left
 	}
+	b.Prior = &prior
+	c.calls = prior.JobCalls
 	if rx := decideBefore(b); rx.Kind != ReactGo {
 		return rt.apply(ctx, c, rx, keys.Report{})
 	}
-
-	var record map[string]any
-	if err := json.Unmarshal(job.Args.Record, &record); err != nil {
-		return rt.apply(ctx, c, deadLetter(classify.Rejected, ReasonConfig, "record is not a JSON object"), keys.Report{})
-	}
-	prompt, err := p.Render(record)
-	if err != nil {
-		return rt.apply(ctx, c, deadLetter(classify.Rejected, ReasonTemplate, err.Error()), keys.Report{})
-	}
-	c.req = provider.Request{
-		Model: m.Name, System: p.System, Prompt: prompt, MaxTokens: p.MaxTokens,
-		Temperature: p.Temperature, JSON: p.Output == config.OutputJSON, RecordID: job.Args.RecordID,
-	}
-	hash := provider.RequestHash(c.req)
-	c.req.IdempotencyKey = provider.IdempotencyKey(job.Args.Batch, job.Args.RecordID, p.Name, hash)
-
-	// Before any resend: what does the ledger know about this request?
-	prior, err := ledger.PriorOutcomeForJob(ctx, rt.pool, c.req.IdempotencyKey, job.ID, job.Args.Batch, job.Args.RecordID)
-	if err != nil {
-		return fmt.Errorf("ledger look-up: %w", err)
-	}
-	b.Prior = &prior
-	c.calls = prior.JobCalls
 	c.hadAmbiguous = prior.Ambiguous > 0
 	// A retry is a resend after a transient, ambiguous or unfinished attempt
 	// of this job; a resend after a throttle or an exhausted key is not (it
@@ -214,7 +204,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	// spend cap.
 	c.attemptID, err = ledger.ReserveAttempt(ctx, rt.pool, ledger.Intent{
 		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: prior.JobCalls + 1,
-		Key: k.cfg.Name, Model: m.Name, IdempotencyKey: c.req.IdempotencyKey, RequestHash: hash,
+		Key: k.cfg.Name, Model: m.Name, IdempotencyKey: c.req.IdempotencyKey, RequestHash: c.hash,
 		IsRetry: c.retry, EstCostUSD: estimateCost(m, c.req),
 	})
 	var budgetErr *ledger.BudgetError
@@ -276,6 +266,27 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	rep := rt.report(ctx, c, done, breakerOutcome(a))
 	a.Storm = rep.Storm
 	return rt.apply(ctx, c, decideAfter(a), rep)
+}
+
+// render builds the request from the record and the pipeline, and its
+// idempotency key; a record the pipeline cannot render is dead-lettered.
+func (c *call) render() Reaction {
+	var record map[string]any
+	if err := json.Unmarshal(c.job.Args.Record, &record); err != nil {
+		return deadLetter(classify.Rejected, ReasonConfig, "record is not a JSON object")
+	}
+	p, m := c.pipeline, c.model
+	prompt, err := p.Render(record)
+	if err != nil {
+		return deadLetter(classify.Rejected, ReasonTemplate, err.Error())
+	}
+	c.req = provider.Request{
+		Model: m.Name, System: p.System, Prompt: prompt, MaxTokens: p.MaxTokens,
+		Temperature: p.Temperature, JSON: p.Output == config.OutputJSON, RecordID: c.job.Args.RecordID,
+	}
+	c.hash = provider.RequestHash(c.req)
+	c.req.IdempotencyKey = provider.IdempotencyKey(c.job.Args.Batch, c.job.Args.RecordID, p.Name, c.hash)
+	return Reaction{Kind: ReactGo}
 }
 
 // report tells the breakers what the call came to (once: later calls of

@@ -132,47 +132,68 @@ func (s *Store) Admit(ctx context.Context, key string, jobID int64) (Admission, 
 // breaker decides by itself. The exhausted breaker wins over the storm
 // breaker: a key that needs a human is not probed for a storm.
 func (s *Store) AdmitCall(ctx context.Context, key string, jobID int64) (Admission, *Pause, error) {
+	return s.AdmitCallWith(ctx, key, jobID, nil)
+}
+
+// AdmitCallWith is AdmitCall that sends the reads extra queues on the batch
+// in the same round trip as its own (a pgx.Batch): the worker reads the
+// ledger's prior outcome of the call together with its admission. extra's
+// results are read, and its errors returned, before the admission is
+// decided; with extra nil it is AdmitCall's single statement.
+func (s *Store) AdmitCallWith(ctx context.Context, key string, jobID int64, extra func(b *pgx.Batch)) (Admission, *Pause, error) {
 	if err := checkKey(key); err != nil {
 		return Admission{}, nil, err
 	}
-	var (
-		state, storm  *State
-		gen, stormGen *int64
-		pk            *string
-		p             Pause
-	)
-	err := s.pool.QueryRow(ctx, `SELECT s.state, s.generation, st.state, st.generation, p.key, p.reason, p.until, p.set_by, p.created_at
-		FROM (SELECT 1) one
-		LEFT JOIN triage_key_state s ON s.key = $1
-		LEFT JOIN triage_storm_state st ON st.key = $1
-		LEFT JOIN triage_pause p ON p.key = $1 AND p.until > coalesce($2::timestamptz, now())`, key, s.nowParam()).
-		Scan(&state, &gen, &storm, &stormGen, &pk, nullable(&p.Reason), nullable(&p.Until), nullable(&p.SetBy), nullable(&p.CreatedAt))
+	var r admitRow
+	var err error
+	if extra == nil {
+		err = r.scan(s.pool.QueryRow(ctx, admitSQL, key, s.nowParam()))
+	} else {
+		var b pgx.Batch
+		b.Queue(admitSQL, key, s.nowParam()).QueryRow(r.scan)
+		extra(&b)
+		err = s.pool.SendBatch(ctx, &b).Close()
+	}
 	if err != nil {
 		return Admission{}, nil, fmt.Errorf("keys: admit %s: %w", key, err)
 	}
 	var pause *Pause
-	if pk != nil {
-		p.Key = *pk
-		pause = &p
+	if r.pauseKey != nil {
+		r.pause.Key = *r.pauseKey
+		pause = &r.pause
 	}
-	adm := Admission{Allowed: true, State: StateClosed}
-	if gen != nil {
-		adm.Generation = *gen
-	}
-	if stormGen != nil {
-		adm.StormGeneration = *stormGen
-	}
+	adm := Admission{Allowed: true, State: StateClosed, Generation: deref(r.gen), StormGeneration: deref(r.stormGen)}
 	switch {
-	case state != nil && *state != StateClosed:
+	case r.state != nil && *r.state != StateClosed:
 		adm, err = s.admitLocked(ctx, BreakerExhausted, key, jobID)
-		adm.StormGeneration = deref(stormGen)
+		adm.StormGeneration = deref(r.stormGen)
 		return adm, nil, err
-	case storm != nil && *storm != StateClosed:
+	case r.storm != nil && *r.storm != StateClosed:
 		adm, err = s.admitLocked(ctx, BreakerStorm, key, jobID)
-		adm.Generation = deref(gen)
+		adm.Generation = deref(r.gen)
 		return adm, nil, err
 	}
 	return adm, pause, nil
+}
+
+// admitSQL reads both breakers and the active pause of key ($1) at $2 (or
+// the database's now()).
+const admitSQL = `SELECT s.state, s.generation, st.state, st.generation, p.key, p.reason, p.until, p.set_by, p.created_at
+	FROM (SELECT 1) one
+	LEFT JOIN triage_key_state s ON s.key = $1
+	LEFT JOIN triage_storm_state st ON st.key = $1
+	LEFT JOIN triage_pause p ON p.key = $1 AND p.until > coalesce($2::timestamptz, now())`
+
+type admitRow struct {
+	state, storm  *State
+	gen, stormGen *int64
+	pauseKey      *string
+	pause         Pause
+}
+
+func (r *admitRow) scan(row pgx.Row) error {
+	return row.Scan(&r.state, &r.gen, &r.storm, &r.stormGen, &r.pauseKey,
+		nullable(&r.pause.Reason), nullable(&r.pause.Until), nullable(&r.pause.SetBy), nullable(&r.pause.CreatedAt))
 }
 
 func deref(p *int64) int64 {

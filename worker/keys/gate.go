@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/sony/gobreaker/v2"
 )
 
@@ -204,7 +205,13 @@ func noop(context.Context, Outcome) (Report, error) { return Report{}, nil }
 // a pause is returned for a non-probe, the call must not be sent. Done must
 // be called once in every case.
 func (g *Gate) Admit(ctx context.Context, jobID int64) (Admission, *Pause, Done, error) {
-	adm, pause, err := g.store.AdmitCall(ctx, g.cfg.Key, jobID)
+	return g.AdmitWith(ctx, jobID, nil)
+}
+
+// AdmitWith is Admit that sends the reads extra queues in the same round
+// trip (Store.AdmitCallWith).
+func (g *Gate) AdmitWith(ctx context.Context, jobID int64, extra func(b *pgx.Batch)) (Admission, *Pause, Done, error) {
+	adm, pause, err := g.store.AdmitCallWith(ctx, g.cfg.Key, jobID, extra)
 	if err != nil {
 		return Admission{}, nil, noop, err
 	}
