@@ -293,7 +293,7 @@ func (c *call) render() Reaction {
 // done do nothing). A failure to record it is logged, not returned: the
 // call's own outcome still has to be stored.
 func (r *Runtime) report(ctx context.Context, c *call, done keys.Done, o keys.Outcome) keys.Report {
-	rep, err := done(ctx, o)
+	rep, err := done(ctx, o, c.verdict.Reason)
 	if err != nil {
 		r.log.ErrorContext(ctx, "breaker report", "key", c.key.cfg.Name, "job_id", c.job.ID, "err", err)
 	}

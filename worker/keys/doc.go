@@ -48,10 +48,10 @@
 // A worker, for each call on key (job is the River job):
 //
 //	adm, pause, done, _ := gate.Admit(ctx, job.ID)
-//	defer done(ctx, keys.OutcomeNone) // every exit reports once; gives a probe claim back
+//	defer done(ctx, keys.OutcomeNone, "") // every exit reports once; gives a probe claim back
 //	if !adm.Allowed || (pause != nil && !adm.Probe) { return river.JobSnooze(adm.Wait) }
 //	... call the provider, classify ...
-//	rep, _ := done(ctx, outcome)      // success, failure (transient), exhausted, excluded
+//	rep, _ := done(ctx, outcome, verdict.Reason) // success, failure (transient), exhausted, excluded
 //	if rep.Changed { supervisor.Reconcile(ctx, key) }
 //	if rep.Tripped { alert key_exhausted }; if rep.Resumed { alert key_resumed }
 //	if rep.Storm.Open { park the job for rep.Storm.Wait instead of retrying }

@@ -117,7 +117,10 @@ type Report struct {
 // calls do nothing and return the zero Report); defer Done(ctx,
 // OutcomeNone) right after Admit so that every exit, the early ones too,
 // gives a probe claim back.
-type Done func(ctx context.Context, o Outcome) (Report, error)
+//
+// reason is the verdict's reason slug ("" for none): it is what a breaker
+// that this outcome opens shows as its reason (`triage keys`).
+type Done func(ctx context.Context, o Outcome, reason string) (Report, error)
 
 // GateConfig configures a Gate.
 type GateConfig struct {
@@ -197,7 +200,7 @@ func (g *Gate) setGeneration(gen int64) {
 // StormSettings returns the gate's storm settings, defaults filled in.
 func (g *Gate) StormSettings() StormSettings { return g.cfg.Storm }
 
-func noop(context.Context, Outcome) (Report, error) { return Report{}, nil }
+func noop(context.Context, Outcome, string) (Report, error) { return Report{}, nil }
 
 // Admit asks whether a call of job jobID may be sent now (Store.AdmitCall:
 // both breakers and the pause in one statement on the closed path), then
@@ -219,7 +222,9 @@ func (g *Gate) AdmitWith(ctx context.Context, jobID int64, extra func(b *pgx.Bat
 		return adm, pause, noop, nil
 	}
 	if adm.Probe {
-		return adm, pause, g.once(func(ctx context.Context, o Outcome) (Report, error) { return g.probeDone(ctx, adm, o) }), nil
+		return adm, pause, g.once(func(ctx context.Context, o Outcome, reason string) (Report, error) {
+			return g.probeDone(ctx, adm, o, reason)
+		}), nil
 	}
 	cb := g.breaker(adm.StormGeneration)
 	local, err := cb.Allow()
@@ -228,21 +233,21 @@ func (g *Gate) AdmitWith(ctx context.Context, jobID int64, extra func(b *pgx.Bat
 		adm.Allowed, adm.Breaker, adm.Wait = false, BreakerStorm, g.cfg.Storm.ProbeMin
 		return adm, pause, noop, nil
 	}
-	return adm, pause, g.once(func(ctx context.Context, o Outcome) (Report, error) {
-		return g.callDone(ctx, adm, cb, local, o)
+	return adm, pause, g.once(func(ctx context.Context, o Outcome, reason string) (Report, error) {
+		return g.callDone(ctx, adm, cb, local, o, reason)
 	}), nil
 }
 
 func (g *Gate) once(fn Done) Done {
 	var once sync.Once
-	return func(ctx context.Context, o Outcome) (rep Report, err error) {
-		once.Do(func() { rep, err = fn(context.WithoutCancel(ctx), o) })
+	return func(ctx context.Context, o Outcome, reason string) (rep Report, err error) {
+		once.Do(func() { rep, err = fn(context.WithoutCancel(ctx), o, reason) })
 		return rep, err
 	}
 }
 
 // callDone reports an ordinary (not probe) call.
-func (g *Gate) callDone(ctx context.Context, adm Admission, cb *gobreaker.TwoStepCircuitBreaker[struct{}], local func(error), o Outcome) (Report, error) {
+func (g *Gate) callDone(ctx context.Context, adm Admission, cb *gobreaker.TwoStepCircuitBreaker[struct{}], local func(error), o Outcome, reason string) (Report, error) {
 	key := g.cfg.Key
 	switch o {
 	case OutcomeSuccess:
@@ -251,7 +256,7 @@ func (g *Gate) callDone(ctx context.Context, adm Admission, cb *gobreaker.TwoSte
 	case OutcomeFailure:
 		local(errFailure)
 		trip := cb.State() != gobreaker.StateClosed
-		rep, err := g.store.StormFailure(ctx, key, adm, trip, "transient_failures", g.cfg.Storm.ProbeMin)
+		rep, err := g.store.StormFailure(ctx, key, adm, trip, orDefault(reason, "transient_failures"), g.cfg.Storm.ProbeMin)
 		if err != nil {
 			return Report{}, err
 		}
@@ -261,7 +266,7 @@ func (g *Gate) callDone(ctx context.Context, adm Admission, cb *gobreaker.TwoSte
 		return Report{Storm: rep, Changed: rep.Opened}, nil
 	case OutcomeExhausted:
 		local(errExcluded)
-		tripped, err := g.store.Trip(ctx, key, adm, "exhausted", g.cfg.ProbeInterval)
+		tripped, err := g.store.Trip(ctx, key, adm, orDefault(reason, "exhausted"), g.cfg.ProbeInterval)
 		if err != nil {
 			return Report{}, err
 		}
@@ -273,7 +278,7 @@ func (g *Gate) callDone(ctx context.Context, adm Admission, cb *gobreaker.TwoSte
 }
 
 // probeDone reports the outcome of a probe of either breaker.
-func (g *Gate) probeDone(ctx context.Context, adm Admission, o Outcome) (Report, error) {
+func (g *Gate) probeDone(ctx context.Context, adm Admission, o Outcome, reason string) (Report, error) {
 	key := g.cfg.Key
 	var (
 		rep Report
@@ -316,7 +321,8 @@ func (g *Gate) probeDone(ctx context.Context, adm Admission, o Outcome) (Report,
 		// The provider answered, so the storm is over; the key's balance is
 		// the exhausted breaker's business.
 		if rep.Storm.Closed, err = g.store.ProbeResult(ctx, key, adm, true, 0); err == nil {
-			rep.Tripped, err = g.store.Trip(ctx, key, Admission{Breaker: BreakerExhausted, Generation: adm.Generation}, "exhausted", g.cfg.ProbeInterval)
+			rep.Tripped, err = g.store.Trip(ctx, key, Admission{Breaker: BreakerExhausted, Generation: adm.Generation},
+				orDefault(reason, "exhausted"), g.cfg.ProbeInterval)
 		}
 	case OutcomeNone:
 		_, err = g.store.ReleaseProbe(ctx, key, adm, min(time.Second, st.ProbeMin))
@@ -329,4 +335,11 @@ func (g *Gate) probeDone(ctx context.Context, adm Admission, o Outcome) (Report,
 		return rep, fmt.Errorf("keys: storm probe: %w", err)
 	}
 	return rep, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

@@ -24,9 +24,9 @@ func call(t *testing.T, g *Gate, o Outcome) Report {
 	adm, _, done, err := g.Admit(ctx, 0)
 	require.NoError(t, err)
 	require.True(t, adm.Allowed, "admitted: %+v", adm)
-	rep, err := done(ctx, o)
+	rep, err := done(ctx, o, "")
 	require.NoError(t, err)
-	again, err := done(ctx, OutcomeFailure)
+	again, err := done(ctx, OutcomeFailure, "")
 	require.NoError(t, err)
 	require.Equal(t, Report{}, again, "done reports once")
 	return rep
@@ -95,7 +95,7 @@ func TestGateStormProbes(t *testing.T) {
 		refused, _, _, err := a.Admit(ctx, 0)
 		require.NoError(t, err)
 		require.False(t, refused.Allowed, "one probe at a time, fleet-wide")
-		rep, err := done(ctx, o)
+		rep, err := done(ctx, o, "")
 		require.NoError(t, err)
 		return rep
 	}
@@ -111,7 +111,7 @@ func TestGateStormProbes(t *testing.T) {
 	adm, _, done, err := other.Admit(ctx, 0)
 	require.NoError(t, err)
 	require.True(t, adm.Probe)
-	_, err = done(ctx, OutcomeNone)
+	_, err = done(ctx, OutcomeNone, "")
 	require.NoError(t, err)
 	refused, _, _, err := a.Admit(ctx, 0)
 	require.NoError(t, err)
@@ -125,7 +125,7 @@ func TestGateStormProbes(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, adm.Allowed, "every process calls again: its own breaker starts afresh")
 		require.False(t, adm.Probe)
-		_, _ = done(ctx, OutcomeSuccess)
+		_, _ = done(ctx, OutcomeSuccess, "")
 	}
 }
 
@@ -140,12 +140,13 @@ func TestGateStormProbeFindsKeyExhausted(t *testing.T) {
 	adm, _, done, err := a.Admit(ctx, 0)
 	require.NoError(t, err)
 	require.True(t, adm.Probe)
-	rep, err := done(ctx, OutcomeExhausted)
+	rep, err := done(ctx, OutcomeExhausted, "insufficient_quota")
 	require.NoError(t, err)
 	require.True(t, rep.Storm.Closed)
 	require.True(t, rep.Tripped)
 	st, err := a.store.KeyStatus(ctx, "k")
 	require.NoError(t, err)
 	require.Equal(t, StateOpen, st.State)
+	require.Equal(t, "insufficient_quota", st.Reason, "the verdict's reason names why")
 	require.Equal(t, StateClosed, st.Storm.State)
 }
