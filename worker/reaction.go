@@ -342,10 +342,12 @@ func breakerOutcome(a after) keys.Outcome {
 		return keys.OutcomeNone
 	}
 	switch a.Verdict.Class {
-	case classify.OK, classify.Rejected:
-		// The provider answered: it is up, whatever it thought of the
-		// request.
+	case classify.OK:
 		return keys.OutcomeSuccess
+	case classify.Rejected:
+		// The provider answered: it is up, whatever it thought of the
+		// request; the balance it says nothing about.
+		return keys.OutcomeRejected
 	case classify.Transient:
 		return keys.OutcomeFailure
 	case classify.Exhausted:

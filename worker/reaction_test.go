@@ -159,7 +159,7 @@ func TestDecideAfter(t *testing.T) {
 		{"ambiguous on the last call: dead letter", call(verdict(classify.Ambiguous), func(a *after) { a.JobCalls, a.AmbiguousRetries = 5, 3 }),
 			Reaction{Kind: ReactDeadLetter, Class: classify.Ambiguous, Reason: ReasonAmbiguousExhausted, Outcome: ledger.AttemptPossiblyBilled}, keys.OutcomeExcluded},
 		{"rejected: dead letter with the classifier's reason", call(classify.Verdict{Class: classify.Rejected, Reason: "context_length"}),
-			Reaction{Kind: ReactDeadLetter, Class: classify.Rejected, Reason: "context_length", Outcome: ledger.AttemptFailed}, keys.OutcomeSuccess},
+			Reaction{Kind: ReactDeadLetter, Class: classify.Rejected, Reason: "context_length", Outcome: ledger.AttemptFailed}, keys.OutcomeRejected},
 		{"client refused the request: config dead letter", call(classify.Verdict{}, func(a *after) { a.ClientErr = "bad" }),
 			Reaction{Kind: ReactDeadLetter, Class: classify.Rejected, Reason: ReasonConfig, Outcome: ledger.AttemptFailed}, keys.OutcomeNone},
 		{"stopped before sending: park, not billed", call(classify.Verdict{}, func(a *after) { a.Stopped = true }),

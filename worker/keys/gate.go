@@ -92,9 +92,12 @@ const (
 	// OutcomeExcluded: a call that says nothing about the provider being up
 	// or the key's balance (throttled, ambiguous): gobreaker's IsExcluded.
 	OutcomeExcluded
-	// OutcomeSuccess: the provider answered (whatever it thought of the
-	// request).
+	// OutcomeSuccess: the call succeeded.
 	OutcomeSuccess
+	// OutcomeRejected: the provider answered but rejected the request: it is
+	// up (a success for the storm breaker), but a rejection says nothing
+	// about the key's balance (excluded for the exhausted breaker's probe).
+	OutcomeRejected
 	// OutcomeFailure: a transient failure; counts towards the storm breaker.
 	OutcomeFailure
 	// OutcomeExhausted: the key is exhausted; trips the exhausted breaker.
@@ -250,7 +253,7 @@ func (g *Gate) once(fn Done) Done {
 func (g *Gate) callDone(ctx context.Context, adm Admission, cb *gobreaker.TwoStepCircuitBreaker[struct{}], local func(error), o Outcome, reason string) (Report, error) {
 	key := g.cfg.Key
 	switch o {
-	case OutcomeSuccess:
+	case OutcomeSuccess, OutcomeRejected:
 		local(nil)
 		return Report{}, nil
 	case OutcomeFailure:
@@ -305,7 +308,7 @@ func (g *Gate) probeDone(ctx context.Context, adm Admission, o Outcome, reason s
 	}
 	st := g.cfg.Storm
 	switch o {
-	case OutcomeSuccess:
+	case OutcomeSuccess, OutcomeRejected:
 		rep.Storm.Closed, err = g.store.ProbeResult(ctx, key, adm, true, 0)
 	case OutcomeFailure:
 		next := st.nextCooldown(adm.Cooldown)

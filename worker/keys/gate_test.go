@@ -150,3 +150,37 @@ func TestGateStormProbeFindsKeyExhausted(t *testing.T) {
 	require.Equal(t, "insufficient_quota", st.Reason, "the verdict's reason names why")
 	require.Equal(t, StateClosed, st.Storm.State)
 }
+
+// A rejected request proves the provider up but says nothing about the
+// balance: as the exhausted breaker's probe it gives the claim back and the
+// breaker stays open; as the storm breaker's probe it closes the storm.
+func TestGateRejectedProbe(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, a, _ := stormGates(t, StormSettings{Failures: 1})
+	adm, err := a.store.Admit(ctx, "k", 0)
+	require.NoError(t, err)
+	_, err = a.store.Trip(ctx, "k", adm, "insufficient_quota", time.Minute)
+	require.NoError(t, err)
+	b.clock.Advance(time.Minute)
+	probe, _, done, err := a.Admit(ctx, 0)
+	require.NoError(t, err)
+	require.True(t, probe.Probe)
+	require.Equal(t, BreakerExhausted, probe.Breaker)
+	rep, err := done(ctx, OutcomeRejected, "context_length")
+	require.NoError(t, err)
+	require.False(t, rep.Resumed)
+	st, err := a.store.KeyStatus(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, StateOpen, st.State, "still exhausted as far as anyone knows")
+
+	require.NoError(t, a.store.Reset(ctx, "k"))
+	require.True(t, call(t, a, OutcomeFailure).Storm.Opened)
+	b.clock.Advance(StormProbeMinDefault)
+	probe, _, done, err = a.Admit(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, BreakerStorm, probe.Breaker)
+	rep, err = done(ctx, OutcomeRejected, "context_length")
+	require.NoError(t, err)
+	require.True(t, rep.Storm.Closed, "the provider answers: the storm is over")
+}
