@@ -237,15 +237,15 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		ProbeInterval: k.cfg.ProbeInterval, KeyWide: true,
 	}
 	c.res, err = k.client.Do(ctx, c.req)
+	a.Cancelled, a.Phase = ctx.Err() != nil, c.res.Observation.Phase
 	switch {
 	case err != nil:
 		// A request the client refuses to build: configuration, not the provider.
 		a.ClientErr = err.Error()
-	case ctx.Err() != nil && c.res.Observation.Phase != classify.PhaseResponse:
+	case a.stopped():
 		// This run was stopped (shutdown, River's timeout) before an answer
 		// arrived. An answer that did arrive is used, whatever the context
 		// says: it was paid for.
-		a.Stopped, a.Sent = true, c.res.Observation.Phase == classify.PhaseSentNoResponse
 		c.verdict = classify.Verdict{Class: classify.Ambiguous, Reason: ledger.ReasonWorkerStopped, Known: true}
 	default:
 		c.verdict = classify.Classify(c.res.Observation)

@@ -208,10 +208,13 @@ func decideBefore(b before) Reaction {
 type after struct {
 	// ClientErr: the client refused to build the request (configuration).
 	ClientErr string
-	// Stopped: the run was stopped (shutdown, River's timeout) before an
-	// answer arrived; Sent: its request bytes were written.
-	Stopped, Sent bool
-	Verdict       classify.Verdict
+	// Cancelled: the run's context ended (shutdown, River's timeout) by the
+	// time the call returned; Phase is how far the call got. A cancelled run
+	// whose answer arrived (PhaseResponse) is not stopped: the answer was
+	// paid for and is used.
+	Cancelled bool
+	Phase     classify.Phase
+	Verdict   classify.Verdict
 	// Malformed: a 2xx body that is not the vendor's wire format. Unusable:
 	// why the answer breaks the pipeline's output contract ("" if it does
 	// not). Malformed implies Unusable.
@@ -237,6 +240,9 @@ type after struct {
 	Storm keys.StormReport
 }
 
+// stopped: the run was stopped before an answer arrived.
+func (a after) stopped() bool { return a.Cancelled && a.Phase != classify.PhaseResponse }
+
 // decideAfter decides what a finished call leads to.
 func decideAfter(a after) Reaction {
 	if a.ClientErr != "" {
@@ -244,12 +250,12 @@ func decideAfter(a after) Reaction {
 		r.Outcome = ledger.AttemptFailed
 		return r
 	}
-	if a.Stopped {
+	if a.stopped() {
 		// Not answered: the call may have gone out. Keep it possibly billed
 		// and come back without spending an attempt; the next send reuses
 		// its idempotency key.
 		r := Reaction{Kind: ReactPark, After: time.Second, Outcome: ledger.AttemptFailed}
-		if a.Sent {
+		if a.Phase == classify.PhaseSentNoResponse {
 			r.Outcome = ledger.AttemptPossiblyBilled
 		}
 		return r
@@ -338,7 +344,7 @@ func transientWait(backoff, hint, limit time.Duration) time.Duration {
 
 // breakerOutcome is what a finished call tells the key's breakers.
 func breakerOutcome(a after) keys.Outcome {
-	if a.ClientErr != "" || a.Stopped {
+	if a.ClientErr != "" || a.stopped() {
 		return keys.OutcomeNone
 	}
 	switch a.Verdict.Class {

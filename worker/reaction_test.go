@@ -106,7 +106,7 @@ func TestDecideAfter(t *testing.T) {
 		return v
 	}
 	call := func(v classify.Verdict, f ...func(a *after)) after {
-		a := after{Verdict: v, MaxAttempts: 6, AmbiguousRetries: 1, RetryBudget: 0.2,
+		a := after{Verdict: v, Phase: classify.PhaseResponse, MaxAttempts: 6, AmbiguousRetries: 1, RetryBudget: 0.2,
 			Backoff: 4 * time.Second, BackoffCap: 5 * time.Minute, Throttle: 20 * time.Second, KeyWide: true,
 			ProbeInterval: time.Minute}
 		for _, fn := range f {
@@ -162,10 +162,12 @@ func TestDecideAfter(t *testing.T) {
 			Reaction{Kind: ReactDeadLetter, Class: classify.Rejected, Reason: "context_length", Outcome: ledger.AttemptFailed}, keys.OutcomeRejected},
 		{"client refused the request: config dead letter", call(classify.Verdict{}, func(a *after) { a.ClientErr = "bad" }),
 			Reaction{Kind: ReactDeadLetter, Class: classify.Rejected, Reason: ReasonConfig, Outcome: ledger.AttemptFailed}, keys.OutcomeNone},
-		{"stopped before sending: park, not billed", call(classify.Verdict{}, func(a *after) { a.Stopped = true }),
+		{"stopped before sending: park, not billed", call(classify.Verdict{}, func(a *after) { a.Cancelled, a.Phase = true, classify.PhaseNotSent }),
 			Reaction{Kind: ReactPark, After: time.Second, Outcome: ledger.AttemptFailed}, keys.OutcomeNone},
-		{"stopped after sending: park, possibly billed", call(classify.Verdict{}, func(a *after) { a.Stopped, a.Sent = true, true }),
+		{"stopped after sending: park, possibly billed", call(classify.Verdict{}, func(a *after) { a.Cancelled, a.Phase = true, classify.PhaseSentNoResponse }),
 			Reaction{Kind: ReactPark, After: time.Second, Outcome: ledger.AttemptPossiblyBilled}, keys.OutcomeNone},
+		{"stopped, but the answer had arrived: it is stored", call(verdict(classify.OK), func(a *after) { a.Cancelled, a.Phase = true, classify.PhaseResponse }),
+			Reaction{Kind: ReactComplete, Outcome: ledger.AttemptOK}, keys.OutcomeSuccess},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
