@@ -61,7 +61,7 @@ func TestNoCallAfterTripWhileWaitingForASlot(t *testing.T) {
 	}
 	b.enqueue(t, "b1", records(2, nil))
 	b.run(t, rt)
-	eventually(t, 20*time.Second, "both jobs wait for a slot", func() bool { return b.jobStates(t)["running"] == 2 })
+	eventually(t, 20*time.Second, "both jobs wait for a slot", func() bool { return lim.Waiting() == 2 })
 
 	store := keys.NewStore(b.db.Pool, keys.StoreConfig{})
 	adm, err := store.Admit(ctx, workertest.Key, 0)

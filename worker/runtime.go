@@ -264,7 +264,11 @@ func New(opts Options) (*Runtime, error) {
 	if lease <= 0 {
 		lease = max(keys.ProbeLeaseDefault, 2*(maxTimeout+opts.JobMargin))
 	}
-	r.store = keys.NewStore(opts.Pool, keys.StoreConfig{Clock: opts.Clock, ProbeLease: lease, RiverSchema: opts.Schema})
+	r.store = keys.NewStore(opts.Pool, keys.StoreConfig{Clock: opts.Clock, ProbeLease: lease, RiverSchema: opts.Schema,
+		// The worker dead-letters a job beyond its pipeline's max_attempts
+		// (AttemptHeadroom River attempts before River's own limit) or older
+		// than MaxAge before it can call.
+		ProbeAttemptsLeft: AttemptHeadroom + 1, ProbeMaxAge: opts.MaxAge})
 	for _, k := range r.keys {
 		k.gate = r.store.NewGate(keys.GateConfig{Key: k.cfg.Name, ProbeInterval: k.cfg.ProbeInterval, Storm: StormSettings(k.cfg)})
 	}

@@ -252,12 +252,19 @@ func (s *Store) dispatchProbe(ctx context.Context, b Breaker, key string) (int64
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM triage_pause WHERE key = $1 AND until > $2)`, key, now).Scan(&paused); err != nil || paused {
 			return err
 		}
+		// Jobs that cannot call (see StoreConfig.ProbeAttemptsLeft) come
+		// last: a probe must be able to tell whether the key works.
+		var maxAge *time.Time
+		if s.cfg.ProbeMaxAge > 0 {
+			t := now.Add(-s.cfg.ProbeMaxAge)
+			maxAge = &t
+		}
 		err := tx.QueryRow(ctx, `
 SELECT id FROM `+s.riverTable("river_job")+`
 WHERE queue = $1 AND state = 'available'
-ORDER BY priority, scheduled_at, id
+ORDER BY (max_attempts - attempt < $2 OR created_at < coalesce($3::timestamptz, '-infinity')), priority, scheduled_at, id
 LIMIT 1
-FOR UPDATE SKIP LOCKED`, QueueName(key)).Scan(&jobID)
+FOR UPDATE SKIP LOCKED`, QueueName(key), s.cfg.ProbeAttemptsLeft, maxAge).Scan(&jobID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
