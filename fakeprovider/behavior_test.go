@@ -253,6 +253,59 @@ func TestHangThenIdempotentRetry(t *testing.T) {
 	}
 }
 
+// With replay off, as at real providers, a repeated Idempotency-Key runs and
+// bills the request again.
+func TestNoReplayBillsARepeatedKeyAgain(t *testing.T) {
+	t.Parallel()
+	for _, v := range vendors {
+		t.Run(v, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, fakeprovider.Scenario{NoReplay: true})
+			hdr := map[string]string{fakeprovider.RecordHeader: "r1", fakeprovider.IdempotencyHeader: "key-1"}
+			for range 2 {
+				r, err := b.post(t, ctxT(t), v, rawBody(v, "r1", false), hdr)
+				require.NoError(t, err)
+				require.Equal(t, 200, r.status)
+			}
+			st := b.fp.Stats()
+			require.Equal(t, 2, st.BilledCalls)
+			require.Zero(t, st.IdempotentReplays)
+			require.Equal(t, 1, st.DoubleBilledRecords)
+		})
+	}
+}
+
+// A model with a generation time keeps generating after the client gives
+// up, and bills the call when it is done; a client that waits gets the
+// answer.
+func TestGenerationBillsAfterTheClientGivesUp(t *testing.T) {
+	t.Parallel()
+	for _, v := range vendors {
+		t.Run(v, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, fakeprovider.Scenario{NoReplay: true, GenerationTime: fakeprovider.Duration(300 * time.Millisecond)})
+			hdr := map[string]string{fakeprovider.RecordHeader: "r1"}
+			ctx, cancel := context.WithCancel(ctxT(t))
+			errc := make(chan error, 1)
+			go func() {
+				_, err := b.post(t, ctx, v, rawBody(v, "r1", false), hdr)
+				errc <- err
+			}()
+			require.NoError(t, b.fp.WaitFor(ctxT(t), func(st fakeprovider.Stats) bool { return st.InFlight == 1 }))
+			require.Zero(t, b.fp.Stats().BilledCalls, "not billed before generation ends")
+			cancel() // the client gives up
+			require.ErrorIs(t, <-errc, context.Canceled)
+			require.NoError(t, b.fp.WaitFor(ctxT(t), func(st fakeprovider.Stats) bool { return st.BilledAfterClientLeft == 1 }))
+			require.Equal(t, 1, b.fp.Stats().BilledCalls, "billed although nobody read the answer")
+
+			r, err := b.post(t, ctxT(t), v, rawBody(v, "r1", false), hdr)
+			require.NoError(t, err)
+			require.Equal(t, 200, r.status, "a client that waits gets the answer")
+			require.Equal(t, 2, b.fp.Stats().BilledCalls)
+		})
+	}
+}
+
 func TestCloseReleasesHungRequests(t *testing.T) {
 	t.Parallel()
 	b := setup(t, fakeprovider.Scenario{Script: acts("hang", "hang")})

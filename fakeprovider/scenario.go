@@ -323,6 +323,17 @@ type Scenario struct {
 	ChunkLatency Duration `json:"chunk_latency,omitempty"`
 	// Batch scripts the Batch APIs (batch.go).
 	Batch BatchScenario `json:"batch,omitzero"`
+	// NoReplay turns Idempotency-Key replay off: a repeated key runs (and
+	// bills) the request again, as OpenAI, Anthropic and every provider
+	// known do. Default false: a repeated key is answered with the first
+	// call's answer and not billed again.
+	NoReplay bool `json:"no_replay,omitempty"`
+	// GenerationTime is how long the model generates each answer that runs
+	// on it (ok, Anthropic refusals), in real time. The call is billed when
+	// generation ends, whether or not the client is still waiting: a client
+	// that gives up (times out, is stopped) has paid for the call anyway.
+	// Default 0: answered and billed at once.
+	GenerationTime Duration `json:"generation_time,omitempty"`
 
 	// Now is the clock for time windows and the rate limit. Default time.Now.
 	Now func() time.Time `json:"-"`

@@ -230,6 +230,10 @@ type decision struct {
 	info         *errInfo
 	latency      time.Duration
 	chunkLatency time.Duration
+	// generate: the model generates for this long before the call is billed
+	// (bill) and answered; 0: billed in decide.
+	generate time.Duration
+	bill     func() *answer
 }
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, v vendor) {
@@ -252,6 +256,24 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, v vendor) {
 	ctx := r.Context()
 	if !s.wait(ctx, d.latency) {
 		return
+	}
+	if d.generate > 0 {
+		// The model runs to the end whatever the client does, and bills.
+		t := time.NewTimer(d.generate)
+		select {
+		case <-t.C:
+		case <-s.closing:
+			t.Stop()
+			panic(http.ErrAbortHandler)
+		}
+		d.ans = d.bill()
+		if ctx.Err() != nil {
+			s.mu.Lock()
+			s.stats.BilledAfterClientLeft++
+			s.broadcastLocked()
+			s.mu.Unlock()
+			return
+		}
 	}
 	if d.reply != nil {
 		writeReply(w, d.reply)
@@ -337,7 +359,7 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 	if exhausted {
 		s.stats.RequestsWhileExhausted++
 	}
-	if a := s.idem[key]; key != "" && a != nil {
+	if a := s.idem[key]; key != "" && a != nil && !sc.NoReplay {
 		s.stats.IdempotentReplays++
 		rs.Replays++
 		d.ans, d.action, d.status = a, ActionOK, http.StatusOK
@@ -369,6 +391,21 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 
 	// Everything left ran on the model, so it costs money whether or not the
 	// client ever sees the answer.
+	if g := time.Duration(sc.GenerationTime); g > 0 && (d.action == ActionOK || d.action == ActionPolicy) {
+		refusal, now := d.action == ActionPolicy, e.now
+		d.generate = g
+		d.bill = func() *answer {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			defer s.broadcastLocked()
+			rs := s.stats.ByRecord[d.record]
+			a := s.billLocked(v, c, &rs, key, refusal, now)
+			s.stats.ByRecord[d.record] = rs
+			return a
+		}
+		d.status = http.StatusOK
+		return d
+	}
 	d.ans = s.billLocked(v, c, &rs, key, d.action == ActionPolicy, e.now)
 	d.status = http.StatusOK
 	if d.action == ActionHang {

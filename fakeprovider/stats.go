@@ -22,6 +22,9 @@ type Stats struct {
 	BilledUSD    float64 `json:"billed_usd"`
 	InputTokens  int     `json:"input_tokens"`
 	OutputTokens int     `json:"output_tokens"`
+	// BilledAfterClientLeft counts calls billed when their generation
+	// ended after the client had given up (Scenario.GenerationTime).
+	BilledAfterClientLeft int `json:"billed_after_client_left"`
 	// DoubleBilledRecords counts records billed more than once.
 	DoubleBilledRecords int `json:"double_billed_records"`
 	// IdempotentReplays counts requests answered from the idempotency store.

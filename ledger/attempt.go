@@ -82,7 +82,7 @@ func FinishAttempt(ctx context.Context, db DBTX, attemptID int64, out Outcome) e
 		SELECT batch, key, cost_usd FROM upd WHERE cost_usd <> 0
 	)
 	SELECT EXISTS (SELECT 1 FROM upd), prev.status FROM prev`,
-		attemptID, string(out.Status), nullString(out.Class), nullInt(out.HTTPStatus), nullString(out.VendorCode),
+		attemptID, string(out.Status), out.Class.String(), nullInt(out.HTTPStatus), nullString(out.VendorCode),
 		nullString(out.Reason), out.InputTokens, out.OutputTokens, out.CostUSD, nowArg(out.Now)).Scan(&updated, &status)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -106,34 +106,74 @@ func PriorOutcome(ctx context.Context, db DBTX, idempotencyKey string) (Prior, e
 }
 
 // PriorOutcomeForJob is PriorOutcome that also answers for one job of one
-// record: JobAmbiguous, JobLastClass and DeadLettered.
+// record: JobAmbiguous, JobLast, JobCalls and DeadLettered.
 func PriorOutcomeForJob(ctx context.Context, db DBTX, idempotencyKey string, jobID int64, batch, recordID string) (Prior, error) {
 	var p Prior
 	var last *string
-	err := db.QueryRow(ctx, `SELECT
-			count(*),
-			coalesce(min(a.id) FILTER (WHERE a.status = 'ok'), 0),
-			count(*) FILTER (WHERE a.status IN ('possibly_billed', 'intent')),
-			count(*) FILTER (WHERE a.status IN ('possibly_billed', 'intent') AND a.job_id = $2),
-			(array_agg(CASE WHEN a.status = 'intent' THEN 'intent' ELSE a.class END ORDER BY a.id DESC)
-				FILTER (WHERE a.job_id = $2))[1],
-			coalesce(sum(a.cost_usd), 0)::float8,
-			coalesce(sum(a.est_cost_usd) FILTER (WHERE a.status IN ('possibly_billed', 'intent')), 0)::float8,
-			coalesce(bool_or(r.attempt_id IS NOT NULL), false),
-			EXISTS (SELECT 1 FROM triage_dead_letter d
-				WHERE d.batch = $3 AND d.record_id = $4 AND d.requeued_at IS NULL)
-		FROM triage_attempt a
-		LEFT JOIN triage_result r ON r.attempt_id = a.id
-		WHERE a.idempotency_key = $1`, idempotencyKey, jobID, batch, recordID).
-		Scan(&p.Attempts, &p.OKAttemptID, &p.Ambiguous, &p.JobAmbiguous, &last, &p.BilledUSD, &p.PossiblyBilledUSD,
-			&p.ResultStored, &p.DeadLettered)
+	err := db.QueryRow(ctx, priorSQL, idempotencyKey, jobID, batch, recordID, ReasonWorkerStopped).Scan(priorDest(&p, &last)...)
+	if err == nil {
+		err = p.setLast(last)
+	}
 	if err != nil {
 		return Prior{}, fmt.Errorf("ledger: prior outcome: %w", err)
 	}
-	if last != nil {
-		p.JobLastClass = *last
-	}
 	return p, nil
+}
+
+// QueuePriorOutcomeForJob queues PriorOutcomeForJob's read on b, so that a
+// caller sends it in the same round trip as its other reads before a call
+// (the worker: with the breakers' admission). dst is filled when the batch's
+// results are read; an error is returned from the batch's Close.
+func QueuePriorOutcomeForJob(b *pgx.Batch, dst *Prior, idempotencyKey string, jobID int64, batch, recordID string) {
+	b.Queue(priorSQL, idempotencyKey, jobID, batch, recordID, ReasonWorkerStopped).QueryRow(func(row pgx.Row) error {
+		var p Prior
+		var last *string
+		err := row.Scan(priorDest(&p, &last)...)
+		if err == nil {
+			err = p.setLast(last)
+		}
+		if err != nil {
+			return fmt.Errorf("ledger: prior outcome: %w", err)
+		}
+		*dst = p
+		return nil
+	})
+}
+
+const priorSQL = `SELECT
+		count(*),
+		coalesce(min(a.id) FILTER (WHERE a.status = 'ok'), 0),
+		count(*) FILTER (WHERE a.status IN ('possibly_billed', 'intent')),
+		count(*) FILTER (WHERE a.status IN ('possibly_billed', 'intent') AND a.job_id = $2),
+		(array_agg(CASE WHEN a.status = 'intent' THEN 'intent' ELSE a.class END ORDER BY a.id DESC)
+			FILTER (WHERE a.job_id = $2))[1],
+		coalesce(sum(a.cost_usd), 0)::float8,
+		coalesce(sum(a.est_cost_usd) FILTER (WHERE a.status IN ('possibly_billed', 'intent')), 0)::float8,
+		coalesce(bool_or(r.attempt_id IS NOT NULL), false),
+		count(*) FILTER (WHERE a.job_id = $2 AND (a.status = 'intent'
+			OR a.class IN ('transient', 'ambiguous') AND a.reason IS DISTINCT FROM $5)),
+		EXISTS (SELECT 1 FROM triage_dead_letter d
+			WHERE d.batch = $3 AND d.record_id = $4 AND d.requeued_at IS NULL)
+	FROM triage_attempt a
+	LEFT JOIN triage_result r ON r.attempt_id = a.id
+	WHERE a.idempotency_key = $1`
+
+func priorDest(p *Prior, last **string) []any {
+	return []any{&p.Attempts, &p.OKAttemptID, &p.Ambiguous, &p.JobAmbiguous, last, &p.BilledUSD, &p.PossiblyBilledUSD,
+		&p.ResultStored, &p.JobCalls, &p.DeadLettered}
+}
+
+// setLast maps the job's latest attempt ("intent" or its class) to JobLast.
+func (p *Prior) setLast(last *string) error {
+	if last == nil {
+		return nil
+	}
+	p.JobLast.Seen = true
+	if *last == string(AttemptIntent) {
+		p.JobLast.Unfinished = true
+		return nil
+	}
+	return p.JobLast.Class.UnmarshalText([]byte(*last))
 }
 
 // ResolvePossiblyBilled marks the possibly_billed and intent attempts under

@@ -20,7 +20,7 @@ func AddDeadLetter(ctx context.Context, db DBTX, row DeadLetterRow) (int64, erro
 	if len(row.Request) > 0 {
 		request = row.Request
 	}
-	args := []any{row.Batch, row.RecordID, row.JobID, row.Pipeline, row.Key, row.Class, row.Reason,
+	args := []any{row.Batch, row.RecordID, row.JobID, row.Pipeline, row.Key, row.Class.String(), row.Reason,
 		nullInt(row.HTTPStatus), nullString(row.VendorCode), row.Attempts, request,
 		Redact(row.ErrorExcerpt), nowArg(row.Now), row.Rule, row.Unknown}
 	var id int64

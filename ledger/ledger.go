@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/triage-dev/triage/classify"
 )
 
 // DBTX is what every ledger function runs its SQL on. *pgxpool.Pool and
@@ -92,6 +94,11 @@ const (
 	AttemptResolved AttemptStatus = "resolved"
 )
 
+// ReasonWorkerStopped is the outcome reason of a call cut by the worker's
+// own stop (shutdown, River's job timeout) rather than answered: such a call
+// does not count against the pipeline's max_attempts (Prior.JobCalls).
+const ReasonWorkerStopped = "worker_stopped"
+
 // Intent is the row written before a request is sent.
 type Intent struct {
 	Batch          string
@@ -123,11 +130,11 @@ const InFlightForDefault = 90 * time.Second
 
 // Outcome is what FinishAttempt records after the call.
 type Outcome struct {
-	Status       AttemptStatus // AttemptOK, AttemptFailed or AttemptPossiblyBilled
-	Class        string        // classifier class; "" for none
-	HTTPStatus   int           // 0: no status line
-	VendorCode   string        // "" for none
-	Reason       string        // "" for none
+	Status       AttemptStatus  // AttemptOK, AttemptFailed or AttemptPossiblyBilled
+	Class        classify.Class // the verdict's class; always recorded
+	HTTPStatus   int            // 0: no status line
+	VendorCode   string         // "" for none
+	Reason       string         // "" for none
 	InputTokens  int
 	OutputTokens int
 	CostUSD      float64
@@ -190,11 +197,17 @@ type Prior struct {
 	// ambiguous-retry allowance starts again, while a crashed job rescued by
 	// River keeps its id and its count.
 	JobAmbiguous int
-	// JobLastClass is the class of the job's latest attempt under the key
-	// ("intent" for one that never finished: its worker died), "" for none.
+	// JobLast is what the job's latest attempt under the key came to: none,
+	// a class, or unfinished (its worker died between intent and outcome).
 	// A send after a transient, ambiguous or unfinished attempt is a retry;
 	// a send after a throttle or an exhausted key is not.
-	JobLastClass string
+	JobLast LastAttempt
+	// JobCalls counts the job's calls that spend one of the pipeline's
+	// max_attempts: those that ended transient or ambiguous, or never ended
+	// (a crash). Runs that ended in the worker's own errors made no call and
+	// are not counted, nor are throttled or exhausted calls, nor calls cut
+	// by a shutdown.
+	JobCalls int
 	// DeadLettered: the record has a dead letter not requeued. A job that
 	// finds one was dead-lettered by a run whose cancel did not land (a
 	// crash): it must not call again.
@@ -213,6 +226,22 @@ const (
 	ReasonCancelledByHand = "cancelled_by_hand"
 	ReasonJobMissing      = "job_missing"
 )
+
+// LastAttempt is what a job's latest attempt came to (Prior.JobLast).
+type LastAttempt struct {
+	// Seen: the job has an attempt under the key.
+	Seen bool
+	// Unfinished: that attempt is still an intent (its worker died mid-call).
+	Unfinished bool
+	// Class is its verdict's class when it finished.
+	Class classify.Class
+}
+
+// Retry reports whether a new send after this attempt is a retry: after a
+// transient, ambiguous or unfinished attempt.
+func (l LastAttempt) Retry() bool {
+	return l.Seen && (l.Unfinished || l.Class == classify.Transient || l.Class == classify.Ambiguous)
+}
 
 // Status is one batch's progress, in the `triage status --json` shape.
 type Status struct {
@@ -279,7 +308,7 @@ type DeadLetterRow struct {
 	JobID      int64
 	Pipeline   string
 	Key        string
-	Class      string
+	Class      classify.Class
 	Reason     string
 	HTTPStatus int    // 0: none
 	VendorCode string // "": none

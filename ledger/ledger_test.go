@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/ledger/dbtest"
 )
@@ -65,7 +66,7 @@ func TestAttemptLifecycle(t *testing.T) {
 	require.Nil(t, atts[0].FinishedAt)
 
 	require.NoError(t, ledger.FinishAttempt(b.ctx, b.db.Pool, id, ledger.Outcome{
-		Status: ledger.AttemptOK, Class: "ok", HTTPStatus: 200, InputTokens: 100, OutputTokens: 20,
+		Status: ledger.AttemptOK, Class: classify.OK, HTTPStatus: 200, InputTokens: 100, OutputTokens: 20,
 		CostUSD: 0.0025, Now: start.Add(2 * time.Second),
 	}))
 	atts, err = ledger.ListAttempts(b.ctx, b.db.Pool, ledger.AttemptFilter{Key: "main"})
@@ -130,7 +131,7 @@ func TestPriorOutcomeCrashedIntentIsAmbiguous(t *testing.T) {
 	id2, err := ledger.BeginAttempt(b.ctx, b.db.Pool, intent("b1", "r1", 2))
 	require.NoError(t, err)
 	require.NoError(t, ledger.FinishAttempt(b.ctx, b.db.Pool, id2, ledger.Outcome{
-		Status: ledger.AttemptPossiblyBilled, Class: "ambiguous", Reason: "timeout_after_send",
+		Status: ledger.AttemptPossiblyBilled, Class: classify.Ambiguous, Reason: "timeout_after_send",
 	}))
 	p, err = ledger.PriorOutcome(b.ctx, b.db.Pool, key)
 	require.NoError(t, err)
@@ -245,7 +246,7 @@ func TestResultsEarlyBreak(t *testing.T) {
 func deadLetterRow(batch, record string) ledger.DeadLetterRow {
 	return ledger.DeadLetterRow{
 		Batch: batch, RecordID: record, JobID: 7, Pipeline: "enrich", Key: "main",
-		Class: "rejected", Reason: "invalid_request", HTTPStatus: 400, VendorCode: "invalid_request_error",
+		Class: classify.Rejected, Reason: "invalid_request", HTTPStatus: 400, VendorCode: "invalid_request_error",
 		Attempts: 1, Request: json.RawMessage(`{"model":"gpt-4o-mini"}`),
 		ErrorExcerpt: `{"error":{"message":"bad","type":"invalid_request_error"}} Authorization: Bearer sk-proj-abcdefghijklmnop`,
 	}
@@ -263,7 +264,7 @@ func TestDeadLetterUniqueAndRequeueOnce(t *testing.T) {
 	require.Equal(t, id1, again, "a record is dead-lettered at most once at a time")
 
 	row := deadLetterRow("b1", "r2")
-	row.Class, row.Reason, row.HTTPStatus, row.VendorCode = "transient", "retries_exhausted", 0, ""
+	row.Class, row.Reason, row.HTTPStatus, row.VendorCode = classify.Transient, "retries_exhausted", 0, ""
 	id2, err := ledger.AddDeadLetter(b.ctx, b.db.Pool, row)
 	require.NoError(t, err)
 
@@ -645,12 +646,12 @@ func TestUsageByClass(t *testing.T) {
 	}
 	// r1: transient, then ok on the retry; r2: ok; r3: possibly billed, then
 	// in flight; b2/r1: ok on another key's filter target.
-	finish("b1", "r1", 1, ledger.Outcome{Status: ledger.AttemptFailed, Class: "transient", HTTPStatus: 503})
-	finish("b1", "r1", 2, ledger.Outcome{Status: ledger.AttemptOK, Class: "ok", InputTokens: 100, OutputTokens: 10, CostUSD: 0.25})
-	finish("b1", "r2", 1, ledger.Outcome{Status: ledger.AttemptOK, Class: "ok", InputTokens: 50, OutputTokens: 5, CostUSD: 0.125})
-	finish("b1", "r3", 1, ledger.Outcome{Status: ledger.AttemptPossiblyBilled, Class: "ambiguous"})
+	finish("b1", "r1", 1, ledger.Outcome{Status: ledger.AttemptFailed, Class: classify.Transient, HTTPStatus: 503})
+	finish("b1", "r1", 2, ledger.Outcome{Status: ledger.AttemptOK, Class: classify.OK, InputTokens: 100, OutputTokens: 10, CostUSD: 0.25})
+	finish("b1", "r2", 1, ledger.Outcome{Status: ledger.AttemptOK, Class: classify.OK, InputTokens: 50, OutputTokens: 5, CostUSD: 0.125})
+	finish("b1", "r3", 1, ledger.Outcome{Status: ledger.AttemptPossiblyBilled, Class: classify.Ambiguous})
 	finish("b1", "r3", 2, ledger.Outcome{})
-	finish("b2", "r1", 1, ledger.Outcome{Status: ledger.AttemptOK, Class: "ok", CostUSD: 1})
+	finish("b2", "r1", 1, ledger.Outcome{Status: ledger.AttemptOK, Class: classify.OK, CostUSD: 1})
 
 	total, byClass, err := ledger.UsageByClass(b.ctx, b.db.Pool, ledger.AttemptFilter{Batch: "b1", Limit: 1})
 	require.NoError(t, err)

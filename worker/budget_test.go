@@ -64,12 +64,14 @@ func TestBatchBudgetPausesAndRaisingItFinishes(t *testing.T) {
 
 // A provider that fails 60 % of calls with 503 for a while: retries are held
 // to the fleet's retry budget across two workers (counted at the provider),
-// and every job still completes once the provider recovers.
+// and every job still completes once the provider recovers. The storm
+// breaker, which such a share of failures trips, is off: this is the retry
+// budget's test (TestStormOutage is the breaker's).
 func TestRetryBudgetHoldsAcrossTwoWorkers(t *testing.T) {
 	t.Parallel()
 	const n, floor, share = 100, 5, 0.2
 	b := setup(t, fakeprovider.Scenario{Seed: 7, Random: []fakeprovider.RandomFault{{P: 0.6, Action: fakeprovider.ActionOverloaded}}},
-		tweaks{concurrency: 4, maxAttempts: 25, extraKey: "retry_budget = 0.2\n"})
+		tweaks{concurrency: 4, maxAttempts: 25, extraKey: "retry_budget = 0.2\nstorm_failures = 0\nstorm_share = 0\n"})
 	b.opts.RetryWindow = 20 * time.Second
 	b.opts.RetryFloor = floor
 	b.opts.RetryDefer = 100 * time.Millisecond

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/tidwall/gjson"
@@ -18,16 +19,6 @@ import (
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/provider"
-)
-
-// Dead-letter reasons the worker itself decides (the classifier's reasons
-// are used for rejected calls).
-const (
-	ReasonRetriesExhausted   = "retries_exhausted"
-	ReasonAmbiguousExhausted = "ambiguous_retries_exhausted"
-	ReasonSnoozedOut         = "snoozed_out"
-	ReasonInvalidOutput      = "invalid_output"
-	ReasonConfig             = "config_error"
 )
 
 // callWorker is the River worker for Args.
@@ -45,15 +36,12 @@ func (w *callWorker) Timeout(job *river.Job[Args]) time.Duration {
 	return 0
 }
 
-// NextRetry is jittered exponential backoff, but never sooner than a
-// retry-after hint the failed call carried (River does not pass the error to
-// NextRetry, so Work leaves the hint here for it).
+// NextRetry is jittered exponential backoff for runs that failed for the
+// worker's own reasons (a database error, a panic): a failed call is not a
+// River error but a snooze decided by decideAfter, so no retry-after hint
+// has to reach this method.
 func (w *callWorker) NextRetry(job *river.Job[Args]) time.Time {
-	d := backoff(job.Attempt, w.rt.opts.BackoffBase, w.rt.opts.BackoffCap)
-	if v, ok := w.rt.retryAfter.LoadAndDelete(job.ID); ok {
-		d = max(d, v.(time.Duration))
-	}
-	return time.Now().Add(d)
+	return time.Now().Add(backoff(job.Attempt, w.rt.opts.BackoffBase, w.rt.opts.BackoffCap))
 }
 
 // backoff is base·2^(attempt-1) capped, with "equal jitter": half fixed, half
@@ -84,7 +72,7 @@ func (r *Runtime) lookup(pipeline string) (*config.Pipeline, *config.Model, *key
 	return p, m, k, nil
 }
 
-// call carries what one run of a job knows, for the reactions.
+// call carries what one run of a job knows, for apply.
 type call struct {
 	job       *river.Job[Args]
 	pipeline  *config.Pipeline
@@ -95,304 +83,323 @@ type call struct {
 	attemptID int64
 	res       provider.Result
 	verdict   classify.Verdict
-	// probeReported: the probe's outcome went to the breaker (ProbeResult,
-	// ReleaseProbe or Trip).
-	probeReported bool
+	output    json.RawMessage
+	// hadAmbiguous: an earlier send under the idempotency key got no answer.
+	hadAmbiguous bool
+	retry        bool
+	// calls is the job's calls counted against max_attempts, this one
+	// included; 0 before the ledger look-up.
+	calls int
+	// hash is the rendered request's hash.
+	hash string
 }
 
+// Work runs one job: the checks before the call (decideBefore after each
+// step), the call, the decision after it (decideAfter), and apply. Only
+// apply acts on a decision.
 func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	rt := w.rt
 	p, m, k, err := rt.lookup(job.Args.Pipeline)
 	if err != nil {
-		return rt.deadLetter(ctx, &call{job: job}, "rejected", ReasonConfig, err.Error())
+		return rt.apply(ctx, &call{job: job}, deadLetter(classify.Rejected, ReasonConfig, err.Error()), keys.Report{})
 	}
 	c := &call{job: job, pipeline: p, model: m, key: k}
+	b := before{
+		Attempt: job.Attempt, MaxAttempts: p.MaxAttempts, AmbiguousRetries: p.AmbiguousRetries,
+		Age: time.Since(job.CreatedAt), MaxAge: rt.opts.MaxAge, OwnSnoozes: ownSnoozes(job), MaxSnoozes: p.MaxSnoozes,
+	}
+	rx := decideBefore(b)
+	if rx.Kind == ReactGo {
+		rx = c.render()
+	}
+	if rx.Kind != ReactGo {
+		// A job a Supervisor dispatched as the probe holds a claim made on
+		// its behalf: give it back, or the key stays half-open until the
+		// lease runs out.
+		if job.Queue == keys.ProbeQueueName(k.cfg.Name) {
+			if _, err := rt.store.ReleaseProbeOfJob(context.WithoutCancel(ctx), k.cfg.Name, job.ID); err != nil {
+				rt.log.ErrorContext(ctx, "release probe", "key", k.cfg.Name, "job_id", job.ID, "err", err)
+			}
+		}
+		return rt.apply(ctx, c, rx, keys.Report{})
+	}
 
-	// River allows a few attempts more than the pipeline so that a job whose
-	// runs failed for the worker's own reasons (database errors, a crash, a
-	// panic) ends here, in the dead letters, instead of being discarded by
-	// River with its record in neither the results nor the dead letters.
-	if job.Attempt > p.MaxAttempts {
-		return rt.deadLetter(ctx, c, "transient", ReasonRetriesExhausted,
-			fmt.Sprintf("attempt %d with max_attempts %d: earlier runs ended in worker or database errors", job.Attempt, p.MaxAttempts))
-	}
-	if age := time.Since(job.CreatedAt); age > rt.opts.MaxAge {
-		return rt.deadLetter(ctx, c, "throttled", ReasonSnoozedOut,
-			fmt.Sprintf("queued for %s, longer than the %s limit", age.Round(time.Minute), rt.opts.MaxAge))
-	}
-	if n := ownSnoozes(job); n >= p.MaxSnoozes {
-		return rt.deadLetter(ctx, c, "throttled", ReasonSnoozedOut,
-			fmt.Sprintf("snoozed %d times by its own throttling (pipeline max_snoozes %d)", n, p.MaxSnoozes))
-	}
-
-	// The breaker first: a key known to be exhausted gets no call at all.
-	// One statement reads both the breaker and the pause.
-	var pause *keys.Pause
-	c.adm, pause, err = rt.store.AdmitCall(ctx, k.cfg.Name, job.ID)
+	// One round trip before the call: the breakers first (a key known to be
+	// exhausted or in a storm gets no call at all), both breakers and the
+	// pause in one statement, and with them what the ledger knows about
+	// this request from earlier sends.
+	var prior ledger.Prior
+	adm, pause, done, err := k.gate.AdmitWith(ctx, job.ID, func(batch *pgx.Batch) {
+		ledger.QueuePriorOutcomeForJob(batch, &prior, c.req.IdempotencyKey, job.ID, job.Args.Batch, job.Args.RecordID)
+	})
 	if err != nil {
-		return fmt.Errorf("admit: %w", err)
+		return fmt.Errorf("admit and ledger look-up: %w", err)
 	}
-	if !c.adm.Allowed {
-		return park(ctx, job, max(c.adm.Wait, time.Second))
+	// Every exit reports to the breakers exactly once; this one, for the
+	// exits before the call, gives a probe claim back.
+	defer func() { rt.report(ctx, c, done, keys.OutcomeNone) }()
+	c.adm = adm
+	b.Admission = &adm
+	if pause != nil {
+		left := time.Until(pause.Until)
+		b.Pause = &left
 	}
-	if c.adm.Probe {
-		// Whatever this run ends in, the probe claim is given back unless its
-		// outcome was reported: a claim kept by a job that parked or failed
-		// would hold the whole key half-open until its lease ran out.
-		defer rt.releaseUnreportedProbe(ctx, c)
+	b.Prior = &prior
+	c.calls = prior.JobCalls
+	if rx := decideBefore(b); rx.Kind != ReactGo {
+		return rt.apply(ctx, c, rx, keys.Report{})
 	}
-	if !c.adm.Probe && pause != nil {
-		return park(ctx, job, max(time.Until(pause.Until), 100*time.Millisecond))
-	}
-
-	var record map[string]any
-	if err := json.Unmarshal(job.Args.Record, &record); err != nil {
-		return rt.deadLetter(ctx, c, "rejected", ReasonConfig, "record is not a JSON object")
-	}
-	prompt, err := p.Render(record)
-	if err != nil {
-		return rt.deadLetter(ctx, c, "rejected", "template_error", err.Error())
-	}
-	c.req = provider.Request{
-		Model: m.Name, System: p.System, Prompt: prompt, MaxTokens: p.MaxTokens,
-		Temperature: p.Temperature, JSON: p.Output == config.OutputJSON, RecordID: job.Args.RecordID,
-	}
-	hash := provider.RequestHash(c.req)
-	c.req.IdempotencyKey = provider.IdempotencyKey(job.Args.Batch, job.Args.RecordID, p.Name, hash)
-
-	// Before any resend: what does the ledger know about this request?
-	prior, err := ledger.PriorOutcomeForJob(ctx, rt.pool, c.req.IdempotencyKey, job.ID, job.Args.Batch, job.Args.RecordID)
-	if err != nil {
-		return fmt.Errorf("ledger look-up: %w", err)
-	}
-	if prior.DeadLettered {
-		// An earlier run wrote the dead letter and died before its cancel
-		// landed: never call again.
-		return river.JobCancel(errors.New("record already dead-lettered"))
-	}
-	if prior.OKAttemptID != 0 && prior.ResultStored {
-		// Stored by a run whose completion did not land: finish, don't call.
-		return rt.complete(ctx, c, nil, false)
-	}
-	if prior.JobAmbiguous > p.AmbiguousRetries {
-		return rt.deadLetter(ctx, c, "ambiguous", ReasonAmbiguousExhausted,
-			fmt.Sprintf("%d calls with no answer (pipeline ambiguous_retries %d)", prior.JobAmbiguous, p.AmbiguousRetries))
-	}
-
+	c.hadAmbiguous = prior.Ambiguous > 0
 	// A retry is a resend after a transient, ambiguous or unfinished attempt
 	// of this job; a resend after a throttle or an exhausted key is not (it
 	// costs no attempt either), so it does not draw on the retry budget.
-	retry := prior.JobLastClass == classify.Transient.String() || prior.JobLastClass == classify.Ambiguous.String() ||
-		prior.JobLastClass == string(ledger.AttemptIntent)
-	if retry && k.cfg.RetryBudget > 0 {
-		if over, err := rt.overRetryBudget(ctx, k); err != nil {
+	c.retry = prior.JobLast.Retry()
+	if c.retry && k.cfg.RetryBudget > 0 {
+		if b.OverRetryBudget, err = rt.overRetryBudget(ctx, k); err != nil {
 			return err
-		} else if over {
-			rt.log.DebugContext(ctx, "retry deferred: fleet retry budget spent", "key", k.cfg.Name, "job_id", job.ID)
-			return park(ctx, job, rt.opts.RetryDefer/2+rand.N(rt.opts.RetryDefer))
 		}
+		b.RetryDefer = rt.opts.RetryDefer/2 + rand.N(rt.opts.RetryDefer)
+	}
+	if rx := decideBefore(b); rx.Kind != ReactGo {
+		if b.OverRetryBudget {
+			rt.log.DebugContext(ctx, "retry deferred: fleet retry budget spent", "key", k.cfg.Name, "job_id", job.ID)
+		}
+		return rt.apply(ctx, c, rx, keys.Report{})
 	}
 
-	release, err := k.limiter.Acquire(ctx)
-	if err != nil {
-		return park(ctx, job, 0)
+	release, ok := k.limiter.TryAcquire()
+	if !ok {
+		if release, err = k.limiter.Acquire(ctx); err != nil {
+			return rt.apply(ctx, c, Reaction{Kind: ReactPark}, keys.Report{})
+		}
+		// The key may have tripped, or been paused, while this job waited
+		// for a slot: ask again before calling.
+		if !adm.Probe {
+			adm2, pause2, done2, err := k.gate.Admit(ctx, job.ID)
+			if err != nil {
+				release()
+				return fmt.Errorf("admit: %w", err)
+			}
+			rt.report(ctx, c, done, keys.OutcomeNone)
+			done, c.adm, b.Admission, b.Pause = done2, adm2, &adm2, nil
+			if pause2 != nil {
+				left := time.Until(pause2.Until)
+				b.Pause = &left
+			}
+		}
 	}
 	defer release()
 	// A long wait for a slot (the limit was lowered by throttling) must not
 	// eat into the call's own timeout: River's deadline for this run would
 	// cut the call mid-flight and make it ambiguous.
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < k.cfg.Timeout+rt.opts.JobMargin/4 {
-		return park(ctx, job, 0)
+		b.SlotLate = true
+	}
+	if rx := decideBefore(b); rx.Kind != ReactGo {
+		return rt.apply(ctx, c, rx, keys.Report{})
 	}
 
 	// The intent row is also the call's reservation against the batch's
 	// spend cap.
 	c.attemptID, err = ledger.ReserveAttempt(ctx, rt.pool, ledger.Intent{
-		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: job.Attempt,
-		Key: k.cfg.Name, Model: m.Name, IdempotencyKey: c.req.IdempotencyKey, RequestHash: hash,
-		IsRetry: retry, EstCostUSD: estimateCost(m, c.req), InFlightFor: k.cfg.Timeout + rt.opts.JobMargin,
+		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: prior.JobCalls + 1,
+		Key: k.cfg.Name, Model: m.Name, IdempotencyKey: c.req.IdempotencyKey, RequestHash: c.hash,
+		IsRetry: c.retry, EstCostUSD: estimateCost(m, c.req), InFlightFor: k.cfg.Timeout + rt.opts.JobMargin,
 	})
 	var budgetErr *ledger.BudgetError
 	if errors.As(err, &budgetErr) {
+		b.Budget = budgetErr
 		if budgetErr.Wait {
 			// Worst-case reservations of calls in flight fill the cap; most
 			// of them will not be spent. Try again shortly.
-			return park(ctx, job, rt.opts.BudgetRecheck/10+rand.N(rt.opts.BudgetRecheck/10+1))
+			b.BudgetRecheck = rt.opts.BudgetRecheck/10 + rand.N(rt.opts.BudgetRecheck/10+1)
+		} else {
+			b.BudgetRecheck = rt.opts.BudgetRecheck
+			if budgetErr.Paused {
+				rt.alerter.Alert(ctx, keys.Alert{Kind: keys.AlertBudgetReached, Key: k.cfg.Name, Batch: job.Args.Batch,
+					Message: "batch spend cap reached: its jobs stay queued; raise it with `triage batch budget`",
+					Fields:  map[string]any{"budget_usd": budgetErr.BudgetUSD, "spent_usd": budgetErr.SpentUSD, "in_flight_usd": budgetErr.ReservedUSD}})
+			}
 		}
-		if budgetErr.Paused {
-			rt.alerter.Alert(ctx, keys.Alert{Kind: keys.AlertBudgetReached, Key: k.cfg.Name, Batch: job.Args.Batch,
-				Message: "batch spend cap reached: its jobs stay queued; raise it with `triage batch budget`",
-				Fields:  map[string]any{"budget_usd": budgetErr.BudgetUSD, "spent_usd": budgetErr.SpentUSD, "in_flight_usd": budgetErr.ReservedUSD}})
-		}
-		return park(ctx, job, rt.opts.BudgetRecheck)
+		return rt.apply(ctx, c, decideBefore(b), keys.Report{})
 	}
 	if err != nil {
 		return fmt.Errorf("ledger intent: %w", err)
 	}
+	c.calls++
+
+	a := after{
+		JobCalls: prior.JobCalls, MaxAttempts: p.MaxAttempts,
+		JobAmbiguous: prior.JobAmbiguous, AmbiguousRetries: p.AmbiguousRetries,
+		NoRetries: k.cfg.RetryBudget == 0, RetryBudget: k.cfg.RetryBudget,
+		Backoff: backoff(prior.JobCalls+1, rt.opts.BackoffBase, rt.opts.BackoffCap), BackoffCap: rt.opts.BackoffCap,
+		ProbeInterval: k.cfg.ProbeInterval, KeyWide: true,
+	}
 	c.res, err = k.client.Do(ctx, c.req)
-	if err != nil {
+	a.Cancelled, a.Phase = ctx.Err() != nil, c.res.Observation.Phase
+	switch {
+	case err != nil:
 		// A request the client refuses to build: configuration, not the provider.
-		_ = rt.finish(ctx, c, ledger.AttemptFailed)
-		return rt.deadLetter(ctx, c, "rejected", ReasonConfig, err.Error())
-	}
-	if ctx.Err() != nil {
-		// This run was stopped (shutdown, River's timeout), not answered: the
-		// call may have gone out. Keep it possibly billed and come back
-		// without spending an attempt; the ledger counts it as ambiguous for
-		// this job, and the next send reuses its idempotency key.
-		status := ledger.AttemptFailed
-		if c.res.Observation.Phase == classify.PhaseSentNoResponse {
-			status = ledger.AttemptPossiblyBilled
+		a.ClientErr = err.Error()
+	case a.stopped():
+		// This run was stopped (shutdown, River's timeout) before an answer
+		// arrived. An answer that did arrive is used, whatever the context
+		// says: it was paid for.
+		c.verdict = classify.Verdict{Class: classify.Ambiguous, Reason: ledger.ReasonWorkerStopped, Known: true}
+	default:
+		c.res, c.verdict = k.observe(c.res, rt.cfg.Classifier())
+		a.Verdict = c.verdict
+		rt.observe(ctx, c)
+		if c.verdict.Class == classify.OK {
+			var bad string
+			c.output, bad = usableOutput(c)
+			a.Unusable, a.Malformed = bad, c.res.Malformed != ""
 		}
-		c.verdict = classify.Verdict{Class: classify.Ambiguous, Reason: "worker_stopped", Known: true}
-		_ = rt.finish(ctx, c, status)
-		return park(ctx, job, time.Second)
+		if c.verdict.Class == classify.Throttled {
+			a.Throttle = min(retryAfter(c.verdict), ThrottleWaitCap)
+			if a.Throttle <= 0 {
+				a.Throttle = k.nextThrottleWait(time.Now())
+			}
+		}
 	}
-	c.res, c.verdict = k.observe(c.res, rt.cfg.Classifier())
-	rt.log.DebugContext(ctx, "call", "key", k.cfg.Name, "job_id", job.ID, "batch", job.Args.Batch, "record_id", job.Args.RecordID,
+	rep := rt.report(ctx, c, done, breakerOutcome(a))
+	a.Storm = rep.Storm
+	return rt.apply(ctx, c, decideAfter(a), rep)
+}
+
+// render builds the request from the record and the pipeline, and its
+// idempotency key; a record the pipeline cannot render is dead-lettered.
+func (c *call) render() Reaction {
+	var record map[string]any
+	if err := json.Unmarshal(c.job.Args.Record, &record); err != nil {
+		return deadLetter(classify.Rejected, ReasonConfig, "record is not a JSON object")
+	}
+	p, m := c.pipeline, c.model
+	prompt, err := p.Render(record)
+	if err != nil {
+		return deadLetter(classify.Rejected, ReasonTemplate, err.Error())
+	}
+	c.req = provider.Request{
+		Model: m.Name, System: p.System, Prompt: prompt, MaxTokens: p.MaxTokens,
+		Temperature: p.Temperature, JSON: p.Output == config.OutputJSON, RecordID: c.job.Args.RecordID,
+	}
+	c.hash = provider.RequestHash(c.req)
+	c.req.IdempotencyKey = provider.IdempotencyKey(c.job.Args.Batch, c.job.Args.RecordID, p.Name, c.hash)
+	return Reaction{Kind: ReactGo}
+}
+
+// report tells the breakers what the call came to (once: later calls of
+// done do nothing). A failure to record it is logged, not returned: the
+// call's own outcome still has to be stored.
+func (r *Runtime) report(ctx context.Context, c *call, done keys.Done, o keys.Outcome) keys.Report {
+	rep, err := done(ctx, o, c.verdict.Reason)
+	if err != nil {
+		r.log.ErrorContext(ctx, "breaker report", "key", c.key.cfg.Name, "job_id", c.job.ID, "err", err)
+	}
+	return rep
+}
+
+// observe logs the call and tells the Observer and, for an error no rule
+// knows, the alerter.
+func (r *Runtime) observe(ctx context.Context, c *call) {
+	k, job := c.key, c.job
+	r.log.DebugContext(ctx, "call", "key", k.cfg.Name, "job_id", job.ID, "batch", job.Args.Batch, "record_id", job.Args.RecordID,
 		"status", c.res.Observation.Status, "phase", c.res.Observation.Phase, "class", c.verdict.Class.String(), "reason", c.verdict.Reason)
 	if !c.verdict.Known {
 		// Once per key, status and code an hour, fleet-wide: a flood of one
 		// unknown error is one alert, not one per call.
-		kind := fmt.Sprintf("unknown_error:%d:%s:%s", c.res.Observation.Status, deref(c.verdict.Code), rt.now().UTC().Format("2006-01-02T15"))
-		rt.alertOnce(ctx, k.cfg.Name, kind, keys.Alert{Kind: keys.AlertUnknownError, Key: k.cfg.Name, Batch: job.Args.Batch,
+		kind := fmt.Sprintf("unknown_error:%d:%s:%s", c.res.Observation.Status, deref(c.verdict.Code), r.now().UTC().Format("2006-01-02T15"))
+		r.alertOnce(ctx, k.cfg.Name, kind, keys.Alert{Kind: keys.AlertUnknownError, Key: k.cfg.Name, Batch: job.Args.Batch,
 			Message: "an error no rule knows: check the dead letters and the classifier",
 			Fields:  map[string]any{"status": c.res.Observation.Status, "code": deref(c.verdict.Code), "class": c.verdict.Class.String()}})
 	}
-	if o := rt.opts.Observer; o != nil {
-		o.ObserveCall(CallEvent{Key: k.cfg.Name, Class: c.verdict.Class.String(), Status: c.res.Observation.Status,
-			Known: c.verdict.Known, Retry: retry,
-			CostUSD: cost(m, c.res.InputTokens, c.res.OutputTokens), Elapsed: c.res.Elapsed})
+	if o := r.opts.Observer; o != nil {
+		o.ObserveCall(CallEvent{Key: k.cfg.Name, Class: c.verdict.Class, Status: c.res.Observation.Status,
+			Known: c.verdict.Known, Retry: c.retry,
+			CostUSD: cost(c.model, c.res.InputTokens, c.res.OutputTokens), Elapsed: c.res.Elapsed})
 	}
-	return rt.react(ctx, c, prior)
 }
 
-func (r *Runtime) react(ctx context.Context, c *call, prior ledger.Prior) error {
+// apply carries a reaction out: the ledger, the key's queue and pause, the
+// alerts, and River's return value. It is the only place that acts on a
+// decision; rep is what the breakers did with the call's outcome.
+func (r *Runtime) apply(ctx context.Context, c *call, rx Reaction, rep keys.Report) error {
 	k, job := c.key, c.job
-	switch c.verdict.Class {
-	case classify.OK:
-		output, bad := usableOutput(c)
-		if bad != "" {
-			// A 2xx body that is not the vendor's format tells no usage: the
-			// call may have been billed, so it stays possibly billed at its
-			// estimate rather than being recorded as free.
-			status := ledger.AttemptOK
-			if c.res.Malformed != "" {
-				status = ledger.AttemptPossiblyBilled
-			}
-			_ = r.finish(ctx, c, status)
-			r.probeDone(ctx, c, true)
-			return r.deadLetter(ctx, c, "ok", ReasonInvalidOutput, bad)
-		}
-		if err := r.complete(ctx, c, output, prior.Ambiguous > 0); err != nil {
+	if k != nil {
+		r.applyReport(ctx, c, rep)
+	}
+	switch rx.Kind {
+	case ReactComplete:
+		if err := r.complete(ctx, c); err != nil {
 			return err
 		}
-		k.limiter.OnSuccess()
-		r.probeDone(ctx, c, true)
+		if c.attemptID != 0 {
+			k.limiter.OnSuccess()
+		}
 		return nil
-
-	case classify.Transient:
-		_ = r.finish(ctx, c, ledger.AttemptFailed)
-		r.probeDone(ctx, c, false)
-		if job.Attempt >= c.pipeline.MaxAttempts || k.cfg.RetryBudget == 0 {
-			return r.deadLetter(ctx, c, "transient", ReasonRetriesExhausted,
-				fmt.Sprintf("%d attempts (max_attempts %d, key retry_budget %g); last: %s", job.Attempt, c.pipeline.MaxAttempts, k.cfg.RetryBudget, c.verdict.Reason))
-		}
-		if ra := retryAfter(c.verdict); ra > 0 {
-			r.retryAfter.Store(job.ID, ra)
-		}
-		return &CallError{Class: c.verdict.Class, Status: c.res.Observation.Status, Code: deref(c.verdict.Code), Reason: c.verdict.Reason}
-
-	case classify.Throttled:
-		_ = r.finish(ctx, c, ledger.AttemptFailed)
-		r.probeDone(ctx, c, false)
-		wait := min(retryAfter(c.verdict), ThrottleWaitCap)
-		if wait <= 0 {
-			wait = k.nextThrottleWait(time.Now())
-		}
-		if _, err := r.store.PauseFor(ctx, k.cfg.Name, "throttled", wait); err != nil {
+	case ReactDeadLetter:
+		return r.deadLetter(ctx, c, rx)
+	case ReactCancel:
+		// An earlier run wrote the dead letter and died before its cancel
+		// landed: never call again.
+		return river.JobCancel(errors.New("record already dead-lettered"))
+	}
+	_ = r.finish(ctx, c, rx.Outcome)
+	switch rx.Kind {
+	case ReactSnooze:
+		return river.JobSnooze(rx.After)
+	case ReactPauseKey:
+		if _, err := r.store.PauseFor(ctx, k.cfg.Name, keys.PauseThrottled, rx.After); err != nil {
 			return fmt.Errorf("pause key: %w", err)
 		}
 		k.limiter.OnThrottle()
 		_ = r.supervisor.Reconcile(ctx, k.cfg.Name)
-		r.log.InfoContext(ctx, "key throttled", "key", k.cfg.Name, "wait", wait.String(), "concurrency", k.limiter.Current(), "code", deref(c.verdict.Code))
-		return river.JobSnooze(wait)
-
-	case classify.Exhausted:
-		_ = r.finish(ctx, c, ledger.AttemptFailed)
-		tripped, err := r.store.Trip(context.WithoutCancel(ctx), k.cfg.Name, c.adm, c.verdict.Reason, k.cfg.ProbeInterval)
-		if err != nil {
-			return fmt.Errorf("trip breaker: %w", err)
-		}
-		c.probeReported = true // Trip with a probe admission is its failure
-		_ = r.supervisor.Reconcile(ctx, k.cfg.Name)
-		if tripped {
-			r.alerter.Alert(ctx, keys.Alert{Kind: keys.AlertKeyExhausted, Key: k.cfg.Name, Batch: job.Args.Batch,
-				Message: "key exhausted: its jobs stay queued; one probe every probe_interval until it works again",
-				Fields: map[string]any{"status": c.res.Observation.Status, "code": deref(c.verdict.Code), "reason": c.verdict.Reason,
-					"probe_interval": k.cfg.ProbeInterval.String()}})
-		}
-		return park(ctx, job, k.cfg.ProbeInterval)
-
-	case classify.Ambiguous:
-		_ = r.finish(ctx, c, ledger.AttemptPossiblyBilled)
-		r.probeDone(ctx, c, false)
-		if prior.JobAmbiguous+1 > c.pipeline.AmbiguousRetries || job.Attempt >= c.pipeline.MaxAttempts {
-			return r.deadLetter(ctx, c, "ambiguous", ReasonAmbiguousExhausted,
-				fmt.Sprintf("no answer after %d sends with the same idempotency key; last: %s", prior.JobAmbiguous+1, c.verdict.Reason))
-		}
-		return &CallError{Class: c.verdict.Class, Status: c.res.Observation.Status, Code: deref(c.verdict.Code), Reason: c.verdict.Reason}
-
-	default: // Rejected
-		_ = r.finish(ctx, c, ledger.AttemptFailed)
-		r.probeDone(ctx, c, false)
-		return r.deadLetter(ctx, c, c.verdict.Class.String(), c.verdict.Reason, "")
+		r.log.InfoContext(ctx, "key throttled", "key", k.cfg.Name, "wait", rx.After.String(), "concurrency", k.limiter.Current(), "code", deref(c.verdict.Code))
+		return river.JobSnooze(rx.After)
+	default: // Retry, Park, Trip, Storm: none is the job's own doing
+		return park(ctx, job, rx.After)
 	}
 }
 
-// probeDone reports a probe's outcome to the breaker. Exhausted probes are
-// reported through Trip; anything that says nothing about the balance gives
-// the claim back.
-func (r *Runtime) probeDone(ctx context.Context, c *call, success bool) {
-	if !c.adm.Probe {
-		return
+// applyReport acts on what the breakers did: the queue follows at once in
+// this process (the others' Supervisors follow within a tick), and the
+// alerts of the transitions fire from the one call that made them.
+func (r *Runtime) applyReport(ctx context.Context, c *call, rep keys.Report) {
+	k, job := c.key, c.job
+	if rep.Changed {
+		_ = r.supervisor.Reconcile(context.WithoutCancel(ctx), k.cfg.Name)
 	}
-	c.probeReported = true
-	ctx = context.WithoutCancel(ctx)
-	name := c.key.cfg.Name
-	if success {
-		closed, err := r.store.ProbeResult(ctx, name, c.adm, true, c.key.cfg.ProbeInterval)
+	if rep.Tripped {
+		r.alerter.Alert(ctx, keys.Alert{Kind: keys.AlertKeyExhausted, Key: k.cfg.Name, Batch: job.Args.Batch,
+			Message: "key exhausted: its jobs stay queued; one probe every probe_interval until it works again",
+			Fields: map[string]any{"status": c.res.Observation.Status, "code": deref(c.verdict.Code), "reason": c.verdict.Reason,
+				"probe_interval": k.cfg.ProbeInterval.String()}})
+	}
+	if rep.Resumed {
+		r.alerter.Alert(ctx, keys.Alert{Kind: keys.AlertKeyResumed, Key: k.cfg.Name, Batch: job.Args.Batch,
+			Message: "probe succeeded: key resumed, its queue drains again"})
+	}
+	if rep.Storm.Opened {
+		r.log.WarnContext(ctx, "storm breaker opened: the key's queue is paused until a probe succeeds", "key", k.cfg.Name,
+			"status", c.res.Observation.Status, "code", deref(c.verdict.Code), "cooldown", rep.Storm.Wait.String())
+	}
+	if rep.Storm.Closed || rep.Resumed {
+		// Jobs parked by the breaker wake now, not when their snoozes end:
+		// the queue drains at once.
+		n, err := WakeKey(context.WithoutCancel(ctx), r.pool, r.opts.Schema, k.cfg.Name)
 		if err != nil {
-			r.log.ErrorContext(ctx, "probe result", "key", name, "err", err)
-			return
+			r.log.WarnContext(ctx, "wake parked jobs", "key", k.cfg.Name, "err", err)
 		}
-		_ = r.supervisor.Reconcile(ctx, name)
-		if closed {
-			r.alerter.Alert(ctx, keys.Alert{Kind: keys.AlertKeyResumed, Key: name, Batch: c.job.Args.Batch,
-				Message: "probe succeeded: key resumed, its queue drains again"})
+		if rep.Storm.Closed {
+			r.log.InfoContext(ctx, "storm breaker closed: probe succeeded, the key's queue drains again", "key", k.cfg.Name, "woken", n)
 		}
-		return
-	}
-	if _, err := r.store.ReleaseProbe(ctx, name, c.adm, c.key.cfg.ProbeInterval); err != nil {
-		r.log.ErrorContext(ctx, "release probe", "key", name, "err", err)
-	}
-}
-
-// releaseUnreportedProbe gives the probe claim back when the run ends
-// without reporting the probe's outcome (it parked, failed or was stopped).
-func (r *Runtime) releaseUnreportedProbe(ctx context.Context, c *call) {
-	if c.probeReported {
-		return
-	}
-	if _, err := r.store.ReleaseProbe(context.WithoutCancel(ctx), c.key.cfg.Name, c.adm, time.Second); err != nil {
-		r.log.ErrorContext(ctx, "release probe", "key", c.key.cfg.Name, "err", err)
 	}
 }
 
 // completeOnce stores the result, finishes the attempt, resolves earlier
 // ambiguous sends under the same idempotency key and completes the job, all
 // in one transaction: "completed" means "result stored".
-func (r *Runtime) completeOnce(ctx context.Context, c *call, output json.RawMessage, hadAmbiguous bool) error {
+func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 	// A paid-for answer is stored even if the run is being stopped.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -405,12 +412,12 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call, output json.RawMess
 		if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, ledger.AttemptOK)); err != nil {
 			return fmt.Errorf("complete: finish attempt: %w", err)
 		}
-		if err := ledger.StoreResult(ctx, tx, c.job.Args.Batch, c.job.Args.RecordID, c.attemptID, output); err != nil {
+		if err := ledger.StoreResult(ctx, tx, c.job.Args.Batch, c.job.Args.RecordID, c.attemptID, c.output); err != nil {
 			return fmt.Errorf("complete: store result: %w", err)
 		}
 		// Earlier sends that got no answer are settled as billed once only
 		// where the endpoint is known to replay a repeated Idempotency-Key.
-		if hadAmbiguous && c.key.cfg.IdempotentReplay {
+		if c.hadAmbiguous && c.key.cfg.IdempotentReplay {
 			if _, err := ledger.ResolvePossiblyBilled(ctx, tx, c.req.IdempotencyKey); err != nil {
 				return fmt.Errorf("complete: resolve: %w", err)
 			}
@@ -425,8 +432,9 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call, output json.RawMess
 	return nil
 }
 
+// finish records the attempt's outcome (none when no call was made).
 func (r *Runtime) finish(ctx context.Context, c *call, status ledger.AttemptStatus) error {
-	if c.attemptID == 0 {
+	if c.attemptID == 0 || status == "" {
 		return nil
 	}
 	// The outcome must land even when the job's context is ending: a missing
@@ -443,24 +451,29 @@ func (r *Runtime) finish(ctx context.Context, c *call, status ledger.AttemptStat
 
 func (r *Runtime) outcome(c *call, status ledger.AttemptStatus) ledger.Outcome {
 	return ledger.Outcome{
-		Status: status, Class: c.verdict.Class.String(), HTTPStatus: c.res.Observation.Status,
+		Status: status, Class: c.verdict.Class, HTTPStatus: c.res.Observation.Status,
 		VendorCode: deref(c.verdict.Code), Reason: c.verdict.Reason,
 		InputTokens: c.res.InputTokens, OutputTokens: c.res.OutputTokens,
 		CostUSD: cost(c.model, c.res.InputTokens, c.res.OutputTokens),
 	}
 }
 
-// deadLetter records the record in the dead-letter table and cancels the
-// job, so it is never resent as is. A dead letter that already exists for
-// the record (a crash after writing it) is reused.
-func (r *Runtime) deadLetter(ctx context.Context, c *call, class, reason, detail string) error {
+// deadLetter records the call's outcome and the record's dead letter in one
+// transaction, then cancels the job, so it is never resent as is: once the
+// outcome is durable the dead letter is too, and a run that finds the dead
+// letter (Prior.DeadLettered) does not call again. A dead letter that already
+// exists for the record (a crash after writing it) is reused.
+func (r *Runtime) deadLetter(ctx context.Context, c *call, rx Reaction) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	job := c.job
 	row := ledger.DeadLetterRow{
 		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Pipeline: job.Args.Pipeline,
-		Class: class, Reason: reason, HTTPStatus: c.res.Observation.Status, VendorCode: deref(c.verdict.Code),
+		Class: rx.Class, Reason: rx.Reason, HTTPStatus: c.res.Observation.Status, VendorCode: deref(c.verdict.Code),
 		Attempts: job.Attempt, Rule: c.verdict.Rule, Unknown: c.verdict.Rule != "" && !c.verdict.Known,
+	}
+	if c.calls != 0 {
+		row.Attempts = c.calls
 	}
 	if c.key != nil {
 		row.Key = c.key.cfg.Name
@@ -471,11 +484,11 @@ func (r *Runtime) deadLetter(ctx context.Context, c *call, class, reason, detail
 		row.Request = job.Args.Record
 	}
 	row.ErrorExcerpt = c.res.Observation.Body
-	if detail != "" {
+	if rx.Detail != "" {
 		if row.ErrorExcerpt != "" {
-			row.ErrorExcerpt = detail + "\n" + row.ErrorExcerpt
+			row.ErrorExcerpt = rx.Detail + "\n" + row.ErrorExcerpt
 		} else {
-			row.ErrorExcerpt = detail
+			row.ErrorExcerpt = rx.Detail
 		}
 	}
 	if c.key != nil && c.key.apiKey != "" {
@@ -483,14 +496,42 @@ func (r *Runtime) deadLetter(ctx context.Context, c *call, class, reason, detail
 		// the request, so it passes the key's boundary too.
 		row.ErrorExcerpt = c.key.redact.Excerpt(row.ErrorExcerpt)
 	}
-	id, err := ledger.AddDeadLetter(ctx, r.pool, row)
+	var (
+		id  int64
+		err error
+	)
+	// A failed write is tried again here rather than by River: a River retry
+	// would find only this call's intent and send the request again.
+	for try := range deadLetterTries {
+		if try > 0 {
+			time.Sleep(time.Duration(try) * 100 * time.Millisecond)
+		}
+		err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+			if c.attemptID != 0 && rx.Outcome != "" {
+				if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, rx.Outcome)); err != nil && !errors.Is(err, ledger.ErrAttemptFinished) {
+					return err
+				}
+			}
+			var err error
+			id, err = ledger.AddDeadLetter(ctx, tx, row)
+			return err
+		})
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		r.log.WarnContext(ctx, "dead letter write failed, trying again", "batch", job.Args.Batch, "record_id", job.Args.RecordID, "err", err)
+	}
 	if err != nil {
 		return fmt.Errorf("dead letter: %w", err)
 	}
 	r.log.WarnContext(ctx, "dead letter", "dead_letter_id", id, "batch", job.Args.Batch, "record_id", job.Args.RecordID,
-		"class", class, "reason", reason, "status", c.res.Observation.Status, "code", deref(c.verdict.Code))
-	return river.JobCancel(&CallError{Class: c.verdict.Class, Status: c.res.Observation.Status, Code: deref(c.verdict.Code), Reason: reason})
+		"class", rx.Class.String(), "reason", rx.Reason, "status", c.res.Observation.Status, "code", deref(c.verdict.Code))
+	return river.JobCancel(&CallError{Class: c.verdict.Class, Status: c.res.Observation.Status, Code: deref(c.verdict.Code), Reason: rx.Reason})
 }
+
+// deadLetterTries is how often the dead-letter transaction is tried
+// before the run gives up with an error.
+const deadLetterTries = 3
 
 // requestView is the rendered request as kept in a dead letter: everything
 // needed to understand or replay it, never the API key.

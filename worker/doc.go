@@ -1,13 +1,25 @@
 // Package worker is where a record becomes a model call and a failure becomes
 // a reaction. A batch's records are River jobs (kind "triage_call"), one River
 // queue per key; the worker renders the pipeline's prompt over the record,
-// writes the ledger intent, calls the provider, classifies the outcome with
-// classify, and reacts by class exactly as DESIGN.md's table says:
+// asks the key's breakers and reads the ledger's prior outcome (one round
+// trip), writes the ledger intent, calls the provider, classifies the outcome
+// with classify, and reacts by class.
+//
+// Deciding and doing are apart: decideBefore and decideAfter are pure
+// functions from what a run knows (its attempt, the prior outcome, the
+// admission, the verdict, the result) to a Reaction value, table-tested
+// without a database; apply is the only place that acts on one (ledger,
+// queue, alerts, River's return value). The key's breakers hear each call's
+// outcome once, through the done function keys.Gate.Admit returns.
 //
 //   - ok: the result row, the attempt's outcome and River's completion commit
 //     in one transaction (JobCompleteTx), so "completed" means "stored".
-//   - transient: River retries with jittered exponential backoff (honouring a
-//     retry-after hint); after the last attempt, dead letter retries_exhausted.
+//   - transient: retried with jittered exponential backoff (honouring a
+//     retry-after hint up to the backoff cap); max_attempts counts calls (from
+//     the ledger), not River runs; after the last, dead letter
+//     retries_exhausted. A run or a high share of transient failures trips the
+//     key's storm breaker: its queue pauses fleet-wide and the failed jobs park
+//     until a probe finds the provider back.
 //   - throttled: the key is paused fleet-wide until the hint (or an adaptive
 //     default), this process lowers the key's concurrency, and the job is
 //     snoozed: no attempt is burned.

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"math/rand/v2"
 	"time"
 
@@ -47,7 +46,7 @@ func retryUnreachable(ctx context.Context, bound time.Duration, onRetry func(try
 // complete stores a paid-for answer and completes the job (completeOnce),
 // holding the answer while the database is unreachable: a blip or restart
 // must not throw away what was bought, to be bought again by the next run.
-func (r *Runtime) complete(ctx context.Context, c *call, output json.RawMessage, hadAmbiguous bool) error {
+func (r *Runtime) complete(ctx context.Context, c *call) error {
 	held := false
 	err := retryUnreachable(ctx, r.holdAnswer(), func(try int, err error) {
 		if !held {
@@ -55,7 +54,7 @@ func (r *Runtime) complete(ctx context.Context, c *call, output json.RawMessage,
 			r.log.WarnContext(ctx, "database unreachable: holding the answer and retrying its completion",
 				"job_id", c.job.ID, "batch", c.job.Args.Batch, "record_id", c.job.Args.RecordID, "err", err)
 		}
-	}, func(ctx context.Context) error { return r.completeOnce(ctx, c, output, hadAmbiguous) })
+	}, func(ctx context.Context) error { return r.completeOnce(ctx, c) })
 	switch {
 	case err != nil && held:
 		r.log.ErrorContext(ctx, "answer not stored: the database stayed unreachable; the record will be sent again",

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
@@ -84,7 +85,7 @@ func TestJobOfDeadLetteredRecordDoesNotCall(t *testing.T) {
 	b := setup(t, fakeprovider.Scenario{}, tweaks{})
 	b.enqueue(t, "b1", records(2, nil))
 	_, err := ledger.AddDeadLetter(context.Background(), b.db.Pool, ledger.DeadLetterRow{
-		Batch: "b1", RecordID: "r001", Pipeline: "enrich", Key: "main", Class: "ok", Reason: "invalid_output", Attempts: 1})
+		Batch: "b1", RecordID: "r001", Pipeline: "enrich", Key: "main", Class: classify.OK, Reason: "invalid_output", Attempts: 1})
 	require.NoError(t, err)
 	b.start(t)
 	st := b.waitSettled(t, "b1", 30*time.Second)

@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger/redact"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/keys"
@@ -55,6 +56,9 @@ const (
 	MaxAgeDefault = 7 * 24 * time.Hour
 	// JobMarginDefault: see Options.JobMargin.
 	JobMarginDefault = 30 * time.Second
+	// StopMarginDefault is added to the job timeout for StopGrace: time for
+	// River to record the last jobs' outcomes after their runs return.
+	StopMarginDefault = 5 * time.Second
 )
 
 // Options configure a Runtime.
@@ -132,10 +136,10 @@ type Observer interface {
 // CallEvent describes one finished call.
 type CallEvent struct {
 	Key     string
-	Class   string // classify class: ok, transient, throttled, exhausted, rejected, ambiguous
-	Status  int    // HTTP status; 0 when no status line arrived
-	Known   bool   // false: no classifier rule matched
-	Retry   bool   // not the record's first call
+	Class   classify.Class
+	Status  int  // HTTP status; 0 when no status line arrived
+	Known   bool // false: no classifier rule matched
+	Retry   bool // not the record's first call
 	CostUSD float64
 	Elapsed time.Duration
 }
@@ -149,6 +153,9 @@ type keyRuntime struct {
 	apiKey  string
 	redact  redact.Boundary // the edge for the provider's text: see observe
 	limiter *keys.Limiter
+	// gate admits calls and hears their outcomes: both breakers and the
+	// pause, shared by the fleet, and this process's storm breaker.
+	gate *keys.Gate
 
 	mu            sync.Mutex
 	lastThrottle  time.Time
@@ -183,7 +190,6 @@ type Runtime struct {
 	alerter    *keys.Alerter
 	ownAlerter bool
 	keys       map[string]*keyRuntime
-	retryAfter sync.Map // job id -> time.Duration: a transient error's hint, read by NextRetry
 	horizon    Horizon
 	stopWatch  context.CancelFunc
 	watchDone  chan struct{}
@@ -264,7 +270,14 @@ func New(opts Options) (*Runtime, error) {
 	if lease <= 0 {
 		lease = max(keys.ProbeLeaseDefault, 2*(maxTimeout+opts.JobMargin))
 	}
-	r.store = keys.NewStore(opts.Pool, keys.StoreConfig{Clock: opts.Clock, ProbeLease: lease, RiverSchema: opts.Schema})
+	r.store = keys.NewStore(opts.Pool, keys.StoreConfig{Clock: opts.Clock, ProbeLease: lease, RiverSchema: opts.Schema,
+		// The worker dead-letters a job beyond its pipeline's max_attempts
+		// (AttemptHeadroom River attempts before River's own limit) or older
+		// than MaxAge before it can call.
+		ProbeAttemptsLeft: AttemptHeadroom + 1, ProbeMaxAge: opts.MaxAge})
+	for _, k := range r.keys {
+		k.gate = r.store.NewGate(keys.GateConfig{Key: k.cfg.Name, ProbeInterval: k.cfg.ProbeInterval, Storm: StormSettings(k.cfg)})
+	}
 	r.alerter = opts.Alerter
 	if r.alerter == nil {
 		r.alerter = keys.NewAlerter(keys.AlerterConfig{Logger: opts.Logger, WebhookURL: cfg.Alerts.WebhookURL, Pool: opts.Pool, Clock: opts.Clock})
@@ -294,6 +307,15 @@ func New(opts Options) (*Runtime, error) {
 	r.river = rc
 	r.supervisor = keys.NewSupervisor(r.store, rc, keys.SupervisorConfig{Keys: names, Tick: opts.SupervisorTick, Logger: opts.Logger})
 	return r, nil
+}
+
+// StormSettings are a key's storm breaker thresholds from its
+// configuration, defaults filled in.
+func StormSettings(k *config.Key) keys.StormSettings {
+	return keys.StormSettings{
+		Failures: k.StormFailures, Share: k.StormShare, MinCalls: k.StormMinCalls, Window: k.StormWindow,
+		ProbeMin: k.StormProbeMin, ProbeMax: k.StormProbeMax,
+	}.WithDefaults()
 }
 
 // River is the runtime's River client (for inserting and subscribing).
@@ -327,15 +349,30 @@ func (r *Runtime) Start(ctx context.Context) error {
 	watchCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.stopWatch = cancel
 	r.watchDone = make(chan struct{})
+	stormsDone := make(chan struct{})
+	go func() {
+		defer close(stormsDone)
+		r.watchStorms(watchCtx)
+	}()
 	go func() {
 		defer close(r.watchDone)
 		r.watchSpend(watchCtx)
+		<-stormsDone
 	}()
 	return nil
 }
 
+// StopGrace is how long to give Stop so that every call in flight can
+// finish: the longest timeout of the keys this process works plus
+// Options.JobMargin (the ledger writes around the call) plus
+// StopMarginDefault. A call cut by a shorter grace has been paid for, and
+// since no provider replays a repeated Idempotency-Key its resend is billed
+// again.
+func (r *Runtime) StopGrace() time.Duration { return r.horizon.JobTimeout + StopMarginDefault }
+
 // Stop lets running calls finish (River's soft stop) until ctx ends, then
-// cancels them; it stops the Supervisor and flushes alerts.
+// cancels them; it stops the Supervisor and flushes alerts. Give it
+// StopGrace. An answer that arrived before a cancel is still stored.
 func (r *Runtime) Stop(ctx context.Context) error {
 	if r.stopWatch != nil {
 		r.stopWatch()

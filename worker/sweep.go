@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/rivertable"
 )
@@ -91,15 +92,15 @@ func (r *Runtime) orphanDeadLetter(o orphan) ledger.DeadLetterRow {
 	}
 	switch o.state {
 	case "discarded":
-		row.Class, row.Reason = "transient", ReasonDiscarded
+		row.Class, row.Reason = classify.Transient, ReasonDiscarded
 		row.ErrorExcerpt = "River discarded the job after its last attempt; last error: " + o.lastErr
 	case "cancelled":
 		// A person took the record out (River's CLI or UI): nothing is
 		// resent; `triage dlq requeue` brings it back.
-		row.Class, row.Reason = "rejected", ledger.ReasonCancelledByHand
+		row.Class, row.Reason = classify.Rejected, ledger.ReasonCancelledByHand
 		row.ErrorExcerpt = "the job was cancelled outside triage (River's CLI or UI) before it had an outcome"
 	default:
-		row.Class, row.Reason = "rejected", ledger.ReasonJobMissing
+		row.Class, row.Reason = classify.Rejected, ledger.ReasonJobMissing
 		row.ErrorExcerpt = "the record has no job left in River (deleted by hand, or removed after it ended without an outcome)"
 		if o.state != "" {
 			row.ErrorExcerpt = fmt.Sprintf("the record's last job is %s but the record has no result", o.state)

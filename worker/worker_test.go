@@ -99,6 +99,10 @@ func TestThrottledDoesNotBurnAttempts(t *testing.T) {
 	require.Equal(t, 1, attempt, "a throttle is a snooze, not an attempt")
 }
 
+// The one test with the fake provider's replay on: it is about an endpoint
+// known to replay (idempotent_replay = true), where a successful resend
+// settles the unanswered send. Real providers do not replay; the other
+// money tests run with NoReplay.
 func TestAmbiguousRetryReusesIdempotencyKeyAndBillsOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, fakeprovider.Scenario{RecordScripts: map[string][]fakeprovider.Step{"r001": steps(act(fakeprovider.ActionHang))}},
@@ -169,7 +173,7 @@ func TestExhaustedKeyStopsCallsAndResumesAfterTopUp(t *testing.T) {
 // sent a third time.
 func TestAmbiguousRetriesExhaustedDeadLetters(t *testing.T) {
 	t.Parallel()
-	b := setup(t, fakeprovider.Scenario{Latency: fakeprovider.Duration(5 * time.Second)}, tweaks{timeout: "200ms"})
+	b := setup(t, fakeprovider.Scenario{Latency: fakeprovider.Duration(5 * time.Second), NoReplay: true}, tweaks{timeout: "200ms"})
 	b.enqueue(t, "b1", records(1, nil))
 	b.start(t)
 
@@ -183,6 +187,7 @@ func TestAmbiguousRetriesExhaustedDeadLetters(t *testing.T) {
 	require.Equal(t, "ambiguous", dls[0].Class)
 	require.Equal(t, "ambiguous_retries_exhausted", dls[0].Reason)
 	require.Positive(t, st.PossiblyBilledUSD, "the unanswered sends stay possibly billed")
+	require.Equal(t, 2, rec.Billed, "replay off, as at real providers: both sends were billed, and the ledger says so")
 }
 
 // A 200 whose body is not the vendor's format is never retried: it is
@@ -209,7 +214,7 @@ func TestGarbage200IsInvalidOutputAndPossiblyBilled(t *testing.T) {
 // possibly billed, an upper bound to reconcile with the invoice.
 func TestAmbiguousSendStaysPossiblyBilledWithoutKnownReplay(t *testing.T) {
 	t.Parallel()
-	b := setup(t, fakeprovider.Scenario{RecordScripts: map[string][]fakeprovider.Step{"r001": steps(act(fakeprovider.ActionHang))}},
+	b := setup(t, fakeprovider.Scenario{RecordScripts: map[string][]fakeprovider.Step{"r001": steps(act(fakeprovider.ActionHang))}, NoReplay: true},
 		tweaks{timeout: "300ms"})
 	b.enqueue(t, "b1", records(1, nil))
 	b.start(t)
@@ -224,4 +229,5 @@ func TestAmbiguousSendStaysPossiblyBilledWithoutKnownReplay(t *testing.T) {
 		byStatus[a.Status]++
 	}
 	require.Equal(t, map[ledger.AttemptStatus]int{ledger.AttemptPossiblyBilled: 1, ledger.AttemptOK: 1}, byStatus)
+	require.Equal(t, 1, b.fake.Stats().DoubleBilledRecords, "the provider billed both sends: the possibly billed attempt is real money")
 }

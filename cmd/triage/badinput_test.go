@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/workertest"
@@ -111,7 +112,7 @@ func TestHumanOutputEscapesAndTruncatesOutsideValues(t *testing.T) {
 		require.NoError(t, ledger.CreateBatch(ctx, c.db.Pool, ledger.Batch{ID: id, Pipeline: "enrich", Key: "main"},
 			[]ledger.Record{{ID: "r\x1b]0;t\x07", Line: 1, Data: json.RawMessage(`{"id":"x"}`)}}))
 		_, err := ledger.AddDeadLetter(ctx, c.db.Pool, ledger.DeadLetterRow{Batch: id, RecordID: "r\x1b]0;t\x07", Pipeline: "enrich",
-			Class: "rejected", Reason: "bad\x1b[31m", VendorCode: "c\x1bx", Attempts: 1, ErrorExcerpt: "body\x1b[2J"})
+			Class: classify.Rejected, Reason: "bad\x1b[31m", VendorCode: "c\x1bx", Attempts: 1, ErrorExcerpt: "body\x1b[2J"})
 		require.NoError(t, err)
 	}
 	for _, args := range [][]string{{"status"}, {"dlq", "list"}, {"dlq", "show", "1"}, {"dlq", "show", "2"}, {"status", evil}} {

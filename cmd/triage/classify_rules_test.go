@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger"
 )
@@ -72,7 +73,7 @@ func TestDLQUnknownAndRule(t *testing.T) {
 	dlqSeedBatch(t, c, "b1", 2)
 	add := func(rec, rule string, unknown bool) int64 {
 		id, err := ledger.AddDeadLetter(context.Background(), c.db.Pool, ledger.DeadLetterRow{
-			Batch: "b1", RecordID: rec, Pipeline: "enrich", Key: "main", Class: "rejected", Reason: "x",
+			Batch: "b1", RecordID: rec, Pipeline: "enrich", Key: "main", Class: classify.Rejected, Reason: "x",
 			HTTPStatus: 418, Attempts: 1, Rule: rule, Unknown: unknown,
 		})
 		require.NoError(t, err)

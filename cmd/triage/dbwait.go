@@ -53,7 +53,7 @@ func (o *outage) reached(now time.Time) time.Duration {
 // outage it is long enough for the answers already received to be stored
 // when the database comes back (the worker holds them that long), so
 // stopping the run never throws away what was paid for.
-func stopGraceFor(out runOutcome, opts worker.Options) time.Duration {
+func stopGraceFor(out runOutcome, opts worker.Options, stopGrace time.Duration) time.Duration {
 	if !out.dbDown {
 		return stopGrace
 	}

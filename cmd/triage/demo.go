@@ -61,6 +61,8 @@ timeout = "3s"
 probe_interval = "5s"
 idempotent_replay = true   # the fake provider replays a repeated Idempotency-Key
 retry_budget = 1.0
+storm_probe_min = "1s"     # the storm breaker's probes: the demo's outage is short
+storm_probe_max = "2s"
 
 [[models]]
 name = "gpt-4o-mini"
@@ -246,7 +248,7 @@ func serveDemo(ctx context.Context, e *env, d *db, cfg *config.Config, fake *fak
 	fmt.Fprintf(e.stdout, "\ndead letters of this batch: %s/dead-letters?batch=%s\n", web.base, url.QueryEscape(batch))
 	fmt.Fprintf(e.stdout, "River UI: %s%s/ — serving until Ctrl-C (--no-ui exits at once)\n", web.base, console.RiverUIPrefix)
 	<-ctx.Done()
-	stopCtx, cancelStop := context.WithTimeout(context.WithoutCancel(ctx), stopGrace)
+	stopCtx, cancelStop := context.WithTimeout(context.WithoutCancel(ctx), rt.StopGrace())
 	defer cancelStop()
 	return rt.Stop(stopCtx)
 }

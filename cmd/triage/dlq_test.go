@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
@@ -249,8 +250,10 @@ func dlqSeedDeadLetters(t *testing.T, c *cli, dls ...dlqSeededDL) []int64 {
 	t.Helper()
 	ids := make([]int64, len(dls))
 	for i, d := range dls {
+		class, err := classify.ParseClass(d.class)
+		require.NoError(t, err)
 		id, err := ledger.AddDeadLetter(context.Background(), c.db.Pool, ledger.DeadLetterRow{
-			Batch: d.batch, RecordID: d.record, Pipeline: "enrich", Key: "main", Class: d.class, Reason: d.reason,
+			Batch: d.batch, RecordID: d.record, Pipeline: "enrich", Key: "main", Class: class, Reason: d.reason,
 			HTTPStatus: d.status, VendorCode: d.code, Attempts: 1, Request: json.RawMessage(d.request),
 			ErrorExcerpt: `{"error":{"message":"bad","api_key":"sk-cli-secret-123456"}}`,
 		})
@@ -533,7 +536,7 @@ func TestDLQRequeueRefusesLiveJob(t *testing.T) {
 	var jobID int64
 	require.NoError(t, c.db.Pool.QueryRow(ctx, `SELECT id FROM river_job WHERE args->>'batch' = 'b1'`).Scan(&jobID))
 	id, err := ledger.AddDeadLetter(ctx, c.db.Pool, ledger.DeadLetterRow{Batch: "b1", RecordID: "r001", JobID: jobID,
-		Pipeline: workertest.Pipeline, Key: workertest.Key, Class: "rejected", Reason: "bad_request", Attempts: 1})
+		Pipeline: workertest.Pipeline, Key: workertest.Key, Class: classify.Rejected, Reason: "bad_request", Attempts: 1})
 	require.NoError(t, err)
 
 	r = c.run("", "dlq", "requeue", strconv.FormatInt(id, 10))

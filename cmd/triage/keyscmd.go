@@ -67,7 +67,7 @@ func writeKeys(w io.Writer, views []operator.KeyView) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tVENDOR\tBREAKER\tREASON\tOPENED\tNEXT PROBE\tPAUSE\tCONCURRENCY\tSPEND\tPREPAID\tRETRIES")
+	fmt.Fprintln(tw, "KEY\tVENDOR\tBREAKER\tSTORM\tREASON\tOPENED\tNEXT PROBE\tPAUSE\tCONCURRENCY\tSPEND\tPREPAID\tRETRIES")
 	for _, v := range views {
 		vendor := "(not in config)"
 		if v.Vendor != nil {
@@ -89,7 +89,7 @@ func writeKeys(w io.Writer, views []operator.KeyView) {
 		if v.Reason != nil {
 			reason = *v.Reason
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t$%.4f\t%s\t%s\n", v.Key, vendor, v.State, cell(reason),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t$%.4f\t%s\t%s\n", v.Key, vendor, v.State, v.Storm.State, cell(reason),
 			keysTime(v.OpenedAt), keysTime(v.NextProbe), pause, conc, v.SpendUSD, prepaid, keysRetries(v.RetryBudget))
 	}
 	tw.Flush()
@@ -146,6 +146,21 @@ func keysNotes(v operator.KeyView) []string {
 			s += "; next probe at " + keysTime(v.NextProbe)
 		}
 		out = append(out, s+"; its jobs stay queued")
+	} else if v.Storm.State != keys.StateClosed {
+		s := "key " + v.Key + ": provider storm (storm breaker " + string(v.Storm.State) + ")"
+		if v.Storm.OpenedAt != nil {
+			s += " since " + keysTime(v.Storm.OpenedAt)
+		}
+		switch {
+		case v.Storm.State == keys.StateHalfOpen:
+			s += "; a probe is out"
+		case v.Storm.NextProbe != nil:
+			s += "; next probe at " + keysTime(v.Storm.NextProbe)
+		}
+		if v.Storm.CooldownS != nil {
+			s += fmt.Sprintf(", cooldown %s", time.Duration(*v.Storm.CooldownS*float64(time.Second)))
+		}
+		out = append(out, s+"; its jobs stay queued and spend no attempts; it heals by itself")
 	} else if v.Paused {
 		out = append(out, fmt.Sprintf("key %s: paused (%s) until %s; its jobs wait", v.Key, *v.PauseReason, keysTime(v.PausedUntil)))
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/keys"
@@ -21,7 +22,7 @@ import (
 // keysViewKeys is the `triage keys --json` element's key set (a contract).
 var keysViewKeys = []string{
 	"concurrency_per_process", "configured", "key", "next_probe", "opened_at", "pause_reason", "paused",
-	"paused_until", "prepaid_usd", "prepaid_used_pct", "queue", "reason", "retry_budget", "spend_usd", "state", "vendor",
+	"paused_until", "prepaid_usd", "prepaid_used_pct", "queue", "reason", "retry_budget", "spend_usd", "state", "storm", "vendor",
 }
 
 // keysHook records the webhook POSTs it receives.
@@ -76,7 +77,9 @@ func TestKeys(t *testing.T) {
 	require.JSONEq(t, `{"key":"main","configured":true,"vendor":"openai","queue":"key_main","state":"closed",
 		"reason":null,"opened_at":null,"next_probe":null,"paused":false,"pause_reason":null,"paused_until":null,
 		"concurrency_per_process":4,"spend_usd":0,"prepaid_usd":10,"prepaid_used_pct":0,
-		"retry_budget":{"share":0.2,"window_s":60,"floor":10,"first_calls":0,"open_retries":0,"allowed":10,"spent":false}}`, string(got))
+		"retry_budget":{"share":0.2,"window_s":60,"floor":10,"first_calls":0,"open_retries":0,"allowed":10,"spent":false},
+		"storm":{"state":"closed","reason":null,"opened_at":null,"next_probe":null,"cooldown_s":null,
+			"settings":{"failures":5,"share":0.5,"min_calls":10,"window_s":10,"probe_min_s":2,"probe_max_s":60,"alert_after_s":300}}}`, string(got))
 
 	// Spend $2.50 on the key, trip its breaker and pause it; give an
 	// unconfigured key a pause too.
@@ -95,9 +98,20 @@ func TestKeys(t *testing.T) {
 	require.NoError(t, err)
 	_, err = store.Pause(ctx, "ghost", keys.PauseThrottled, time.Now().Add(time.Hour))
 	require.NoError(t, err)
+	// A storm on a third key, not configured.
+	rep, err := store.StormFailure(ctx, "stormy", keys.Admission{}, true, "transient_failures", 2*time.Second)
+	require.NoError(t, err)
+	require.True(t, rep.Opened)
 
 	views = keysJSON(t, c)
-	require.Len(t, views, 2)
+	require.Len(t, views, 3)
+	stormy := views["stormy"]["storm"].(map[string]any)
+	require.Equal(t, "open", stormy["state"])
+	require.Equal(t, "transient_failures", stormy["reason"])
+	require.InDelta(t, 2.0, stormy["cooldown_s"], 1e-9)
+	require.NotNil(t, stormy["next_probe"])
+	require.Nil(t, stormy["settings"], "an unconfigured key's thresholds are unknown")
+	require.Equal(t, "closed", views["stormy"]["state"], "the exhausted breaker is another one")
 	main := views["main"]
 	require.Equal(t, "open", main["state"])
 	require.Equal(t, "insufficient_quota", main["reason"])
@@ -119,9 +133,11 @@ func TestKeys(t *testing.T) {
 
 	r := c.run("", "keys")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	require.Regexp(t, `(?m)^KEY\s+VENDOR\s+BREAKER\s+REASON\s+OPENED\s+NEXT PROBE\s+PAUSE\s+CONCURRENCY\s+SPEND\s+PREPAID\s+RETRIES$`, r.stdout)
-	require.Regexp(t, `(?m)^main\s+openai\s+open\s+insufficient_quota\s+.*exhausted until .*4 max per process\s+\$2\.5000\s+\$10\.00 \(25\.0 % used\)\s+0/10 open in 1m0s$`, r.stdout)
-	require.Regexp(t, `(?m)^ghost\s+\(not in config\)\s+closed\s+.*\s-$`, r.stdout)
+	require.Regexp(t, `(?m)^KEY\s+VENDOR\s+BREAKER\s+STORM\s+REASON\s+OPENED\s+NEXT PROBE\s+PAUSE\s+CONCURRENCY\s+SPEND\s+PREPAID\s+RETRIES$`, r.stdout)
+	require.Regexp(t, `(?m)^main\s+openai\s+open\s+closed\s+insufficient_quota\s+.*exhausted until .*4 max per process\s+\$2\.5000\s+\$10\.00 \(25\.0 % used\)\s+0/10 open in 1m0s$`, r.stdout)
+	require.Regexp(t, `(?m)^ghost\s+\(not in config\)\s+closed\s+closed\s+.*\s-$`, r.stdout)
+	require.Regexp(t, `(?m)^stormy\s+\(not in config\)\s+closed\s+open\s`, r.stdout)
+	require.Contains(t, r.stdout, "key stormy: provider storm (storm breaker open)")
 	require.Regexp(t, `(?m)^key main: exhausted \(insufficient_quota\) since .+; next probe at .+; its jobs stay queued$`, r.stdout)
 	require.Regexp(t, `(?m)^key ghost: paused \(throttled\) until .+; its jobs wait$`, r.stdout)
 	require.Contains(t, r.stdout, "triage keys resume KEY")
@@ -198,7 +214,7 @@ func TestKeysRetryBudget(t *testing.T) {
 			Model: "fake-model", IdempotencyKey: record, RequestHash: "h", IsRetry: n > 1})
 		require.NoError(t, err)
 		if status != ledger.AttemptIntent {
-			require.NoError(t, ledger.FinishAttempt(ctx, c.db.Pool, id, ledger.Outcome{Status: status, Class: "transient"}))
+			require.NoError(t, ledger.FinishAttempt(ctx, c.db.Pool, id, ledger.Outcome{Status: status, Class: classify.Transient}))
 		}
 	}
 	for i := 1; i <= 30; i++ {

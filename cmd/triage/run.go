@@ -28,10 +28,6 @@ func init() {
 	})
 }
 
-// stopGrace is how long a stopping worker lets calls in flight finish
-// (River's soft stop) before cancelling them.
-const stopGrace = 15 * time.Second
-
 // pollEvery is how often a run reads its batch's status.
 const pollEvery = 250 * time.Millisecond
 
@@ -227,11 +223,12 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 	}
 	p.finish()
 
+	grace := stopGraceFor(out, r.opts, rt.StopGrace())
 	if out.dbDown {
 		p.event(time.Now(), "stopping: answers already received are held until the database is back (up to %s)",
-			stopGraceFor(out, r.opts).Round(time.Second))
+			grace.Round(time.Second))
 	}
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGraceFor(out, r.opts))
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
 	if err := rt.Stop(stopCtx); err != nil {
 		fmt.Fprintf(p, "triage: stopping the worker: %v\n", err)

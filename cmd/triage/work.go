@@ -194,7 +194,7 @@ wait:
 			}
 		}
 	}
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGrace)
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rt.StopGrace())
 	defer cancel()
 	if err := rt.Stop(stopCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		fmt.Fprintf(stderr, "triage work: stop: %v\n", err)

@@ -135,3 +135,41 @@ func TestWorkWarnsWhenMetricsListenBeyondLoopback(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.NotContains(t, r.stderr, "beyond loopback")
 }
+
+// Fault 2: SIGTERM (here: the interrupt) with calls in flight to a model
+// that takes longer than the old fixed 15 s grace to answer. The provider
+// bills each call when the model is done, whether or not the client still
+// waits, and does not replay: a call cut by the stop would be paid and sent
+// again. The stop waits for them (the grace covers the key's timeout) and
+// their answers are stored.
+func TestWorkLetsCallsInFlightFinishOnInterrupt(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{NoReplay: true, GenerationTime: fakeprovider.Duration(16 * time.Second)}, "")
+	dlqRewriteConfig(t, c, `timeout = "5s"`, `timeout = "30s"`)
+	r := c.run(jsonl(2), "enqueue", "--pipeline", "enrich", "--batch", "b1", "-")
+	require.Equal(t, exitOK, r.code, r.stderr)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errw := &signalWriter{want: `"msg":"working"`, seen: make(chan struct{})}
+	e := &env{stdout: &bytes.Buffer{}, stderr: errw, getenv: func(k string) string { return c.envs[k] }}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"--config", c.config, "work"}, e) }()
+	wait, cancelWait := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancelWait()
+	require.NoError(t, c.fake.WaitFor(wait, func(s fakeprovider.Stats) bool { return s.InFlight == 2 }), errw.String())
+	cancel() // SIGTERM
+	select {
+	case code := <-done:
+		require.Equal(t, exitOK, code, errw.String())
+	case <-time.After(90 * time.Second):
+		t.Fatalf("work did not stop: %s", errw.String())
+	}
+	st := c.fake.Stats()
+	require.Zero(t, st.BilledAfterClientLeft, "no paid call was cut by the stop")
+	require.Equal(t, 2, st.BilledCalls)
+	var completed int
+	require.NoError(t, c.db.Pool.QueryRow(context.Background(),
+		"SELECT count(*) FROM river_job WHERE state = 'completed'").Scan(&completed))
+	require.Equal(t, 2, completed, "the answers that arrived during the stop are stored")
+}

@@ -148,6 +148,24 @@ type Key struct {
 	// upper bound to reconcile with the vendor's invoice. Default false.
 	IdempotentReplay bool `toml:"idempotent_replay"`
 
+	// The storm breaker: it trips on StormFailures transient failures in a
+	// row, or on a StormShare of transient failures among at least
+	// StormMinCalls calls over StormWindow, in one process; the fleet shares
+	// the decision. While open the key's queue is paused and no attempt is
+	// spent; probes go after a cooldown of StormProbeMin that doubles with
+	// every failed probe up to StormProbeMax. An alert fires once it has been
+	// open for StormAlertAfter. Zero values take the defaults of
+	// keys.StormSettings (5, 0.5, 10, "10s", "2s", "60s") and
+	// worker.StormAlertAfterDefault ("5m"). In the file, storm_failures = 0
+	// or storm_share = 0 turns that trigger off (stored as -1).
+	StormFailures   int           `toml:"storm_failures"`
+	StormShare      float64       `toml:"storm_share"`
+	StormMinCalls   int           `toml:"storm_min_calls"`
+	StormWindow     time.Duration `toml:"storm_window"`
+	StormProbeMin   time.Duration `toml:"storm_probe_min"`
+	StormProbeMax   time.Duration `toml:"storm_probe_max"`
+	StormAlertAfter time.Duration `toml:"storm_alert_after"`
+
 	retryBudgetSet bool
 }
 

@@ -107,6 +107,34 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, AmbiguousRetriesDefault, built.Pipelines[0].AmbiguousRetries)
 }
 
+func TestStormSettings(t *testing.T) {
+	t.Parallel()
+	key := func(lines string) string {
+		return strings.Replace(minimal, `api_key_env = "OPENAI_API_KEY"`, `api_key_env = "OPENAI_API_KEY"`+"\n"+lines, 1)
+	}
+	cfg, err := Parse([]byte(minimal), "triage.toml")
+	require.NoError(t, err)
+	k := cfg.Keys[0]
+	require.Zero(t, k.StormFailures, "unset: the storm breaker's defaults apply")
+	require.Zero(t, k.StormProbeMax)
+
+	cfg, err = Parse([]byte(key("storm_failures = 0\nstorm_share = 0.25\nstorm_probe_min = \"500ms\"\nstorm_probe_max = \"30s\"\nstorm_alert_after = \"10m\"")), "triage.toml")
+	require.NoError(t, err)
+	k = cfg.Keys[0]
+	require.Equal(t, -1, k.StormFailures, "0 in the file: off")
+	require.Equal(t, 0.25, k.StormShare)
+	require.Equal(t, 500*time.Millisecond, k.StormProbeMin)
+	require.Equal(t, 30*time.Second, k.StormProbeMax)
+	require.Equal(t, 10*time.Minute, k.StormAlertAfter)
+
+	_, err = Parse([]byte(key(`storm_probe_min = "1m"`+"\n"+`storm_probe_max = "10s"`)), "triage.toml")
+	require.ErrorContains(t, err, "storm_probe_max")
+	_, err = Parse([]byte(key("storm_share = 1.5")), "triage.toml")
+	require.ErrorContains(t, err, "storm_share")
+	_, err = Parse([]byte(key(`storm_window = "soon"`)), "triage.toml")
+	require.ErrorContains(t, err, "storm_window")
+}
+
 func TestSnoozeLimitAlias(t *testing.T) {
 	t.Parallel()
 	cfg, err := Parse([]byte(minimal+"snooze_limit = 7\n"), "triage.toml")

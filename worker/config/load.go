@@ -75,6 +75,14 @@ type rawKey struct {
 	RetryBudget   *float64 `toml:"retry_budget"`
 	// IdempotentReplay: see Key.IdempotentReplay.
 	IdempotentReplay bool `toml:"idempotent_replay"`
+	// Storm breaker settings: see Key.StormFailures.
+	StormFailures   *int     `toml:"storm_failures"`
+	StormShare      *float64 `toml:"storm_share"`
+	StormMinCalls   int      `toml:"storm_min_calls"`
+	StormWindow     string   `toml:"storm_window"`
+	StormProbeMin   string   `toml:"storm_probe_min"`
+	StormProbeMax   string   `toml:"storm_probe_max"`
+	StormAlertAfter string   `toml:"storm_alert_after"`
 }
 
 type rawPipeline struct {
@@ -117,6 +125,33 @@ func (r rawFile) config(name string) (*Config, error) {
 		}
 		if rk.RetryBudget != nil {
 			k.RetryBudget, k.retryBudgetSet = *rk.RetryBudget, true
+		}
+		if rk.StormFailures != nil {
+			k.StormFailures = *rk.StormFailures
+			if k.StormFailures == 0 {
+				k.StormFailures = -1
+			}
+		}
+		if rk.StormShare != nil {
+			k.StormShare = *rk.StormShare
+			if k.StormShare == 0 {
+				k.StormShare = -1
+			}
+		}
+		k.StormMinCalls = rk.StormMinCalls
+		for _, d := range []struct {
+			name string
+			raw  string
+			dst  *time.Duration
+		}{
+			{"storm_window", rk.StormWindow, &k.StormWindow},
+			{"storm_probe_min", rk.StormProbeMin, &k.StormProbeMin},
+			{"storm_probe_max", rk.StormProbeMax, &k.StormProbeMax},
+			{"storm_alert_after", rk.StormAlertAfter, &k.StormAlertAfter},
+		} {
+			if *d.dst, err = parseDuration(d.raw); err != nil {
+				return nil, fmt.Errorf("%s: %s: %s %q: %w", name, elem("keys", i, rk.Name), d.name, d.raw, err)
+			}
 		}
 		cfg.Keys = append(cfg.Keys, k)
 	}

@@ -156,6 +156,15 @@ func (c *Config) Validate() error {
 		if !finiteNonNeg(k.RetryBudget) || k.RetryBudget > 1 {
 			v.addf(at, "retry_budget must be between 0 and 1 (a share of first attempts), got %v", k.RetryBudget)
 		}
+		if k.StormShare > 1 || k.StormShare != k.StormShare {
+			v.addf(at, "storm_share must be between 0 (off) and 1 (a share of calls), got %v", k.StormShare)
+		}
+		if k.StormFailures < -1 || k.StormMinCalls < 0 {
+			v.addf(at, "storm_failures and storm_min_calls must not be negative")
+		}
+		if k.StormProbeMin > 0 && k.StormProbeMax > 0 && k.StormProbeMax < k.StormProbeMin {
+			v.addf(at, "storm_probe_max (%s) must not be shorter than storm_probe_min (%s)", k.StormProbeMax, k.StormProbeMin)
+		}
 	}
 
 	models := map[string]int{}

@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
@@ -241,7 +242,7 @@ func TestPagesJSONShapes(t *testing.T) {
 	require.Equal(t, "[]\n", string(get("/dead-letters?batch=b1&class=ok&format=json", 200)))
 	require.Equal(t, "[]\n", string(get("/dead-letters?batch=b1&unknown=1&format=json", 200)))
 	unknownID, err := ledger.AddDeadLetter(ctx, b.db.Pool, ledger.DeadLetterRow{Batch: "b1", RecordID: "r001", Pipeline: workertest.Pipeline,
-		Key: workertest.Key, Class: "rejected", Reason: "unknown_4xx", HTTPStatus: 418, Attempts: 1, Rule: "generic/unknown_4xx", Unknown: true})
+		Key: workertest.Key, Class: classify.Rejected, Reason: "unknown_4xx", HTTPStatus: 418, Attempts: 1, Rule: "generic/unknown_4xx", Unknown: true})
 	require.NoError(t, err)
 	var unknown []ledger.DeadLetterListItem
 	require.NoError(t, json.Unmarshal(get("/dead-letters?batch=b1&unknown=1&format=json", 200), &unknown))
@@ -352,7 +353,7 @@ func TestRequeueGroupAndLiveJobRefusal(t *testing.T) {
 	}
 	require.NotZero(t, jobID)
 	id, err := ledger.AddDeadLetter(ctx, b.db.Pool, ledger.DeadLetterRow{Batch: "b2", RecordID: "r001", JobID: jobID,
-		Pipeline: workertest.Pipeline, Key: workertest.Key, Class: "rejected", Reason: "bad_request", Attempts: 1})
+		Pipeline: workertest.Pipeline, Key: workertest.Key, Class: classify.Rejected, Reason: "bad_request", Attempts: 1})
 	require.NoError(t, err)
 	code, out = post(url.Values{"id": {strconv.FormatInt(id, 10)}})
 	require.Equal(t, http.StatusConflict, code, out)

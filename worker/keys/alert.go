@@ -24,6 +24,9 @@ const (
 	AlertBudgetReached AlertKind = "budget_reached"
 	AlertPrepaid70     AlertKind = "prepaid_70"
 	AlertSpendRate     AlertKind = "spend_rate"
+	// AlertStormOpen: the key's storm breaker has been open longer than the
+	// key's storm_alert_after (a blip pages nobody).
+	AlertStormOpen AlertKind = "storm_open"
 )
 
 // Alert is one thing a human must hear about.

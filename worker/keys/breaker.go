@@ -23,8 +23,44 @@ const (
 // String returns the state's stored name.
 func (s State) String() string { return string(s) }
 
+// Breaker names one of a key's two breakers. Both share one state machine
+// and one probe protocol; they differ in what trips them and how they heal.
+type Breaker int
+
+const (
+	// BreakerExhausted is tripped by an exhausted key (credits, quota,
+	// revoked key): it needs a human, pages one, and probes every
+	// probe_interval.
+	BreakerExhausted Breaker = iota
+	// BreakerStorm is tripped by a run or a high share of transient
+	// failures (the provider is down): it heals itself through probes whose
+	// cooldown grows while they fail, and alerts only when open for long.
+	BreakerStorm
+)
+
+func (b Breaker) String() string {
+	if b == BreakerStorm {
+		return "storm"
+	}
+	return "exhausted"
+}
+
+// table is the breaker's state table.
+func (b Breaker) table() string {
+	if b == BreakerStorm {
+		return "triage_storm_state"
+	}
+	return "triage_key_state"
+}
+
 // Admission is Admit's answer for one call.
 type Admission struct {
+	// Breaker is the breaker that refused the call or whose probe it is.
+	Breaker Breaker
+	// StormGeneration is the storm breaker's generation when admitted.
+	StormGeneration int64
+	// Cooldown is the storm breaker's current cooldown (its probe).
+	Cooldown time.Duration
 	// Allowed: the call may be sent.
 	Allowed bool
 	// Probe: the call is the key's single half-open probe. Its outcome must be
@@ -54,17 +90,18 @@ type keyState struct {
 	ProbeLeaseUntil *time.Time
 	Reason          string
 	UpdatedAt       time.Time
+	CooldownMS      int64
 }
 
 func (k *keyState) liveClaim(now time.Time) bool {
 	return k.State == StateHalfOpen && k.ProbeOwner != nil && k.ProbeLeaseUntil != nil && k.ProbeLeaseUntil.After(now)
 }
 
-const keyStateColumns = `state, generation, opened_at, probe_at, probe_owner, probe_job_id, probe_lease_until, reason, updated_at`
+const keyStateColumns = `state, generation, opened_at, probe_at, probe_owner, probe_job_id, probe_lease_until, reason, updated_at, cooldown_ms`
 
 func scanKeyState(row pgx.Row, extra ...any) (*keyState, error) {
 	var k keyState
-	dest := append([]any{&k.State, &k.Generation, &k.OpenedAt, &k.ProbeAt, &k.ProbeOwner, &k.ProbeJobID, &k.ProbeLeaseUntil, &k.Reason, &k.UpdatedAt}, extra...)
+	dest := append([]any{&k.State, &k.Generation, &k.OpenedAt, &k.ProbeAt, &k.ProbeOwner, &k.ProbeJobID, &k.ProbeLeaseUntil, &k.Reason, &k.UpdatedAt, &k.CooldownMS}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -91,40 +128,81 @@ func (s *Store) Admit(ctx context.Context, key string, jobID int64) (Admission, 
 }
 
 // AdmitCall is Admit that also returns the key's active pause (nil when
-// none), read in the same statement on the closed path: a worker checks
-// both before every call, and this is that call's hot path. The pause is
-// only read when the breaker is closed; an open breaker decides by itself.
+// none), read in the same statement as both breakers on the closed path: a
+// worker checks all three before every call, and this is that call's hot
+// path. The pause is only read when both breakers are closed; an open
+// breaker decides by itself. The exhausted breaker wins over the storm
+// breaker: a key that needs a human is not probed for a storm.
 func (s *Store) AdmitCall(ctx context.Context, key string, jobID int64) (Admission, *Pause, error) {
+	return s.AdmitCallWith(ctx, key, jobID, nil)
+}
+
+// AdmitCallWith is AdmitCall that sends the reads extra queues on the batch
+// in the same round trip as its own (a pgx.Batch): the worker reads the
+// ledger's prior outcome of the call together with its admission. extra's
+// results are read, and its errors returned, before the admission is
+// decided; with extra nil it is AdmitCall's single statement.
+func (s *Store) AdmitCallWith(ctx context.Context, key string, jobID int64, extra func(b *pgx.Batch)) (Admission, *Pause, error) {
 	if err := checkKey(key); err != nil {
 		return Admission{}, nil, err
 	}
-	var (
-		state *State
-		gen   *int64
-		pk    *string
-		p     Pause
-	)
-	err := s.pool.QueryRow(ctx, `SELECT s.state, s.generation, p.key, p.reason, p.until, p.set_by, p.created_at
-		FROM (SELECT 1) one
-		LEFT JOIN triage_key_state s ON s.key = $1
-		LEFT JOIN triage_pause p ON p.key = $1 AND p.until > coalesce($2::timestamptz, now())`, key, s.nowParam()).
-		Scan(&state, &gen, &pk, nullable(&p.Reason), nullable(&p.Until), nullable(&p.SetBy), nullable(&p.CreatedAt))
+	var r admitRow
+	var err error
+	if extra == nil {
+		err = r.scan(s.pool.QueryRow(ctx, admitSQL, key, s.nowParam()))
+	} else {
+		var b pgx.Batch
+		b.Queue(admitSQL, key, s.nowParam()).QueryRow(r.scan)
+		extra(&b)
+		err = s.pool.SendBatch(ctx, &b).Close()
+	}
 	if err != nil {
 		return Admission{}, nil, fmt.Errorf("keys: admit %s: %w", key, err)
 	}
 	var pause *Pause
-	if pk != nil {
-		p.Key = *pk
-		pause = &p
+	if r.pauseKey != nil {
+		r.pause.Key = *r.pauseKey
+		pause = &r.pause
 	}
-	if state == nil {
-		return Admission{Allowed: true, State: StateClosed}, pause, nil
+	adm := Admission{Allowed: true, State: StateClosed, Generation: deref(r.gen), StormGeneration: deref(r.stormGen)}
+	switch {
+	case r.state != nil && *r.state != StateClosed:
+		adm, err = s.admitLocked(ctx, BreakerExhausted, key, jobID)
+		adm.StormGeneration = deref(r.stormGen)
+		return adm, nil, err
+	case r.storm != nil && *r.storm != StateClosed:
+		adm, err = s.admitLocked(ctx, BreakerStorm, key, jobID)
+		adm.Generation = deref(r.gen)
+		return adm, nil, err
 	}
-	if *state == StateClosed {
-		return Admission{Allowed: true, Generation: *gen, State: StateClosed}, pause, nil
+	return adm, pause, nil
+}
+
+// admitSQL reads both breakers and the active pause of key ($1) at $2 (or
+// the database's now()).
+const admitSQL = `SELECT s.state, s.generation, st.state, st.generation, p.key, p.reason, p.until, p.set_by, p.created_at
+	FROM (SELECT 1) one
+	LEFT JOIN triage_key_state s ON s.key = $1
+	LEFT JOIN triage_storm_state st ON st.key = $1
+	LEFT JOIN triage_pause p ON p.key = $1 AND p.until > coalesce($2::timestamptz, now())`
+
+type admitRow struct {
+	state, storm  *State
+	gen, stormGen *int64
+	pauseKey      *string
+	pause         Pause
+}
+
+func (r *admitRow) scan(row pgx.Row) error {
+	return row.Scan(&r.state, &r.gen, &r.storm, &r.stormGen, &r.pauseKey,
+		nullable(&r.pause.Reason), nullable(&r.pause.Until), nullable(&r.pause.SetBy), nullable(&r.pause.CreatedAt))
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
 	}
-	adm, err := s.admitLocked(ctx, key, jobID)
-	return adm, nil, err
+	return *p
 }
 
 // nullable scans a NULL as the zero value.
@@ -146,12 +224,15 @@ func (n *nullScan[T]) Scan(src any) error {
 	return nil
 }
 
-// admitLocked is Admit's path for a breaker that is not closed.
-func (s *Store) admitLocked(ctx context.Context, key string, jobID int64) (Admission, error) {
-
+// admitLocked is Admit's path for a breaker b that is not closed. The
+// Admission's Generation (or StormGeneration) is b's.
+func (s *Store) admitLocked(ctx context.Context, b Breaker, key string, jobID int64) (Admission, error) {
 	var adm Admission
-	err := s.locked(ctx, key, func(tx pgx.Tx, k *keyState, now time.Time) error {
-		adm = Admission{Generation: k.Generation, State: k.State}
+	err := s.lockedIn(ctx, b, key, func(tx pgx.Tx, k *keyState, now time.Time) error {
+		adm = Admission{Breaker: b, Generation: k.Generation, State: k.State, Cooldown: time.Duration(k.CooldownMS) * time.Millisecond}
+		if b == BreakerStorm {
+			adm.Generation, adm.StormGeneration = 0, k.Generation
+		}
 		switch {
 		case k.State == StateClosed:
 			adm.Allowed = true
@@ -160,7 +241,7 @@ func (s *Store) admitLocked(ctx context.Context, key string, jobID int64) (Admis
 			// The job dispatched as the probe: hand it the claim and
 			// restart the lease from now.
 			adm.Allowed, adm.Probe, adm.Token = true, true, *k.ProbeOwner
-			return s.claim(ctx, tx, key, k.Generation, *k.ProbeOwner, jobID, now)
+			return s.claim(ctx, tx, b, key, k.Generation, *k.ProbeOwner, jobID, now)
 		case k.State == StateHalfOpen && k.liveClaim(now):
 			adm.Wait = k.ProbeLeaseUntil.Sub(now)
 			return nil
@@ -169,7 +250,7 @@ func (s *Store) admitLocked(ctx context.Context, key string, jobID int64) (Admis
 			return nil
 		default: // open and due, or half-open with an expired claim
 			adm.Allowed, adm.Probe, adm.Token, adm.State = true, true, newToken(), StateHalfOpen
-			return s.claim(ctx, tx, key, k.Generation, adm.Token, jobID, now)
+			return s.claim(ctx, tx, b, key, k.Generation, adm.Token, jobID, now)
 		}
 	})
 	if err != nil {
@@ -178,13 +259,13 @@ func (s *Store) admitLocked(ctx context.Context, key string, jobID int64) (Admis
 	return adm, nil
 }
 
-func (s *Store) claim(ctx context.Context, tx pgx.Tx, key string, gen int64, token string, jobID int64, now time.Time) error {
+func (s *Store) claim(ctx context.Context, tx pgx.Tx, b Breaker, key string, gen int64, token string, jobID int64, now time.Time) error {
 	var job *int64
 	if jobID != 0 {
 		job = &jobID
 	}
 	_, err := tx.Exec(ctx, `
-UPDATE triage_key_state
+UPDATE `+b.table()+`
 SET state = 'half_open', probe_owner = $3, probe_job_id = $4, probe_lease_until = $5, updated_at = $6
 WHERE key = $1 AND generation = $2`,
 		key, gen, token, job, now.Add(s.cfg.ProbeLease), now)
@@ -204,7 +285,7 @@ func (s *Store) Trip(ctx context.Context, key string, adm Admission, reason stri
 	if err := checkKey(key); err != nil {
 		return false, err
 	}
-	if adm.Probe {
+	if adm.Probe && adm.Breaker == BreakerExhausted {
 		_, err := s.ProbeResult(ctx, key, adm, false, probeInterval)
 		return false, err
 	}
@@ -227,17 +308,18 @@ WHERE key = $1`, key, now, now.Add(probeInterval), reason)
 	return opened, nil
 }
 
-// ProbeResult records the outcome of the probe admitted as adm: success
-// closes the breaker (generation+1); failure opens it again (generation+1)
-// with the next probe at now+probeInterval. It returns false, changing
-// nothing, when adm no longer holds the claim: another generation, a claim
-// re-taken after adm's lease ran out, a Reset.
-func (s *Store) ProbeResult(ctx context.Context, key string, adm Admission, success bool, probeInterval time.Duration) (bool, error) {
+// ProbeResult records the outcome of the probe admitted as adm (of either
+// breaker, adm.Breaker): success closes the breaker (generation+1); failure
+// opens it again (generation+1) with the next probe at now+next, and next
+// becomes the breaker's cooldown. It returns false, changing nothing, when
+// adm no longer holds the claim: another generation, a claim re-taken after
+// adm's lease ran out, a Reset.
+func (s *Store) ProbeResult(ctx context.Context, key string, adm Admission, success bool, next time.Duration) (bool, error) {
 	if err := checkKey(key); err != nil {
 		return false, err
 	}
 	var applied bool
-	err := s.locked(ctx, key, func(tx pgx.Tx, k *keyState, now time.Time) error {
+	err := s.lockedIn(ctx, adm.Breaker, key, func(tx pgx.Tx, k *keyState, now time.Time) error {
 		if !holds(k, adm) {
 			return nil
 		}
@@ -245,16 +327,16 @@ func (s *Store) ProbeResult(ctx context.Context, key string, adm Admission, succ
 		var err error
 		if success {
 			_, err = tx.Exec(ctx, `
-UPDATE triage_key_state
-SET state = 'closed', generation = generation + 1, opened_at = NULL, probe_at = NULL,
+UPDATE `+adm.Breaker.table()+`
+SET state = 'closed', generation = generation + 1, opened_at = NULL, probe_at = NULL, cooldown_ms = 0,
     probe_owner = NULL, probe_job_id = NULL, probe_lease_until = NULL, reason = '', updated_at = $2
 WHERE key = $1`, key, now)
 		} else {
 			_, err = tx.Exec(ctx, `
-UPDATE triage_key_state
-SET state = 'open', generation = generation + 1, probe_at = $3,
+UPDATE `+adm.Breaker.table()+`
+SET state = 'open', generation = generation + 1, probe_at = $3, cooldown_ms = $4,
     probe_owner = NULL, probe_job_id = NULL, probe_lease_until = NULL, updated_at = $2
-WHERE key = $1`, key, now, now.Add(probeInterval))
+WHERE key = $1`, key, now, now.Add(next), next.Milliseconds())
 			if err == nil {
 				err = s.returnProbeJob(ctx, tx, key, k)
 			}
@@ -268,22 +350,22 @@ WHERE key = $1`, key, now, now.Add(probeInterval))
 }
 
 // ReleaseProbe gives back the probe claim of adm without a verdict, for an
-// outcome that says nothing about the key's balance (transient, throttled,
-// ambiguous, rejected, cancelled: gobreaker's IsExcluded). The breaker goes
-// back to open in the same generation with the next probe at now+retryIn.
-// It returns false when adm no longer holds the claim.
+// outcome that says nothing about what the breaker guards (gobreaker's
+// IsExcluded), or a run that ended before its call. The breaker goes back to
+// open in the same generation with the next probe at now+retryIn. It
+// returns false when adm no longer holds the claim.
 func (s *Store) ReleaseProbe(ctx context.Context, key string, adm Admission, retryIn time.Duration) (bool, error) {
 	if err := checkKey(key); err != nil {
 		return false, err
 	}
 	var applied bool
-	err := s.locked(ctx, key, func(tx pgx.Tx, k *keyState, now time.Time) error {
+	err := s.lockedIn(ctx, adm.Breaker, key, func(tx pgx.Tx, k *keyState, now time.Time) error {
 		if !holds(k, adm) {
 			return nil
 		}
 		applied = true
 		_, err := tx.Exec(ctx, `
-UPDATE triage_key_state
+UPDATE `+adm.Breaker.table()+`
 SET state = 'open', probe_at = $2, probe_owner = NULL, probe_job_id = NULL, probe_lease_until = NULL, updated_at = $3
 WHERE key = $1`, key, now.Add(retryIn), now)
 		if err != nil {
@@ -295,6 +377,81 @@ WHERE key = $1`, key, now.Add(retryIn), now)
 		return false, fmt.Errorf("keys: release probe %s: %w", key, err)
 	}
 	return applied, nil
+}
+
+// ReleaseProbeOfJob gives back a probe claim made on behalf of jobID (by a
+// Supervisor's dispatch) that the job never took: a dispatched probe job
+// that ends before its admission (dead-lettered by the checks that run
+// first) must not hold the key half-open until the lease runs out. The next
+// probe may go at once. It returns whether a claim was released.
+func (s *Store) ReleaseProbeOfJob(ctx context.Context, key string, jobID int64) (bool, error) {
+	if err := checkKey(key); err != nil {
+		return false, err
+	}
+	var released bool
+	for _, b := range []Breaker{BreakerExhausted, BreakerStorm} {
+		tag, err := s.pool.Exec(ctx, `
+UPDATE `+b.table()+`
+SET state = 'open', probe_at = coalesce($3::timestamptz, now()), probe_owner = NULL, probe_job_id = NULL,
+    probe_lease_until = NULL, updated_at = coalesce($3::timestamptz, now())
+WHERE key = $1 AND state = 'half_open' AND probe_job_id = $2`, key, jobID, s.nowParam())
+		if err != nil {
+			return released, fmt.Errorf("keys: release probe of job %d on %s: %w", jobID, key, err)
+		}
+		released = released || tag.RowsAffected() > 0
+	}
+	return released, nil
+}
+
+// StormFailure records a transient failure of a call admitted as adm (not a
+// probe) on the storm breaker. With trip set (this process's breaker decided
+// the key is in a storm) a closed breaker of adm's generation opens: generation+1,
+// cooldown first, next probe at now+first. Either way it reports whether the
+// breaker is open now and how long until its next probe, so the failed job
+// parks instead of retrying into the storm.
+func (s *Store) StormFailure(ctx context.Context, key string, adm Admission, trip bool, reason string, first time.Duration) (StormReport, error) {
+	if err := checkKey(key); err != nil {
+		return StormReport{}, err
+	}
+	var rep StormReport
+	err := s.lockedIn(ctx, BreakerStorm, key, func(tx pgx.Tx, k *keyState, now time.Time) error {
+		if k.State == StateClosed {
+			if !trip || k.Generation != adm.StormGeneration {
+				return nil
+			}
+			rep = StormReport{Opened: true, Open: true, Wait: first, Generation: k.Generation + 1}
+			_, err := tx.Exec(ctx, `
+UPDATE triage_storm_state
+SET state = 'open', generation = generation + 1, opened_at = $2, probe_at = $3, cooldown_ms = $4,
+    probe_owner = NULL, probe_job_id = NULL, probe_lease_until = NULL, reason = $5, updated_at = $2
+WHERE key = $1`, key, now, now.Add(first), first.Milliseconds(), reason)
+			return err
+		}
+		rep = StormReport{Open: true, Generation: k.Generation, Wait: time.Duration(k.CooldownMS) * time.Millisecond}
+		if k.ProbeAt != nil && k.ProbeAt.After(now) {
+			rep.Wait = k.ProbeAt.Sub(now)
+		}
+		return nil
+	})
+	if err != nil {
+		return StormReport{}, fmt.Errorf("keys: storm failure %s: %w", key, err)
+	}
+	return rep, nil
+}
+
+// StormReport is what the storm breaker says after hearing a call.
+type StormReport struct {
+	// Opened: this call opened the breaker.
+	Opened bool
+	// Open: the breaker is open (or half-open) after this call: park, do not
+	// retry into the storm.
+	Open bool
+	// Wait is how long until its next probe (Open).
+	Wait time.Duration
+	// Closed: this call was the probe and closed the breaker.
+	Closed bool
+	// Generation of the breaker after the call (Opened).
+	Generation int64
 }
 
 // returnProbeJob moves the job of a failed or released probe from
@@ -310,33 +467,46 @@ func (s *Store) returnProbeJob(ctx context.Context, tx pgx.Tx, key string, k *ke
 	return err
 }
 
+// generation is the generation of adm's breaker when it was admitted.
+func (adm Admission) generation() int64 {
+	if adm.Breaker == BreakerStorm {
+		return adm.StormGeneration
+	}
+	return adm.Generation
+}
+
 func holds(k *keyState, adm Admission) bool {
-	return adm.Probe && k.State == StateHalfOpen && k.Generation == adm.Generation &&
+	return adm.Probe && k.State == StateHalfOpen && k.Generation == adm.generation() &&
 		k.ProbeOwner != nil && *k.ProbeOwner == adm.Token
 }
 
-// Reset is the manual resume (`triage keys resume KEY`): it closes the
-// breaker (generation+1, so results of calls admitted before are ignored) and
-// ends any pause of the key. The Supervisors then resume its River queue.
+// Reset is the manual resume (`triage keys resume KEY`): it closes both
+// breakers (generation+1, so results of calls admitted before are ignored)
+// and ends any pause of the key. The Supervisors then resume its River queue.
 func (s *Store) Reset(ctx context.Context, key string) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	err := s.locked(ctx, key, func(tx pgx.Tx, k *keyState, now time.Time) error {
-		if k.State != StateClosed {
-			if _, err := tx.Exec(ctx, `
-UPDATE triage_key_state
-SET state = 'closed', generation = generation + 1, opened_at = NULL, probe_at = NULL,
+	for _, b := range []Breaker{BreakerStorm, BreakerExhausted} {
+		err := s.lockedIn(ctx, b, key, func(tx pgx.Tx, k *keyState, now time.Time) error {
+			if k.State != StateClosed {
+				if _, err := tx.Exec(ctx, `
+UPDATE `+b.table()+`
+SET state = 'closed', generation = generation + 1, opened_at = NULL, probe_at = NULL, cooldown_ms = 0,
     probe_owner = NULL, probe_job_id = NULL, probe_lease_until = NULL, reason = '', updated_at = $2
 WHERE key = $1`, key, now); err != nil {
-				return err
+					return err
+				}
 			}
+			if b != BreakerExhausted {
+				return nil
+			}
+			_, err := tx.Exec(ctx, `UPDATE triage_pause SET until = $2, updated_at = $2 WHERE key = $1 AND until > $2`, key, now)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("keys: reset %s: %w", key, err)
 		}
-		_, err := tx.Exec(ctx, `UPDATE triage_pause SET until = $2, updated_at = $2 WHERE key = $1 AND until > $2`, key, now)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("keys: reset %s: %w", key, err)
 	}
 	return nil
 }
@@ -345,16 +515,21 @@ WHERE key = $1`, key, now); err != nil {
 // lock (the row is created closed if missing). now is the transaction's time
 // (the Clock's, or the database's).
 func (s *Store) locked(ctx context.Context, key string, fn func(tx pgx.Tx, k *keyState, now time.Time) error) error {
+	return s.lockedIn(ctx, BreakerExhausted, key, fn)
+}
+
+// lockedIn is locked on breaker b's row.
+func (s *Store) lockedIn(ctx context.Context, b Breaker, key string, fn func(tx pgx.Tx, k *keyState, now time.Time) error) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var now time.Time
 		if _, err := tx.Exec(ctx, `
-INSERT INTO triage_key_state (key, updated_at) VALUES ($1, coalesce($2::timestamptz, now()))
+INSERT INTO `+b.table()+` (key, updated_at) VALUES ($1, coalesce($2::timestamptz, now()))
 ON CONFLICT (key) DO NOTHING`, key, s.nowParam()); err != nil {
 			return err
 		}
 		k, err := scanKeyState(tx.QueryRow(ctx, `
 SELECT `+keyStateColumns+`, coalesce($2::timestamptz, now())
-FROM triage_key_state WHERE key = $1 FOR UPDATE`, key, s.nowParam()), &now)
+FROM `+b.table()+` WHERE key = $1 FOR UPDATE`, key, s.nowParam()), &now)
 		if err != nil {
 			return err
 		}

@@ -1,32 +1,60 @@
 // Package keys holds the per-key state a fleet of triage workers shares
-// through PostgreSQL: the breaker that the exhausted class trips, pauses, and
-// the Supervisor that makes River's queues follow them; plus two in-process
-// pieces, the AIMD concurrency Limiter and the Alerter.
+// through PostgreSQL: two breakers per key (exhausted and storm), pauses,
+// and the Supervisor that makes River's queues follow them; plus in-process
+// pieces: the Gate that admits each call and hears its outcome, the AIMD
+// concurrency Limiter and the Alerter.
 //
 // Each key has one River queue, QueueName(key), and one probe queue,
 // ProbeQueueName(key). Every process working a key's queue also works its
 // probe queue (MaxWorkers 1) and runs a Supervisor.
 //
-// # Breaker
+// # Breakers
 //
-// The breaker is gobreaker v2's state machine (closed, open, half-open with a
-// single probe, generations that discard stale results) with its state in
-// the triage_key_state table instead of memory. Each transition is a short
-// transaction holding the key's row lock for the bookkeeping only, never
-// across a model call. A probe claim is a token with a lease
-// (StoreConfig.ProbeLease): if the worker holding it crashes, the claim lapses
-// and the next probe can be claimed, so no lock outlives a process.
+// Each key has two breakers with the same state machine (closed, open,
+// half-open with a single probe, generations that discard stale results),
+// each a row in PostgreSQL (triage_key_state, triage_storm_state):
+//
+//   - the exhausted breaker (BreakerExhausted) is tripped by the first
+//     exhausted call (credits, quota, revoked key). It needs a human, pages
+//     one, and probes every probe_interval.
+//   - the storm breaker (BreakerStorm) is tripped by transient failures that
+//     come in a run or make up a high share of calls over a short window. It
+//     heals itself: probes go after a cooldown that starts at storm_probe_min
+//     and doubles with every failed probe up to storm_probe_max; a successful
+//     probe closes it and wakes the key's parked jobs. It alerts only when
+//     open longer than storm_alert_after.
+//
+// While either is open the key's queue is paused fleet-wide and its jobs
+// stay queued without spending attempts. The exhausted breaker wins: a key
+// that needs a human is not probed for a storm.
+//
+// Who decides: the decision to trip the storm breaker is made in each
+// process by gobreaker v2's TwoStepCircuitBreaker (Settings.ReadyToTrip
+// over a rolling window, IsExcluded for outcomes that say nothing,
+// MaxRequests 1), one per key in the Gate; StormFailure makes it the
+// fleet's, and a newer shared generation (a probe somewhere closed the
+// storm) gives every process a fresh gobreaker breaker. The shared rows,
+// the probe claim and the exhausted breaker's transitions are this
+// package's SQL, because gobreaker's DistributedCircuitBreaker cannot serve:
+// its Execute holds the shared lock across the whole wrapped call (a model
+// call of up to a minute), and it reads the shared state before taking the
+// lock, so two processes recording failures at once lose one. Here each
+// transition is a short transaction holding the key's row lock for the
+// bookkeeping only, never across a model call. A probe claim is a token
+// with a lease (StoreConfig.ProbeLease): if the worker holding it crashes,
+// the claim lapses and the next probe can be claimed, so no lock outlives a
+// process.
 //
 // A worker, for each call on key (job is the River job):
 //
-//	adm, _ := store.Admit(ctx, key, job.ID)
-//	if !adm.Allowed { return river.JobSnooze(adm.Wait) }
+//	adm, pause, done, _ := gate.Admit(ctx, job.ID)
+//	defer done(ctx, keys.OutcomeNone, "") // every exit reports once; gives a probe claim back
+//	if !adm.Allowed || (pause != nil && !adm.Probe) { return river.JobSnooze(adm.Wait) }
 //	... call the provider, classify ...
-//	exhausted:     tripped, _ := store.Trip(ctx, key, adm, reason, probeInterval)
-//	               supervisor.Reconcile(ctx, key); if tripped { alert key_exhausted }
-//	               return river.JobSnooze(probeInterval)
-//	ok, adm.Probe: store.ProbeResult(ctx, key, adm, true, probeInterval) (alert key_resumed)
-//	other, adm.Probe: store.ReleaseProbe(ctx, key, adm, d)  (says nothing about the balance)
+//	rep, _ := done(ctx, outcome, verdict.Reason) // success, failure (transient), exhausted, excluded
+//	if rep.Changed { supervisor.Reconcile(ctx, key) }
+//	if rep.Tripped { alert key_exhausted }; if rep.Resumed { alert key_resumed }
+//	if rep.Storm.Open { park the job for rep.Storm.Wait instead of retrying }
 //
 // # The probe protocol
 //
@@ -65,6 +93,13 @@
 //     dispatches another job (the crashed one is rescued by River later and
 //     moved back); a late ProbeResult of the old claim is ignored (token or
 //     generation no longer match).
+//
+// The storm breaker uses the same protocol: StormFailure opens it, the
+// Supervisor dispatches its probe when the cooldown has passed, and
+// ProbeResult closes it or reopens it with the cooldown doubled. A probe job
+// that ends before its admission (dead-lettered by the checks that come
+// first) gives its claim back at once (ReleaseProbeOfJob), so a stale job
+// cannot hold a key half-open for a whole lease.
 //
 // If no Supervisor runs, Admit alone still keeps the breaker: an open
 // breaker whose probe is due gives the single probe to the first caller.

@@ -30,6 +30,7 @@ type Limiter struct {
 	every     int
 	limit     int
 	inFlight  int
+	waiting   int // callers blocked in Acquire
 	successes int
 	changed   chan struct{} // closed and replaced when a slot may have freed
 }
@@ -61,13 +62,43 @@ func (l *Limiter) Acquire(ctx context.Context) (release func(), err error) {
 			return func() { once.Do(l.release) }, nil
 		}
 		ch := l.changed
+		l.waiting++
 		l.mu.Unlock()
 		select {
 		case <-ctx.Done():
+			l.unwait()
 			return nil, ctx.Err()
 		case <-ch:
+			l.unwait()
 		}
 	}
+}
+
+func (l *Limiter) unwait() {
+	l.mu.Lock()
+	l.waiting--
+	l.mu.Unlock()
+}
+
+// Waiting is how many callers are blocked in Acquire now.
+func (l *Limiter) Waiting() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.waiting
+}
+
+// TryAcquire takes a slot if one is free now, without waiting. A caller
+// that had to wait instead (Acquire) knows time passed: what it checked
+// before may have changed (the key tripped meanwhile).
+func (l *Limiter) TryAcquire() (release func(), ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inFlight >= l.limit {
+		return nil, false
+	}
+	l.inFlight++
+	var once sync.Once
+	return func() { once.Do(l.release) }, true
 }
 
 func (l *Limiter) release() {

@@ -72,7 +72,7 @@ func TestKeyStatus(t *testing.T) {
 
 	st, err := s.KeyStatus(ctx, "never")
 	require.NoError(t, err)
-	require.Equal(t, &KeyStatus{Key: "never", State: StateClosed, Now: st.Now}, st)
+	require.Equal(t, &KeyStatus{Key: "never", State: StateClosed, Storm: StormStatus{State: StateClosed}, Now: st.Now}, st)
 	require.Equal(t, b.clock.Now(), st.Now.UTC())
 
 	_, err = s.Trip(ctx, "x", Admission{}, "credits", probeInterval)

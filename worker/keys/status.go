@@ -24,22 +24,48 @@ type KeyStatus struct {
 	ProbeJobID int64 `json:"probe_job_id,omitempty"`
 	// Pause is the active pause, nil if none.
 	Pause *Pause `json:"pause,omitempty"`
+	// Storm is the storm breaker; the fields above are the exhausted
+	// breaker's.
+	Storm StormStatus `json:"storm"`
 	// Now is the time the status was read at (the Clock's or the database's).
 	Now time.Time `json:"now"`
 }
 
+// StormStatus is the storm breaker's part of KeyStatus.
+type StormStatus struct {
+	State      State      `json:"state"`
+	Generation int64      `json:"generation"`
+	Reason     string     `json:"reason,omitempty"`
+	OpenedAt   *time.Time `json:"opened_at,omitempty"`
+	// NextProbe is when the next probe may go (open).
+	NextProbe *time.Time `json:"next_probe,omitempty"`
+	// ProbeLeaseUntil is when the live probe claim lapses (half-open).
+	ProbeLeaseUntil *time.Time `json:"probe_lease_until,omitempty"`
+	ProbeJobID      int64      `json:"probe_job_id,omitempty"`
+	// CooldownS is the wait before the next probe, in seconds: it doubles
+	// with every failed probe up to the key's storm_probe_max.
+	CooldownS float64 `json:"cooldown_s,omitempty"`
+}
+
 // Paused reports whether the key's River queue should not be fetched from:
 // an active pause, or a breaker that is not closed.
-func (k *KeyStatus) Paused() bool { return k.Pause != nil || k.State != StateClosed }
+func (k *KeyStatus) Paused() bool {
+	return k.Pause != nil || k.State != StateClosed || k.Storm.State != StateClosed
+}
 
 const statusSQL = `
-WITH now AS (SELECT coalesce($1::timestamptz, now()) AS t)
-SELECT coalesce(s.key, p.key), coalesce(s.state, 'closed'), coalesce(s.generation, 0), coalesce(s.reason, ''),
+WITH now AS (SELECT coalesce($1::timestamptz, now()) AS t),
+k AS (SELECT key FROM triage_key_state UNION SELECT key FROM triage_storm_state UNION SELECT key FROM triage_pause)
+SELECT k.key, coalesce(s.state, 'closed'), coalesce(s.generation, 0), coalesce(s.reason, ''),
        s.opened_at, s.probe_at, s.probe_lease_until, coalesce(s.probe_job_id, 0),
        p.key IS NOT NULL AND p.until > now.t, coalesce(p.reason, ''), p.until, coalesce(p.set_by, ''), p.created_at,
-       now.t
-FROM triage_key_state s
-FULL JOIN triage_pause p ON p.key = s.key
+       now.t,
+       coalesce(st.state, 'closed'), coalesce(st.generation, 0), coalesce(st.reason, ''),
+       st.opened_at, st.probe_at, st.probe_lease_until, coalesce(st.probe_job_id, 0), coalesce(st.cooldown_ms, 0)
+FROM k
+LEFT JOIN triage_key_state s ON s.key = k.key
+LEFT JOIN triage_storm_state st ON st.key = k.key
+LEFT JOIN triage_pause p ON p.key = k.key
 CROSS JOIN now
 `
 
@@ -50,13 +76,22 @@ func scanStatus(row pgx.Row) (*KeyStatus, error) {
 		p        Pause
 		until    *time.Time
 		pCreated *time.Time
+		coolMS   int64
 	)
 	if err := row.Scan(&st.Key, &st.State, &st.Generation, &st.Reason, &st.OpenedAt, &st.NextProbe,
-		&st.ProbeLeaseUntil, &st.ProbeJobID, &paused, &p.Reason, &until, &p.SetBy, &pCreated, &st.Now); err != nil {
+		&st.ProbeLeaseUntil, &st.ProbeJobID, &paused, &p.Reason, &until, &p.SetBy, &pCreated, &st.Now,
+		&st.Storm.State, &st.Storm.Generation, &st.Storm.Reason, &st.Storm.OpenedAt, &st.Storm.NextProbe,
+		&st.Storm.ProbeLeaseUntil, &st.Storm.ProbeJobID, &coolMS); err != nil {
 		return nil, err
 	}
 	if st.State != StateHalfOpen {
 		st.ProbeLeaseUntil = nil
+	}
+	if st.Storm.State != StateHalfOpen {
+		st.Storm.ProbeLeaseUntil = nil
+	}
+	if st.Storm.State != StateClosed {
+		st.Storm.CooldownS = float64(coolMS) / 1000
 	}
 	if paused {
 		p.Key, p.Until, p.CreatedAt = st.Key, *until, *pCreated
@@ -67,13 +102,13 @@ func scanStatus(row pgx.Row) (*KeyStatus, error) {
 
 // KeyStatus returns key's breaker and pause. A key never seen is closed.
 func (s *Store) KeyStatus(ctx context.Context, key string) (*KeyStatus, error) {
-	st, err := scanStatus(s.pool.QueryRow(ctx, statusSQL+`WHERE coalesce(s.key, p.key) = $2`, s.nowParam(), key))
+	st, err := scanStatus(s.pool.QueryRow(ctx, statusSQL+`WHERE k.key = $2`, s.nowParam(), key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		var now time.Time
 		if err := s.pool.QueryRow(ctx, `SELECT coalesce($1::timestamptz, now())`, s.nowParam()).Scan(&now); err != nil {
 			return nil, fmt.Errorf("keys: status %s: %w", key, err)
 		}
-		return &KeyStatus{Key: key, State: StateClosed, Now: now}, nil
+		return &KeyStatus{Key: key, State: StateClosed, Storm: StormStatus{State: StateClosed}, Now: now}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("keys: status %s: %w", key, err)

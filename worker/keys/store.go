@@ -40,6 +40,14 @@ type StoreConfig struct {
 	// RiverSchema is the schema of River's tables (River's Config.Schema).
 	// Default "": found through the connection's search_path.
 	RiverSchema string
+
+	// ProbeAttemptsLeft and ProbeMaxAge describe a job that cannot call (its
+	// worker dead-letters it first): fewer than ProbeAttemptsLeft River
+	// attempts left, or queued longer than ProbeMaxAge. Such jobs are
+	// dispatched as a probe only when no other job is available, so a key
+	// is probed with a job that can call. Default 0: not used.
+	ProbeAttemptsLeft int
+	ProbeMaxAge       time.Duration
 }
 
 func (c StoreConfig) withDefaults() StoreConfig {

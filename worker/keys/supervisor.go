@@ -144,17 +144,20 @@ func (s *Supervisor) Reconcile(ctx context.Context, key string) error {
 
 func (s *Supervisor) reconcile(ctx context.Context, st *KeyStatus) error {
 	key := st.Key
-	probeDue := st.Pause == nil &&
-		(st.State == StateOpen && st.NextProbe != nil && !st.NextProbe.After(st.Now) ||
-			st.State == StateHalfOpen && (st.ProbeLeaseUntil == nil || !st.ProbeLeaseUntil.After(st.Now)))
-	if probeDue {
-		jobID, err := s.store.dispatchProbe(ctx, key)
+	// The exhausted breaker wins: a key that needs a human is not probed
+	// for a storm.
+	b, due := BreakerExhausted, st.State != StateClosed && probeDue(st.State, st.NextProbe, st.ProbeLeaseUntil, st.Now)
+	if st.State == StateClosed {
+		b, due = BreakerStorm, probeDue(st.Storm.State, st.Storm.NextProbe, st.Storm.ProbeLeaseUntil, st.Now)
+	}
+	if due && st.Pause == nil {
+		jobID, err := s.store.dispatchProbe(ctx, b, key)
 		if err != nil {
 			return err
 		}
 		if jobID != 0 {
-			s.cfg.Logger.InfoContext(ctx, "keys supervisor: probe dispatched",
-				slog.String("key", key), slog.Int64("job_id", jobID), slog.String("queue", ProbeQueueName(key)))
+			s.cfg.Logger.InfoContext(ctx, "keys supervisor: probe dispatched", slog.String("key", key),
+				slog.String("breaker", b.String()), slog.Int64("job_id", jobID), slog.String("queue", ProbeQueueName(key)))
 		}
 	}
 	if n, err := s.store.sweepProbeQueue(ctx, key); err != nil {
@@ -174,6 +177,9 @@ func (s *Supervisor) reconcile(ctx context.Context, st *KeyStatus) error {
 			return err
 		}
 		reason := string(st.State)
+		if st.State == StateClosed {
+			reason = "storm_" + string(st.Storm.State)
+		}
 		if st.Pause != nil {
 			reason = st.Pause.Reason
 		}
@@ -185,6 +191,11 @@ func (s *Supervisor) reconcile(ctx context.Context, st *KeyStatus) error {
 		s.cfg.Logger.InfoContext(ctx, "keys supervisor: queue resumed", slog.String("key", key), slog.String("queue", queue))
 	}
 	return nil
+}
+
+func probeDue(state State, next, leaseUntil *time.Time, now time.Time) bool {
+	return state == StateOpen && next != nil && !next.After(now) ||
+		state == StateHalfOpen && (leaseUntil == nil || !leaseUntil.After(now))
 }
 
 // pauseQueue pauses a River queue. River's QueuePause fails with
@@ -226,13 +237,14 @@ func (s *Store) queuePaused(ctx context.Context, queue string) (paused, exists b
 	return paused, true, nil
 }
 
-// dispatchProbe claims key's due probe on behalf of the next available job of
-// QueueName(key) and moves that job to ProbeQueueName(key), in one short
-// transaction. It returns the job's id, or 0 when the probe is not due (any
-// more), the key is paused, or no job is available.
-func (s *Store) dispatchProbe(ctx context.Context, key string) (int64, error) {
+// dispatchProbe claims the due probe of key's breaker b on behalf of the
+// next available job of QueueName(key) and moves that job to
+// ProbeQueueName(key), in one short transaction. It returns the job's id, or
+// 0 when the probe is not due (any more), the key is paused, or no job is
+// available.
+func (s *Store) dispatchProbe(ctx context.Context, b Breaker, key string) (int64, error) {
 	var jobID int64
-	err := s.locked(ctx, key, func(tx pgx.Tx, k *keyState, now time.Time) error {
+	err := s.lockedIn(ctx, b, key, func(tx pgx.Tx, k *keyState, now time.Time) error {
 		due := k.State == StateOpen && k.ProbeAt != nil && !k.ProbeAt.After(now) ||
 			k.State == StateHalfOpen && !k.liveClaim(now)
 		if !due {
@@ -242,19 +254,26 @@ func (s *Store) dispatchProbe(ctx context.Context, key string) (int64, error) {
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM triage_pause WHERE key = $1 AND until > $2)`, key, now).Scan(&paused); err != nil || paused {
 			return err
 		}
+		// Jobs that cannot call (see StoreConfig.ProbeAttemptsLeft) come
+		// last: a probe must be able to tell whether the key works.
+		var maxAge *time.Time
+		if s.cfg.ProbeMaxAge > 0 {
+			t := now.Add(-s.cfg.ProbeMaxAge)
+			maxAge = &t
+		}
 		err := tx.QueryRow(ctx, `
 SELECT id FROM `+rivertable.Job(s.cfg.RiverSchema)+`
 WHERE queue = $1 AND state = 'available'
-ORDER BY priority, scheduled_at, id
+ORDER BY (max_attempts - attempt < $2 OR created_at < coalesce($3::timestamptz, '-infinity')), priority, scheduled_at, id
 LIMIT 1
-FOR UPDATE SKIP LOCKED`, QueueName(key)).Scan(&jobID)
+FOR UPDATE SKIP LOCKED`, QueueName(key), s.cfg.ProbeAttemptsLeft, maxAge).Scan(&jobID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		if err := s.claim(ctx, tx, key, k.Generation, newToken(), jobID, now); err != nil {
+		if err := s.claim(ctx, tx, b, key, k.Generation, newToken(), jobID, now); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` SET queue = $2 WHERE id = $1`, jobID, ProbeQueueName(key))
@@ -274,9 +293,12 @@ func (s *Store) sweepProbeQueue(ctx context.Context, key string) (int64, error) 
 UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` SET queue = $2
 WHERE queue = $3
   AND state IN ('available', 'scheduled', 'retryable', 'pending')
-  AND id IS DISTINCT FROM (
+  AND id NOT IN (
       SELECT probe_job_id FROM triage_key_state
-      WHERE key = $1 AND state = 'half_open' AND probe_lease_until > coalesce($4::timestamptz, now()))`,
+      WHERE key = $1 AND state = 'half_open' AND probe_job_id IS NOT NULL AND probe_lease_until > coalesce($4::timestamptz, now())
+      UNION ALL
+      SELECT probe_job_id FROM triage_storm_state
+      WHERE key = $1 AND state = 'half_open' AND probe_job_id IS NOT NULL AND probe_lease_until > coalesce($4::timestamptz, now()))`,
 		key, QueueName(key), ProbeQueueName(key), s.nowParam())
 	if err != nil {
 		return 0, fmt.Errorf("keys: sweep probe queue %s: %w", key, err)

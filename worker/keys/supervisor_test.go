@@ -344,3 +344,37 @@ func TestSupervisorStartStop(t *testing.T) {
 	sup.Stop()
 	sup.Stop()
 }
+
+// The probe goes to a job that can call: one whose worker would dead-letter
+// it first (too few River attempts left, or too old) comes last.
+func TestProbeSkipsJobsThatCannotCall(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	store := NewStore(b.db.Pool, StoreConfig{Clock: b.clock, Owner: "test-1", ProbeAttemptsLeft: 4, ProbeMaxAge: time.Hour})
+	const key = "a"
+	rb := newRiverClient(t, b.db, b.db.Pool, store, key, nil)
+	sup := NewSupervisor(store, rb.client, SupervisorConfig{})
+	params := make([]river.InsertManyParams, 3)
+	for i := range params {
+		params[i] = river.InsertManyParams{Args: callArgs{Key: key}, InsertOpts: &river.InsertOpts{Queue: QueueName(key), MaxAttempts: 9}}
+	}
+	res, err := rb.client.InsertMany(ctx, params)
+	require.NoError(t, err)
+	// The first has used its runs up; the second is older than ProbeMaxAge
+	// (on the test's clock).
+	_, err = b.db.Pool.Exec(ctx, `UPDATE river_job SET created_at = $1`, b.clock.Now())
+	require.NoError(t, err)
+	_, err = b.db.Pool.Exec(ctx, `UPDATE river_job SET attempt = 6 WHERE id = $1`, res[0].Job.ID)
+	require.NoError(t, err)
+	_, err = b.db.Pool.Exec(ctx, `UPDATE river_job SET created_at = $2 WHERE id = $1`, res[1].Job.ID, b.clock.Now().Add(-2*time.Hour))
+	require.NoError(t, err)
+
+	_, err = store.Trip(ctx, key, Admission{}, "credits", probeInterval)
+	require.NoError(t, err)
+	b.clock.Advance(probeInterval)
+	require.NoError(t, sup.ReconcileAll(ctx))
+	st, err := store.KeyStatus(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, res[2].Job.ID, st.ProbeJobID, "the job that can call is the probe")
+}

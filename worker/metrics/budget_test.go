@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/metrics"
@@ -31,7 +32,7 @@ func call(t *testing.T, db ledger.DBTX, key, batch, rec string, retry bool, stat
 		Key: key, Model: "m", IdempotencyKey: batch + "/" + rec, RequestHash: "h", IsRetry: retry, Now: at})
 	require.NoError(t, err)
 	if status != ledger.AttemptIntent {
-		require.NoError(t, ledger.FinishAttempt(ctx, db, id, ledger.Outcome{Status: status, Class: "ok", HTTPStatus: 200, CostUSD: cost}))
+		require.NoError(t, ledger.FinishAttempt(ctx, db, id, ledger.Outcome{Status: status, Class: classify.OK, HTTPStatus: 200, CostUSD: cost}))
 	}
 	return id
 }
@@ -68,7 +69,7 @@ func TestBatchBudgetGauges(t *testing.T) {
 	id := call(t, db, "main", "done", "r001", false, ledger.AttemptOK, 0.75, time.Time{})
 	require.NoError(t, ledger.StoreResult(ctx, db, "done", "r001", id, []byte(`{"ok":true}`)))
 	_, err = ledger.AddDeadLetter(ctx, db, ledger.DeadLetterRow{Batch: "done", RecordID: "r002", JobID: 2,
-		Pipeline: "enrich", Key: "main", Class: "rejected", Reason: "invalid_request"})
+		Pipeline: "enrich", Key: "main", Class: classify.Rejected, Reason: "invalid_request"})
 	require.NoError(t, err)
 	require.NoError(t, ledger.SetBatchState(ctx, db, "done", ledger.BatchPausedBudget))
 	st, err := ledger.BatchStatus(ctx, db, "done")

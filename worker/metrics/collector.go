@@ -34,6 +34,7 @@ type stateCollector struct {
 	opts  Options
 
 	breaker, paused, spend, up           *prometheus.Desc
+	storm, stormCooldown                 *prometheus.Desc
 	batchBudget, batchSpend, batchPaused *prometheus.Desc
 	retryOpen, retryAllowed              *prometheus.Desc
 }
@@ -43,6 +44,12 @@ func newStateCollector(pool *pgxpool.Pool, store *keys.Store, opts Options) *sta
 		pool: pool, store: store, opts: opts,
 		breaker: prometheus.NewDesc("triage_breaker_state",
 			"Circuit breaker of the key, fleet-wide from the shared key state: 0 closed, 1 half_open, 2 open.",
+			[]string{"key"}, nil),
+		storm: prometheus.NewDesc("triage_storm_breaker_state",
+			"Storm breaker of the key (tripped by transient failures, heals through probes), fleet-wide from the shared key state: 0 closed, 1 half_open, 2 open.",
+			[]string{"key"}, nil),
+		stormCooldown: prometheus.NewDesc("triage_storm_cooldown_seconds",
+			"Wait before the storm breaker's next probe while it is not closed (doubles with every failed probe up to storm_probe_max); 0 when closed.",
 			[]string{"key"}, nil),
 		paused: prometheus.NewDesc("triage_key_paused",
 			"1 when the key has an active pause (operator or throttle), fleet-wide from the shared key state; else 0.",
@@ -74,6 +81,8 @@ func newStateCollector(pool *pgxpool.Pool, store *keys.Store, opts Options) *sta
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.breaker
+	ch <- c.storm
+	ch <- c.stormCooldown
 	ch <- c.paused
 	ch <- c.spend
 	ch <- c.up
@@ -86,6 +95,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 
 type keyGauges struct {
 	state  keys.State
+	storm  keys.StormStatus
 	paused bool
 	spend  float64
 }
@@ -115,6 +125,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			paused = 1
 		}
 		ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, breakerValue(g.state), k)
+		ch <- prometheus.MustNewConstMetric(c.storm, prometheus.GaugeValue, breakerValue(g.storm.State), k)
+		ch <- prometheus.MustNewConstMetric(c.stormCooldown, prometheus.GaugeValue, g.storm.CooldownS, k)
 		ch <- prometheus.MustNewConstMetric(c.paused, prometheus.GaugeValue, paused, k)
 		ch <- prometheus.MustNewConstMetric(c.spend, prometheus.GaugeValue, g.spend, k)
 	}
@@ -144,7 +156,7 @@ func (c *stateCollector) read(ctx context.Context, now time.Time) (snapshot, err
 		return snapshot{}, err
 	}
 	for _, st := range statuses {
-		byKey[st.Key] = &keyGauges{state: st.State, paused: st.Pause != nil}
+		byKey[st.Key] = &keyGauges{state: st.State, storm: st.Storm, paused: st.Pause != nil}
 	}
 	for k, g := range byKey {
 		if g.spend, err = ledger.SpendByKey(ctx, c.pool, k, c.opts.SpendSince); err != nil {

@@ -154,9 +154,9 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // ObserveCall counts one finished call (worker.Observer).
 func (m *Metrics) ObserveCall(c worker.CallEvent) {
-	m.calls.WithLabelValues(c.Key, c.Class, strconv.Itoa(c.Status)).Inc()
+	m.calls.WithLabelValues(c.Key, c.Class.String(), strconv.Itoa(c.Status)).Inc()
 	if c.Retry {
-		m.retries.WithLabelValues(c.Key, c.Class).Inc()
+		m.retries.WithLabelValues(c.Key, c.Class.String()).Inc()
 	}
 	if !c.Known {
 		m.unknown.WithLabelValues(c.Key).Inc()
@@ -165,5 +165,5 @@ func (m *Metrics) ObserveCall(c worker.CallEvent) {
 	if c.CostUSD > 0 && !math.IsInf(c.CostUSD, 0) {
 		spend.Add(c.CostUSD)
 	}
-	m.duration.WithLabelValues(c.Key, c.Class).Observe(c.Elapsed.Seconds())
+	m.duration.WithLabelValues(c.Key, c.Class.String()).Observe(c.Elapsed.Seconds())
 }

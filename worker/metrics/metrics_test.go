@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/ledger/dbtest"
 	"github.com/triage-dev/triage/worker"
@@ -129,13 +130,13 @@ func TestObserveCallCounts(t *testing.T) {
 	b := setup(t, metrics.Options{Keys: []string{"main", "spare"}})
 
 	events := []worker.CallEvent{
-		{Key: "main", Class: "ok", Status: 200, Known: true, CostUSD: 0.25, Elapsed: 300 * time.Millisecond},
-		{Key: "main", Class: "ok", Status: 200, Known: true, Retry: true, CostUSD: 0.5, Elapsed: 2 * time.Second},
-		{Key: "main", Class: "transient", Status: 503, Known: true, Elapsed: 50 * time.Millisecond},
-		{Key: "main", Class: "transient", Status: 503, Known: true, Retry: true, Elapsed: 50 * time.Millisecond},
-		{Key: "main", Class: "ambiguous", Status: 0, Known: true, Retry: true, Elapsed: 30 * time.Second},
-		{Key: "main", Class: "rejected", Status: 418, Known: false, Elapsed: 10 * time.Millisecond},
-		{Key: "other", Class: "throttled", Status: 429, Known: true, CostUSD: 0.125, Elapsed: time.Second},
+		{Key: "main", Class: classify.OK, Status: 200, Known: true, CostUSD: 0.25, Elapsed: 300 * time.Millisecond},
+		{Key: "main", Class: classify.OK, Status: 200, Known: true, Retry: true, CostUSD: 0.5, Elapsed: 2 * time.Second},
+		{Key: "main", Class: classify.Transient, Status: 503, Known: true, Elapsed: 50 * time.Millisecond},
+		{Key: "main", Class: classify.Transient, Status: 503, Known: true, Retry: true, Elapsed: 50 * time.Millisecond},
+		{Key: "main", Class: classify.Ambiguous, Status: 0, Known: true, Retry: true, Elapsed: 30 * time.Second},
+		{Key: "main", Class: classify.Rejected, Status: 418, Known: false, Elapsed: 10 * time.Millisecond},
+		{Key: "other", Class: classify.Throttled, Status: 429, Known: true, CostUSD: 0.125, Elapsed: time.Second},
 	}
 	for _, e := range events {
 		b.m.ObserveCall(e)
@@ -220,6 +221,10 @@ func TestSharedStateGauges(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.store.Pause(ctx, "elsewhere", "operator", until)
 	require.NoError(t, err)
+	// A storm on spare: the other breaker, shown apart.
+	rep, err := b.store.StormFailure(ctx, "spare", keys.Admission{}, true, "transient_failures", 2*time.Second)
+	require.NoError(t, err)
+	require.True(t, rep.Opened)
 
 	// Spend in the ledger, as any process of the fleet writes it.
 	require.NoError(t, ledger.CreateBatch(ctx, b.db.Pool, ledger.Batch{ID: "b1", Pipeline: "enrich", Key: "main"},
@@ -229,13 +234,16 @@ func TestSharedStateGauges(t *testing.T) {
 		id, err := ledger.BeginAttempt(ctx, b.db.Pool, ledger.Intent{Batch: "b1", RecordID: rec, JobID: int64(i + 1), Attempt: 1,
 			Key: "main", Model: "m", IdempotencyKey: "b1/" + rec, RequestHash: "h"})
 		require.NoError(t, err)
-		require.NoError(t, ledger.FinishAttempt(ctx, b.db.Pool, id, ledger.Outcome{Status: ledger.AttemptOK, Class: "ok", HTTPStatus: 200, CostUSD: cost}))
+		require.NoError(t, ledger.FinishAttempt(ctx, b.db.Pool, id, ledger.Outcome{Status: ledger.AttemptOK, Class: classify.OK, HTTPStatus: 200, CostUSD: cost}))
 	}
 
 	fams = scrape(t, b.srv.URL)
 	require.Equal(t, 2.0, mustValue(t, fams, "triage_breaker_state", L{"key": "main"}))
 	require.Equal(t, 0.0, mustValue(t, fams, "triage_key_paused", L{"key": "main"}), "an open breaker is not a pause")
 	require.Equal(t, 0.0, mustValue(t, fams, "triage_breaker_state", L{"key": "spare"}))
+	require.Equal(t, 2.0, mustValue(t, fams, "triage_storm_breaker_state", L{"key": "spare"}))
+	require.Equal(t, 2.0, mustValue(t, fams, "triage_storm_cooldown_seconds", L{"key": "spare"}))
+	require.Equal(t, 0.0, mustValue(t, fams, "triage_storm_breaker_state", L{"key": "main"}))
 	require.Equal(t, 1.0, mustValue(t, fams, "triage_key_paused", L{"key": "spare"}))
 	require.Equal(t, 1.0, mustValue(t, fams, "triage_key_paused", L{"key": "elsewhere"}))
 	require.Equal(t, 0.0, mustValue(t, fams, "triage_key_paused", L{"key": "quiet"}))
@@ -346,7 +354,7 @@ func TestRegistriesAreIndependent(t *testing.T) {
 	t.Parallel()
 	a := setup(t, metrics.Options{})
 	b := setup(t, metrics.Options{})
-	a.m.ObserveCall(worker.CallEvent{Key: "main", Class: "ok", Status: 200, Known: true})
+	a.m.ObserveCall(worker.CallEvent{Key: "main", Class: classify.OK, Status: 200, Known: true})
 	require.Equal(t, 1.0, sum(scrape(t, a.srv.URL), "triage_calls_total"))
 	require.Equal(t, 0.0, sum(scrape(t, b.srv.URL), "triage_calls_total"))
 }

@@ -44,15 +44,77 @@ type KeyView struct {
 	// RetryBudget is the fleet retry budget in use; null for a key not in
 	// the configuration (its retry_budget is unknown).
 	RetryBudget *RetryBudgetView `json:"retry_budget"`
+	// Storm is the storm breaker; State, Reason, OpenedAt and NextProbe
+	// above are the exhausted breaker's.
+	Storm StormView `json:"storm"`
+}
+
+// StormView is the storm breaker of a key in `triage keys --json`.
+type StormView struct {
+	// State: closed, open or half_open.
+	State     keys.State `json:"state"`
+	Reason    *string    `json:"reason"`
+	OpenedAt  *time.Time `json:"opened_at"`
+	NextProbe *time.Time `json:"next_probe"`
+	// CooldownS is the wait before the next probe (open), null when closed.
+	CooldownS *float64 `json:"cooldown_s"`
+	// Settings are the key's thresholds (null for a key not in the
+	// configuration): failures in a row, or a failure share over a window
+	// once it holds min_calls, trip it; probes wait probe_min_s doubling to
+	// probe_max_s; an alert fires when open for alert_after_s.
+	Settings *StormSettingsView `json:"settings"`
+}
+
+// StormSettingsView is a key's storm thresholds.
+type StormSettingsView struct {
+	Failures    int     `json:"failures"` // 0: off
+	Share       float64 `json:"share"`    // 0: off
+	MinCalls    int     `json:"min_calls"`
+	WindowS     float64 `json:"window_s"`
+	ProbeMinS   float64 `json:"probe_min_s"`
+	ProbeMaxS   float64 `json:"probe_max_s"`
+	AlertAfterS float64 `json:"alert_after_s"`
+}
+
+func newStormView(st keys.StormStatus, k *config.Key) StormView {
+	v := StormView{State: st.State, OpenedAt: st.OpenedAt}
+	if v.State == "" {
+		v.State = keys.StateClosed
+	}
+	if st.Reason != "" {
+		v.Reason = &st.Reason
+	}
+	if st.State == keys.StateOpen {
+		v.NextProbe = st.NextProbe
+	}
+	if st.State != keys.StateClosed && st.State != "" {
+		c := st.CooldownS
+		v.CooldownS = &c
+	}
+	if k != nil {
+		s := worker.StormSettings(k)
+		after := k.StormAlertAfter
+		if after <= 0 {
+			after = worker.StormAlertAfterDefault
+		}
+		v.Settings = &StormSettingsView{
+			Failures: max(s.Failures, 0), Share: max(s.Share, 0), MinCalls: s.MinCalls, WindowS: s.Window.Seconds(),
+			ProbeMinS: s.ProbeMin.Seconds(), ProbeMaxS: s.ProbeMax.Seconds(), AlertAfterS: after.Seconds(),
+		}
+	}
+	return v
 }
 
 // Held reports whether the key's jobs are not fetched: its breaker is not
 // closed or it is paused. Resume has something to do only then.
-func (v KeyView) Held() bool { return v.State != keys.StateClosed || v.Paused }
+func (v KeyView) Held() bool {
+	return v.State != keys.StateClosed || v.Storm.State != keys.StateClosed || v.Paused
+}
 
 // BreakerView is one of a key's breakers as a page shows it.
 type BreakerView struct {
-	// Name says which breaker: "exhausted" (needs a top-up or a fix).
+	// Name says which breaker: "exhausted" (needs a top-up or a fix) or
+	// "storm" (heals itself through probes).
 	Name      string
 	State     keys.State
 	Reason    *string
@@ -64,7 +126,10 @@ type BreakerView struct {
 // added to the key (its fields on KeyView) gets its row here, and the pages
 // show it without further change.
 func (v KeyView) Breakers() []BreakerView {
-	return []BreakerView{{Name: "exhausted", State: v.State, Reason: v.Reason, OpenedAt: v.OpenedAt, NextProbe: v.NextProbe}}
+	return []BreakerView{
+		{Name: "exhausted", State: v.State, Reason: v.Reason, OpenedAt: v.OpenedAt, NextProbe: v.NextProbe},
+		{Name: "storm", State: v.Storm.State, Reason: v.Storm.Reason, OpenedAt: v.Storm.OpenedAt, NextProbe: v.Storm.NextProbe},
+	}
 }
 
 // RetryBudgetView is the fleet-wide retry budget of a key over the sliding
@@ -137,6 +202,7 @@ func KeyViews(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) ([]Ke
 		if p := st.Pause; p != nil {
 			v.Paused, v.PauseReason, v.PausedUntil = true, &p.Reason, &p.Until
 		}
+		v.Storm = newStormView(st.Storm, k)
 		spend, err := ledger.SpendByKey(ctx, pool, name, time.Time{})
 		if err != nil {
 			return err
@@ -235,7 +301,7 @@ func Resume(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, key str
 	if err != nil {
 		return ResumeResult{}, err
 	}
-	res := ResumeResult{Before: before, WasHeld: before.State != keys.StateClosed || before.Pause != nil, Woken: woken}
+	res := ResumeResult{Before: before, WasHeld: before.State != keys.StateClosed || (before.Storm.State != "" && before.Storm.State != keys.StateClosed) || before.Pause != nil, Woken: woken}
 	if !res.WasHeld {
 		return res, nil
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/ledger/dbtest"
 	"github.com/triage-dev/triage/worker"
@@ -64,7 +65,7 @@ func (b *testBundle) deadLetter(t *testing.T, record string, jobID int64) int64 
 	t.Helper()
 	id, err := ledger.AddDeadLetter(context.Background(), b.db.Pool, ledger.DeadLetterRow{
 		Batch: "b1", RecordID: record, JobID: jobID, Pipeline: workertest.Pipeline, Key: workertest.Key,
-		Class: "rejected", Reason: "invalid_request", HTTPStatus: 400, Attempts: 1,
+		Class: classify.Rejected, Reason: "invalid_request", HTTPStatus: 400, Attempts: 1,
 	})
 	require.NoError(t, err)
 	return id
