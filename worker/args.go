@@ -16,6 +16,11 @@ type Args struct {
 	Pipeline string          `json:"pipeline"`
 	RecordID string          `json:"record_id"`
 	Record   json.RawMessage `json:"record"`
+
+	// Model is the fallback model the job was moved to ("": the
+	// pipeline's own). The request on it has its own idempotency key, so
+	// its calls count against max_attempts afresh.
+	Model string `json:"model,omitempty"`
 }
 
 // Kind implements river.JobArgs.

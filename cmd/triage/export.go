@@ -69,7 +69,7 @@ func runExport(ctx context.Context, e *env, args []string) int {
 			skipped++
 			continue
 		}
-		line, err := enrich(row.Data, row.Output)
+		line, err := enrich(row.Data, row.Output, row.Model)
 		if err != nil {
 			w.Flush()
 			fmt.Fprintf(e.stderr, "triage export: record %s: %v\n", row.ID, err)
@@ -94,10 +94,16 @@ func runExport(ctx context.Context, e *env, args []string) int {
 // enrich returns record, on one line, with "enrichment" set to output (a
 // JSON object, or a JSON string for text pipelines). An "enrichment" field
 // the record already had is replaced.
-func enrich(record, output json.RawMessage) ([]byte, error) {
+func enrich(record, output json.RawMessage, model string) ([]byte, error) {
 	b, err := sjson.SetRawBytes(bytes.Clone(record), "enrichment", output)
 	if err != nil {
 		return nil, err
+	}
+	// Which model answered: the pipeline's own or a fallback.
+	if model != "" {
+		if b, err = sjson.SetBytes(b, "triage.model", model); err != nil {
+			return nil, err
+		}
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, b); err != nil {

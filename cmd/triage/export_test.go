@@ -44,10 +44,10 @@ func TestExport(t *testing.T) {
 
 func TestEnrich(t *testing.T) {
 	t.Parallel()
-	b, err := enrich(json.RawMessage(`{"id": "a", "x": [1, 2]}`), json.RawMessage(`{"k": "v"}`))
+	b, err := enrich(json.RawMessage(`{"id": "a", "x": [1, 2]}`), json.RawMessage(`{"k": "v"}`), "")
 	require.NoError(t, err)
 	require.Equal(t, `{"id":"a","x":[1,2],"enrichment":{"k":"v"}}`, string(b))
-	b, err = enrich(json.RawMessage(`{"enrichment": 1, "id": "a"}`), json.RawMessage(`"some text"`))
+	b, err = enrich(json.RawMessage(`{"enrichment": 1, "id": "a"}`), json.RawMessage(`"some text"`), "")
 	require.NoError(t, err)
 	require.Equal(t, `{"enrichment":"some text","id":"a"}`, string(b), "text output; an existing field is replaced")
 }

@@ -98,6 +98,9 @@ type rawPipeline struct {
 	AmbiguousRetries *int     `toml:"ambiguous_retries"`
 	MaxSnoozes       *int     `toml:"max_snoozes"`
 	SnoozeLimit      *int     `toml:"snooze_limit"`
+	Fallback         []string `toml:"fallback"`
+	FallbackMaxShare float64  `toml:"fallback_max_share"`
+	FallbackGrace    string   `toml:"fallback_grace"`
 }
 
 func (r rawFile) config(name string) (*Config, error) {
@@ -160,6 +163,11 @@ func (r rawFile) config(name string) (*Config, error) {
 			Name: rp.Name, Model: rp.Model, System: rp.System, Prompt: rp.Prompt,
 			Output: Output(rp.Output), BudgetUSD: rp.BudgetUSD,
 			MaxTokens: rp.MaxTokens, Temperature: rp.Temperature,
+			Fallback: rp.Fallback, FallbackMaxShare: rp.FallbackMaxShare,
+		}
+		var err error
+		if p.FallbackGrace, err = parseDuration(rp.FallbackGrace); err != nil {
+			return nil, fmt.Errorf("%s: %s: fallback_grace %q: %w", name, elem("pipelines", i, rp.Name), rp.FallbackGrace, err)
 		}
 		if rp.MaxAttempts != nil {
 			if *rp.MaxAttempts < 1 {

@@ -74,6 +74,9 @@ func (c *Config) WithDefaults() *Config {
 		if p.MaxSnoozes == 0 {
 			p.MaxSnoozes = MaxSnoozesDefault
 		}
+		if p.FallbackGrace == 0 {
+			p.FallbackGrace = FallbackGraceDefault
+		}
 	}
 	return &out
 }
@@ -243,6 +246,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	c.validateRules(&v)
+	c.validateFallback(&v)
 	return v.err()
 }
 
