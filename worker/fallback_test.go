@@ -116,3 +116,54 @@ func TestFallbackWhenPrimaryExhausted(t *testing.T) {
 	require.Equal(t, st.Models["fb-model"], fbCalls)
 	require.Positive(t, fbCost)
 }
+
+// A record whose transient attempts on the primary are spent moves to the
+// fallback and completes there; a rejected record never falls back.
+func TestFallbackAfterTransientAttemptsSpentNotAfterRejection(t *testing.T) {
+	t.Parallel()
+	fb, fbURL := workertest.Provider(t, fakeprovider.Scenario{APIKey: workertest.APIKey, NoReplay: true})
+	over := act(fakeprovider.ActionOverloaded)
+	b := setup(t, fakeprovider.Scenario{NoReplay: true, RecordScripts: map[string][]fakeprovider.Step{
+		"r001": steps(over, over, over),
+		"r002": steps(act(fakeprovider.ActionPolicy)),
+	}}, tweaks{maxAttempts: 2, extraPipeline: fallbackKey(fbURL, 0, "fallback = [\"fb-model\"]\n")})
+	b.enqueue(t, "b1", records(4, nil))
+	b.start(t)
+
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, 3, st.Completed)
+	require.Equal(t, 1, st.DeadLettered)
+	require.Equal(t, 2, b.fake.Stats().ByRecord["r001"].Requests, "max_attempts 2 on the primary")
+	require.Equal(t, 1, b.fake.Stats().ByRecord["r002"].Requests, "rejected: one call")
+	require.Equal(t, 1, fb.Stats().Requests, "only the record whose attempts were spent went to the fallback")
+	require.Equal(t, 1, fb.Stats().ByRecord["r001"].Requests)
+	require.Equal(t, map[string]int{"fake-model": 2, "fb-model": 1}, st.Models)
+	require.Equal(t, 1, st.Fallback)
+	dls := b.deadLetters(t, "b1")
+	require.Len(t, dls, 1)
+	require.Equal(t, "r002", dls[0].RecordID)
+	require.Equal(t, "rejected", dls[0].Class)
+}
+
+// fallback_max_share bounds how many of a batch's records move: the rest
+// end as they would have without a fallback.
+func TestFallbackMaxShareBoundsTheMoves(t *testing.T) {
+	t.Parallel()
+	fb, fbURL := workertest.Provider(t, fakeprovider.Scenario{APIKey: workertest.APIKey, NoReplay: true})
+	const n = 10
+	b := setup(t, fakeprovider.Scenario{NoReplay: true, Random: []fakeprovider.RandomFault{{P: 1, Action: fakeprovider.ActionOverloaded}}},
+		tweaks{maxAttempts: 1, extraKey: "storm_failures = 0\nstorm_share = 0\n",
+			extraPipeline: fallbackKey(fbURL, 0, "fallback = [\"fb-model\"]\nfallback_max_share = 0.3\n")})
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, 3, st.Completed, "0.3 of 10 records")
+	require.Equal(t, 3, st.Fallback)
+	require.Equal(t, n-3, st.DeadLettered)
+	require.Equal(t, 3, fb.Stats().Requests)
+	require.Equal(t, n, b.fake.Stats().Requests, "one call each on the primary (max_attempts 1)")
+	for _, d := range b.deadLetters(t, "b1") {
+		require.Equal(t, "retries_exhausted", d.Reason)
+	}
+}
