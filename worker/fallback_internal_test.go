@@ -62,7 +62,9 @@ func TestFirstCapable(t *testing.T) {
 func TestDecideFallback(t *testing.T) {
 	t.Parallel()
 	fb := &config.Model{Name: "fb", Key: "b"}
-	open := func(d time.Duration) fallbackInput { return fallbackInput{Model: fb, OpenFor: &d, Grace: 30 * time.Second} }
+	open := func(d time.Duration) fallbackInput {
+		return fallbackInput{Model: fb, OpenFor: &d, Grace: 30 * time.Second}
+	}
 	exhausted := &keys.Admission{Breaker: keys.BreakerExhausted, Wait: 10 * time.Second, State: keys.StateOpen}
 	storm := &keys.Admission{Breaker: keys.BreakerStorm, Wait: 10 * time.Second, State: keys.StateOpen}
 	with := func(adm *keys.Admission, f fallbackInput) before {
