@@ -115,6 +115,14 @@ func TestFallbackWhenPrimaryExhausted(t *testing.T) {
 		`SELECT count(*), coalesce(sum(cost_usd), 0)::float8 FROM triage_attempt WHERE key = 'fb' AND model = 'fb-model' AND status = 'ok'`).Scan(&fbCalls, &fbCost))
 	require.Equal(t, st.Models["fb-model"], fbCalls)
 	require.Positive(t, fbCost)
+	usage, err := ledger.UsageByModel(context.Background(), b.db.Pool, ledger.AttemptFilter{Batch: "b1"})
+	require.NoError(t, err)
+	require.Len(t, usage, 2)
+	require.Equal(t, "fake-model", usage[0].Model)
+	require.Equal(t, "fb-model", usage[1].Model)
+	require.Equal(t, "fb", usage[1].Key)
+	require.Equal(t, n, usage[0].Answered+usage[1].Answered)
+	require.InDelta(t, fbCost, usage[1].SpendUSD, 1e-12)
 }
 
 // A record whose transient attempts on the primary are spent moves to the

@@ -50,4 +50,7 @@ func TestEnrich(t *testing.T) {
 	b, err = enrich(json.RawMessage(`{"enrichment": 1, "id": "a"}`), json.RawMessage(`"some text"`), "")
 	require.NoError(t, err)
 	require.Equal(t, `{"enrichment":"some text","id":"a"}`, string(b), "text output; an existing field is replaced")
+	b, err = enrich(json.RawMessage(`{"id": "a"}`), json.RawMessage(`{"k": "v"}`), "fb-model")
+	require.NoError(t, err)
+	require.Equal(t, `{"id":"a","enrichment":{"k":"v"},"triage":{"model":"fb-model"}}`, string(b), "the model that answered")
 }

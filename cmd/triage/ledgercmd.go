@@ -77,6 +77,9 @@ type ledgerReport struct {
 	Key   *string `json:"key"`
 	ledger.ClassUsage
 	ByClass []ledger.ClassUsage `json:"by_class"`
+	// ByModel: which model made the calls and answered the records (a
+	// fallback's calls are on its own model and key).
+	ByModel []ledger.ModelUsage `json:"by_model"`
 }
 
 func runLedger(ctx context.Context, e *env, args []string) int {
@@ -84,7 +87,7 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 	fs.SetOutput(e.stderr)
 	batch := fs.String("batch", "", "only this batch's calls")
 	key := fs.String("key", "", "only this key's calls")
-	asJSON := fs.Bool("json", false, `print {"batch","key","calls","records","retries","input_tokens","output_tokens","spend_usd","possibly_billed_usd","by_class":[...]}`)
+	asJSON := fs.Bool("json", false, `print {"batch","key","calls","records","retries","input_tokens","output_tokens","spend_usd","possibly_billed_usd","by_class":[...],"by_model":[{"model","key","calls","answered","spend_usd"}]}`)
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: triage ledger [--batch B] [--key K] [--json]")
 		fmt.Fprintln(e.stderr, "What the calls came to, by classifier class: calls, records, retries, tokens, spend and")
@@ -109,8 +112,12 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return failCmd(e, "ledger", err)
 	}
+	byModel, err := ledger.UsageByModel(ctx, d.pool, ledger.AttemptFilter{Batch: *batch, Key: *key})
+	if err != nil {
+		return failCmd(e, "ledger", err)
+	}
 	if *asJSON {
-		r := ledgerReport{ClassUsage: total, ByClass: byClass}
+		r := ledgerReport{ClassUsage: total, ByClass: byClass, ByModel: byModel}
 		if *batch != "" {
 			r.Batch = batch
 		}
@@ -127,6 +134,14 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 		return exitOK
 	}
 	writeUsageTable(e.stdout, total, byClass, true)
+	if len(byModel) > 1 {
+		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "\nmodel\tkey\tcalls\tanswered\tspend_usd\t")
+		for _, u := range byModel {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.6f\t\n", safe(u.Model), safe(u.Key), u.Calls, u.Answered, u.SpendUSD)
+		}
+		tw.Flush()
+	}
 	return exitOK
 }
 
