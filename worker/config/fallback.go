@@ -46,3 +46,20 @@ func (c *Config) Fallbacks(p *Pipeline) []*Model {
 	}
 	return out
 }
+
+// FallbackKeys returns the keys of the pipeline's fallback models that are
+// not the key of its own model, in order, each once: a process that runs
+// the pipeline's batch must work them too.
+func (c *Config) FallbackKeys(p *Pipeline) []string {
+	own := ""
+	if m, err := c.Model(p.Model); err == nil {
+		own = m.Key
+	}
+	var out []string
+	for _, m := range c.Fallbacks(p) {
+		if m.Key != own && !slices.Contains(out, m.Key) {
+			out = append(out, m.Key)
+		}
+	}
+	return out
+}
