@@ -79,32 +79,42 @@ func firstCapable(cfg *config.Config, p *config.Pipeline, current string, r prov
 	return nil
 }
 
-// moveSQL moves one job to a fallback's key queue, and counts the move
+// moveSQL moves one job to a fallback's key queue and counts the move
 // against the batch's fallback_max_share, in one statement: the count and
-// the move land together or not at all. $6 (share) <= 0 is no bound; only a
-// job leaving its primary ($7) is counted. $8: the states the job may be in
-// (running for a job moving itself, available or scheduled for the mover).
+// the move land together or not at all. The batch's row is locked first, so
+// two moves at once cannot both take the last place under the share; the
+// lock order (batch, then job) is that of a job's completion. $6 (share) <= 0
+// is no bound; only a job leaving its own model ($7) is counted. $8: the
+// states the job may be in (running for a job moving itself, available or
+// scheduled for the mover).
 const moveSQL = `
-WITH b AS (
-    UPDATE triage_batch SET fallback_jobs = fallback_jobs + CASE WHEN $7 THEN 1 ELSE 0 END
-    WHERE id = $2 AND (NOT $7 OR $6::float8 <= 0 OR fallback_jobs + 1 <= floor($6::float8 * total))
+WITH b AS (SELECT fallback_jobs, total FROM triage_batch WHERE id = $2 FOR UPDATE),
+moved AS (
+    UPDATE %s SET queue = $3,
+        args = args || jsonb_build_object('model', $4::text),
+        state = CASE WHEN state = 'running' THEN state ELSE 'available'::river_job_state END,
+        scheduled_at = CASE WHEN state = 'running' THEN scheduled_at ELSE now() END
+    WHERE id = $1 AND queue = $5 AND state::text = ANY($8)
+      AND (NOT $7 OR $6::float8 <= 0 OR (SELECT fallback_jobs + 1 <= floor($6::float8 * total) FROM b))
+    RETURNING id
+),
+counted AS (
+    UPDATE triage_batch SET fallback_jobs = fallback_jobs + 1
+    WHERE id = $2 AND $7 AND EXISTS (SELECT 1 FROM moved)
     RETURNING id
 )
-UPDATE %s SET queue = $3,
-    args = args || jsonb_build_object('model', $4::text),
-    state = CASE WHEN state = 'running' THEN state ELSE 'available'::river_job_state END,
-    scheduled_at = CASE WHEN state = 'running' THEN scheduled_at ELSE now() END
-WHERE id = $1 AND queue = $5 AND state::text = ANY($8) AND EXISTS (SELECT 1 FROM b)`
+SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM counted)`
 
 // moveJob moves job id (on queue from) to model m's key queue; false when
 // the batch's fallback_max_share refused it or the job was no longer there.
 func (r *Runtime) moveJob(ctx context.Context, id int64, a Args, from string, m *config.Model, share float64, states []string) (bool, error) {
 	q := fmt.Sprintf(moveSQL, rivertable.Job(r.opts.Schema))
-	tag, err := r.pool.Exec(ctx, q, id, a.Batch, keys.QueueName(m.Key), m.Name, from, share, a.Model == "", states)
+	var moved, counted int
+	err := r.pool.QueryRow(ctx, q, id, a.Batch, keys.QueueName(m.Key), m.Name, from, share, a.Model == "", states).Scan(&moved, &counted)
 	if err != nil {
 		return false, fmt.Errorf("move job %d to fallback %q: %w", id, m.Name, err)
 	}
-	return tag.RowsAffected() == 1, nil
+	return moved == 1, nil
 }
 
 // applyFallback carries out a ReactFallback for the running job: it moves
@@ -205,7 +215,7 @@ func (r *Runtime) moveFallbacks(ctx context.Context, key string) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("list queued jobs: %w", err)
 	}
-	var incapable []int64
+	var skip []int64 // no capable fallback, or no room under the share
 	for _, q := range jobs {
 		if err := json.Unmarshal(q.args, &q.job.Args); err != nil {
 			continue
@@ -227,17 +237,22 @@ func (r *Runtime) moveFallbacks(ctx context.Context, key string) error {
 			if err != nil {
 				return err
 			}
-			if ok {
-				r.log.InfoContext(ctx, "fallback", "job_id", q.job.ID, "batch", q.job.Args.Batch, "record_id", q.job.Args.RecordID,
-					"from_model", m.Name, "to_model", rx.Fallback.Model.Name, "to_key", rx.Fallback.Model.Key, "breaker", breaker.String())
+			if !ok {
+				// fallback_max_share reached (the count never goes down) or
+				// the job was fetched meanwhile: not again under this opening.
+				skip = append(skip, q.job.ID)
+				continue
 			}
+			r.log.InfoContext(ctx, "fallback", "job_id", q.job.ID, "batch", q.job.Args.Batch, "record_id", q.job.Args.RecordID,
+				"from_model", m.Name, "to_model", rx.Fallback.Model.Name, "to_key", rx.Fallback.Model.Key, "breaker", breaker.String())
 		case fb.Model == nil:
-			incapable = append(incapable, q.job.ID)
+			skip = append(skip, q.job.ID)
 		}
 	}
-	if len(incapable) > 0 {
+	if len(skip) > 0 {
 		if _, err := r.pool.Exec(ctx, `UPDATE `+rivertable.Job(r.opts.Schema)+`
-			SET metadata = metadata || jsonb_build_object('`+metaNoFallback+`', $2::text) WHERE id = ANY($1)`, incapable, marker); err != nil {
+			SET metadata = metadata || jsonb_build_object('`+metaNoFallback+`', $2::text)
+			WHERE id = ANY($1) AND state IN ('available', 'scheduled')`, skip, marker); err != nil {
 			return fmt.Errorf("mark jobs without a capable fallback: %w", err)
 		}
 	}

@@ -175,3 +175,30 @@ func TestFallbackMaxShareBoundsTheMoves(t *testing.T) {
 		require.Equal(t, "retries_exhausted", d.Reason)
 	}
 }
+
+// While the primary key is exhausted, fallback_max_share bounds the jobs
+// the mover sends elsewhere; the rest wait on the primary untouched and
+// complete there after a top-up.
+func TestFallbackMaxShareWhileExhausted(t *testing.T) {
+	t.Parallel()
+	fb, fbURL := workertest.Provider(t, fakeprovider.Scenario{APIKey: workertest.APIKey, NoReplay: true})
+	const n = 10
+	b := setup(t, fakeprovider.Scenario{Balance: &fakeprovider.Balance{USD: 0}, NoReplay: true},
+		tweaks{concurrency: 1, probeInterval: "400ms",
+			extraPipeline: fallbackKey(fbURL, 0, "fallback = [\"fb-model\"]\nfallback_max_share = 0.5\nfallback_grace = \"100ms\"\n")})
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+
+	eventually(t, 20*time.Second, "half the batch completes on the fallback", func() bool { return b.status(t, "b1").Completed == n/2 })
+	st := b.status(t, "b1")
+	require.Equal(t, n/2, st.Fallback)
+	require.Equal(t, n/2, fb.Stats().Requests, "no more than the share went to the fallback")
+	require.Zero(t, st.DeadLettered)
+	require.Zero(t, b.fake.Stats().ByStatus[200], "nothing answered on the exhausted primary")
+
+	b.fake.TopUp(1)
+	st = b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.Completed)
+	require.Equal(t, map[string]int{"fake-model": n / 2, "fb-model": n / 2}, st.Models)
+	require.Equal(t, n/2, fb.Stats().Requests)
+}
