@@ -202,3 +202,24 @@ func TestFallbackMaxShareWhileExhausted(t *testing.T) {
 	require.Equal(t, map[string]int{"fake-model": n / 2, "fb-model": n / 2}, st.Models)
 	require.Equal(t, n/2, fb.Stats().Requests)
 }
+
+// A provider storm on the primary: once the storm breaker has been open
+// past the grace, the queued jobs move to the fallback and the batch
+// completes there, while the primary gets only its probes.
+func TestFallbackWhenStormOpen(t *testing.T) {
+	t.Parallel()
+	fb, fbURL := workertest.Provider(t, fakeprovider.Scenario{APIKey: workertest.APIKey, NoReplay: true})
+	const n = 40
+	b := setup(t, fakeprovider.Scenario{NoReplay: true, Random: []fakeprovider.RandomFault{{P: 1, Action: fakeprovider.ActionOverloaded}}},
+		tweaks{concurrency: 2, maxAttempts: 6,
+			extraPipeline: fallbackKey(fbURL, 0, "fallback = [\"fb-model\"]\nfallback_grace = \"200ms\"\n")})
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+
+	st := b.waitSettled(t, "b1", 60*time.Second)
+	require.Equal(t, n, st.Completed)
+	require.Equal(t, n, st.Models["fb-model"])
+	require.Equal(t, n, fb.Stats().Requests)
+	// The storm opened after a few failures in a row; then only probes.
+	require.Less(t, b.fake.Stats().Requests, n/2, "the primary was not hammered through the storm")
+}
