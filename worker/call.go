@@ -205,6 +205,11 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < k.cfg.Timeout+rt.opts.JobMargin/4 {
 		return park(ctx, job, 0)
 	}
+	// pacing: this process's share of the key's rate (worker/pacing.go).
+	estTokens := estimateTokens(c.req)
+	if d, err := rt.pace(ctx, k, estTokens); err != nil {
+		return park(ctx, job, d)
+	}
 
 	// The intent row is also the call's reservation against the batch's
 	// spend cap.
@@ -250,6 +255,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		return park(ctx, job, time.Second)
 	}
 	c.verdict = classify.Classify(c.res.Observation)
+	rt.observePace(k, c, estTokens) // pacing: headers and outcome
 	rt.log.DebugContext(ctx, "call", "key", k.cfg.Name, "job_id", job.ID, "batch", job.Args.Batch, "record_id", job.Args.RecordID,
 		"status", c.res.Observation.Status, "phase", c.res.Observation.Phase, "class", c.verdict.Class.String(), "reason", c.verdict.Reason)
 	if !c.verdict.Known {
@@ -307,16 +313,12 @@ func (r *Runtime) react(ctx context.Context, c *call, prior ledger.Prior) error 
 	case classify.Throttled:
 		_ = r.finish(ctx, c, ledger.AttemptFailed)
 		r.probeDone(ctx, c, false)
-		wait := min(retryAfter(c.verdict), ThrottleWaitCap)
-		if wait <= 0 {
-			wait = k.nextThrottleWait(time.Now())
-		}
-		if _, err := r.store.PauseFor(ctx, k.cfg.Name, "throttled", wait); err != nil {
+		// pacing: keys.ThrottleScopeFor decides whether only this job waits
+		// or the whole key (worker/pacing.go).
+		wait, err := r.throttleWait(ctx, c)
+		if err != nil {
 			return fmt.Errorf("pause key: %w", err)
 		}
-		k.limiter.OnThrottle()
-		_ = r.supervisor.Reconcile(ctx, k.cfg.Name)
-		r.log.InfoContext(ctx, "key throttled", "key", k.cfg.Name, "wait", wait.String(), "concurrency", k.limiter.Current(), "code", deref(c.verdict.Code))
 		return river.JobSnooze(wait)
 
 	case classify.Exhausted:

@@ -115,6 +115,16 @@ type Options struct {
 	SpendCheck time.Duration
 	// Observer hears about every call (metrics). Default: none.
 	Observer Observer
+	// Pacing configures each key's pacer. Zero fields take keys' defaults;
+	// Concurrency is the key's.
+	Pacing keys.PacerConfig
+	// PacerHeartbeat is how often the pacers renew their heartbeat rows and
+	// merge what the fleet learned. Default keys.PacerHeartbeatDefault.
+	PacerHeartbeat time.Duration
+	// KeyPauseAfter: a throttle whose retry-after is longer pauses the key
+	// fleet-wide; shorter ones snooze only the job. Default
+	// keys.KeyPauseAfterDefault.
+	KeyPauseAfter time.Duration
 }
 
 // Observer hears about every provider call this process makes, after it is
@@ -143,6 +153,7 @@ type keyRuntime struct {
 	// an endpoint echoes it back in an error body.
 	apiKey  string
 	limiter *keys.Limiter
+	pacer   *keys.Pacer
 
 	mu            sync.Mutex
 	lastThrottle  time.Time
@@ -177,6 +188,7 @@ type Runtime struct {
 	alerter    *keys.Alerter
 	ownAlerter bool
 	keys       map[string]*keyRuntime
+	pacers     *keys.Pacers
 	retryAfter sync.Map // job id -> time.Duration: a transient error's hint, read by NextRetry
 	stopWatch  context.CancelFunc
 	watchDone  chan struct{}
@@ -246,6 +258,7 @@ func New(opts Options) (*Runtime, error) {
 		r.keys[k.Name] = &keyRuntime{
 			cfg: k, client: client, apiKey: apiKey,
 			limiter:       keys.NewLimiter(keys.LimiterConfig{Max: k.Concurrency}),
+			pacer:         newPacer(opts.Pacing, k.Concurrency),
 			throttleFirst: opts.ThrottleWait,
 		}
 		queues[keys.QueueName(k.Name)] = river.QueueConfig{MaxWorkers: k.Concurrency}
@@ -293,6 +306,11 @@ func New(opts Options) (*Runtime, error) {
 	}
 	r.river = rc
 	r.supervisor = keys.NewSupervisor(r.store, rc, keys.SupervisorConfig{Keys: names, Tick: opts.SupervisorTick, Logger: opts.Logger})
+	pacers := map[string]*keys.Pacer{}
+	for name, k := range r.keys {
+		pacers[name] = k.pacer
+	}
+	r.pacers = keys.NewPacers(r.store, pacers, keys.PacersConfig{Heartbeat: opts.PacerHeartbeat, Logger: opts.Logger})
 	return r, nil
 }
 
@@ -317,11 +335,18 @@ func (r *Runtime) Start(ctx context.Context) error {
 	if err := r.supervisor.ReconcileAll(ctx); err != nil {
 		r.log.WarnContext(ctx, "reconcile key queues", "err", err)
 	}
+	// The fleet counts this process before it makes a call, so a second
+	// process never doubles the load.
+	if err := r.pacers.Start(ctx); err != nil {
+		return fmt.Errorf("worker: pacers: %w", err)
+	}
 	if err := r.supervisor.Start(ctx); err != nil {
+		r.pacers.Stop(ctx)
 		return fmt.Errorf("worker: supervisor: %w", err)
 	}
 	if err := r.river.Start(ctx); err != nil {
 		r.supervisor.Stop()
+		r.pacers.Stop(ctx)
 		return fmt.Errorf("worker: start river: %w", err)
 	}
 	watchCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -348,6 +373,9 @@ func (r *Runtime) Stop(ctx context.Context) error {
 		err = r.river.StopAndCancel(hard)
 	}
 	r.supervisor.Stop()
+	leave, cancelLeave := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	r.pacers.Stop(leave)
+	cancelLeave()
 	if r.ownAlerter {
 		flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
