@@ -27,21 +27,32 @@ const (
 	// PacerRecoverDefault is how fast the rate climbs back towards the last
 	// rate that was throttled: the gap closes with this time constant.
 	PacerRecoverDefault = 2 * time.Second
-	// PacerSlowStartDefault is how much the rate grows per second while
-	// nothing is known about the limit and pacing binds.
-	PacerSlowStartDefault = 2.0
+	// PacerSlowStartDefault is how much the rate grows per round trip (the
+	// last call's latency, at least slowStartMinRTT) while nothing is known
+	// about the limit and pacing binds: TCP's slow start, which finds an
+	// unknown limit in a few round trips and overshoots it by at most one.
+	PacerSlowStartDefault = 1.25
+	// PacerInitialRateDefault is the fleet's requests per second before
+	// anything is learned: low, because a provider's bucket hides an
+	// overshoot until it is empty, and the slow start finds the limit in a
+	// few round trips anyway.
+	PacerInitialRateDefault = 4.0
 )
 
 // pacerMinRate is the floor of a learned rate, so that a storm of throttles
 // cannot stop a key for good (requests per second).
 const pacerMinRate = 0.05
 
+// slowStartMinRTT bounds the slow start's round trip from below, so that a
+// provider answering in a millisecond is not flooded in one.
+const slowStartMinRTT = 20 * time.Millisecond
+
 // PacerConfig configures a Pacer. Zero fields take the defaults.
 type PacerConfig struct {
 	// InitialRate is the fleet-wide requests per second a key starts at
-	// before anything is learned. Default: Concurrency per second (at least 1).
+	// before anything is learned. Default PacerInitialRateDefault.
 	InitialRate float64
-	// Concurrency is the key's concurrency (for InitialRate's default).
+	// Concurrency is the key's concurrency ceiling (informational).
 	Concurrency int
 	// Headroom: see PacerHeadroomDefault.
 	Headroom float64
@@ -57,7 +68,7 @@ type PacerConfig struct {
 
 func (c PacerConfig) withDefaults() PacerConfig {
 	if c.InitialRate <= 0 {
-		c.InitialRate = float64(max(1, c.Concurrency))
+		c.InitialRate = PacerInitialRateDefault
 	}
 	if c.Headroom <= 0 || c.Headroom > 1 {
 		c.Headroom = PacerHeadroomDefault
@@ -200,7 +211,9 @@ func (c *control) observe(o PaceOutcome) {
 	// One decision per hold: the calls already in flight when the rate
 	// overshot are all refused together; they are one signal, not many.
 	c.throttles++
-	c.holdUntil = o.At.Add(time.Second + c.lastLatency)
+	// The hold covers the calls reserved and in flight before the decrease
+	// took effect: their refusals arrive for a round trip or two more.
+	c.holdUntil = o.At.Add(paceHorizon + 250*time.Millisecond + 2*c.lastLatency)
 	if c.source == PaceHeaders {
 		c.factor = max(0.1, c.factor*c.cfg.Decrease)
 		return
@@ -229,7 +242,8 @@ func (c *control) tick(now time.Time, binding bool, accepted float64) {
 	}
 	switch c.source {
 	case PaceStarting:
-		c.rate *= math.Pow(c.cfg.SlowStart, dt)
+		rtt := max(slowStartMinRTT, c.lastLatency)
+		c.rate *= min(c.cfg.SlowStart, math.Pow(c.cfg.SlowStart, dt/rtt.Seconds()))
 	case PaceThrottles:
 		if c.rate < c.wmax {
 			c.rate += (c.wmax - c.rate) * min(1, dt/c.cfg.Recover.Seconds())
@@ -256,6 +270,9 @@ func (c *control) adopt(p PacerPeers) {
 		} else if p.ThrottleRate > 0 {
 			c.source = PaceThrottles
 			c.rate, c.wmax = p.ThrottleRate, p.ThrottleRate/c.cfg.Decrease
+		} else if p.StartingRate > c.rate {
+			// The whole fleet is still looking for the limit: look together.
+			c.rate = p.StartingRate
 		}
 	case PaceThrottles:
 		if p.ThrottleRate > 0 && p.ThrottleRate < c.rate {
@@ -297,7 +314,7 @@ type Pacer struct {
 	now          func() time.Time
 }
 
-const acceptedSlots = 30 // 3 s
+const acceptedSlots = 10 // 1 s: the accepted rate is what the provider let through lately
 
 // NewPacer returns a Pacer for one key, alone in the fleet until told
 // otherwise (SetLive, or a Pacers service).
@@ -319,12 +336,51 @@ type PaceDelay struct{ Delay time.Duration }
 
 func (e *PaceDelay) Error() string { return "keys: paced: wait " + e.Delay.String() }
 
+// paceHorizon is how far ahead a Wait may hold a reservation. Beyond it
+// the Wait gives its reservation back and comes back later, so that a
+// decrease of the rate applies to every call not yet due, instead of
+// a queue reserved at the old rate going out anyway.
+const paceHorizon = 100 * time.Millisecond
+
 // Wait blocks until this process's share of the key's rate lets one
 // request go that sends tokens (estimated input tokens), or ctx ends. If
 // the pace would hold it longer than maxWait, nothing is taken and a
 // *PaceDelay says how long.
 func (p *Pacer) Wait(ctx context.Context, tokens int, maxWait time.Duration) error {
+	for first := true; ; first = false {
+		delay, kept, ok := p.reserve(tokens, maxWait, first)
+		if !ok {
+			return &PaceDelay{Delay: delay}
+		}
+		if delay <= 0 && kept != nil {
+			return nil
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			if kept != nil {
+				p.mu.Lock()
+				kept[0].Cancel()
+				kept[1].Cancel()
+				p.mu.Unlock()
+			}
+			return ctx.Err()
+		case <-t.C:
+		}
+		if kept != nil {
+			return nil
+		}
+	}
+}
+
+// reserve takes a reservation due within paceHorizon and returns its delay
+// and the reservation (kept); or gives it back and returns how long to
+// sleep before trying again (kept nil). ok false: the wait would exceed
+// maxWait (checked on the first try only; nothing is kept).
+func (p *Pacer) reserve(tokens int, maxWait time.Duration, first bool) (delay time.Duration, kept *[2]*rate.Reservation, ok bool) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	now := p.now()
 	p.tickLocked(now)
 	cost := max(1, int(math.Ceil(float64(tokens)*p.calib)))
@@ -336,32 +392,27 @@ func (p *Pacer) Wait(ctx context.Context, tokens int, maxWait time.Duration) err
 	}
 	rr := p.req.ReserveN(now, 1)
 	tr := p.tok.ReserveN(now, cost)
-	delay := max(rr.DelayFrom(now), tr.DelayFrom(now), p.holdUntil.Sub(now))
-	if delay > maxWait {
-		rr.CancelAt(now)
-		tr.CancelAt(now)
-		p.mu.Unlock()
-		return &PaceDelay{Delay: delay}
-	}
+	hold := p.holdUntil.Sub(now)
+	delay = max(rr.DelayFrom(now), tr.DelayFrom(now), hold)
 	if delay > 0 {
 		p.boundAt = now
 	}
-	p.mu.Unlock()
-	if delay <= 0 {
-		return nil
+	if first && delay > maxWait {
+		rr.CancelAt(now)
+		tr.CancelAt(now)
+		return delay, nil, false
 	}
-	t := time.NewTimer(delay)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		p.mu.Lock()
-		rr.Cancel()
-		tr.Cancel()
-		p.mu.Unlock()
-		return ctx.Err()
-	case <-t.C:
-		return nil
+	if hold > 0 || delay > paceHorizon {
+		// The newest reservation is the last in line, so giving it back
+		// restores its tokens whole.
+		rr.CancelAt(now)
+		tr.CancelAt(now)
+		if hold > 0 && delay == hold {
+			return hold, nil, true
+		}
+		return max(time.Millisecond, delay-paceHorizon/2), nil, true
 	}
+	return delay, &[2]*rate.Reservation{rr, tr}, true
 }
 
 // Observe takes one call's outcome: headers, throttle or success, usage.
@@ -581,3 +632,4 @@ func ThrottleScopeFor(retryAfter time.Duration, rl provider.RateLimit, keyPauseA
 	}
 	return ScopeJob, retryAfter
 }
+

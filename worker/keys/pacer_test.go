@@ -151,7 +151,7 @@ func TestControlHeadersAndThrottles(t *testing.T) {
 	c := newControl(PacerConfig{Concurrency: 4}, now)
 	req, tok := c.fleetRates()
 	require.Equal(t, PaceStarting, c.source)
-	require.InDelta(t, 4, req, 1e-9, "starts at concurrency per second")
+	require.InDelta(t, PacerInitialRateDefault, req, 1e-9, "starts low")
 	require.Zero(t, tok)
 
 	rl := provider.ParseRateLimit("openai", map[string]string{

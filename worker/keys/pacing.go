@@ -33,6 +33,9 @@ type PacerPeers struct {
 	// HeaderReqRate and HeaderTokRate are the headers' limits per second
 	// a peer saw (0: none); HeaderFactor the lowest share of them in use.
 	HeaderReqRate, HeaderTokRate, HeaderFactor float64
+	// StartingRate is the highest rate among peers still looking for the
+	// limit (0: none).
+	StartingRate float64
 }
 
 func nullIfZero(f float64) *float64 {
@@ -69,7 +72,7 @@ func (s *Store) PacerHeartbeat(ctx context.Context, key, owner string, st PaceSt
 	limReq, remReq := windowCols(st.Headers.Requests.Limit, st.Headers.Requests.Remaining)
 	limTok, remTok := windowCols(tw.Limit, tw.Remaining)
 	var p PacerPeers
-	var throttleRate, hReq, hTok, hFactor *float64
+	var throttleRate, hReq, hTok, hFactor, starting *float64
 	err := s.pool.QueryRow(ctx, `
 WITH now AS (SELECT coalesce($1::timestamptz, now()) AS t),
 gc AS (
@@ -91,19 +94,20 @@ up AS (
 SELECT 1 + count(*),
        min(req_rate) FILTER (WHERE source = 'throttles'),
        max(header_req_rate), max(header_tok_rate),
-       min(factor) FILTER (WHERE source = 'headers')
+       min(factor) FILTER (WHERE source = 'headers'),
+       max(req_rate) FILTER (WHERE source = 'starting')
 FROM triage_pacer, now
 WHERE key = $2 AND owner <> $3 AND expires_at > now.t`,
 		s.nowParam(), key, owner, string(st.Source), nullIfZero(st.FleetRate), nullIfZero(st.FleetTokens), st.Factor,
 		nullIfZero(st.ReqLimit), nullIfZero(st.TokLimit), limReq, remReq, limTok, remTok, headersAt, st.Throttles,
-		ttl.Microseconds()).Scan(&p.Live, &throttleRate, &hReq, &hTok, &hFactor)
+		ttl.Microseconds()).Scan(&p.Live, &throttleRate, &hReq, &hTok, &hFactor, &starting)
 	if err != nil {
 		return PacerPeers{}, fmt.Errorf("keys: pacer heartbeat %s: %w", key, err)
 	}
 	for _, f := range []struct {
 		dst *float64
 		src *float64
-	}{{&p.ThrottleRate, throttleRate}, {&p.HeaderReqRate, hReq}, {&p.HeaderTokRate, hTok}, {&p.HeaderFactor, hFactor}} {
+	}{{&p.ThrottleRate, throttleRate}, {&p.HeaderReqRate, hReq}, {&p.HeaderTokRate, hTok}, {&p.HeaderFactor, hFactor}, {&p.StartingRate, starting}} {
 		if f.src != nil {
 			*f.dst = *f.src
 		}
@@ -243,6 +247,16 @@ func (ps *Pacers) Sync(ctx context.Context) error {
 func (ps *Pacers) Start(ctx context.Context) error {
 	if err := ps.Sync(ctx); err != nil {
 		return err
+	}
+	// The processes already running learn of this one only at their next
+	// heartbeat and pace at their old share until then: a newcomer holds
+	// its calls for that long, so that a second process never doubles the
+	// load, not even for a second.
+	at := time.Now()
+	for _, p := range ps.pacers {
+		if p.State().Live > 1 {
+			p.Observe(PaceOutcome{At: at, Hold: at.Add(ps.cfg.Heartbeat + ps.cfg.Heartbeat/5)})
+		}
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	ps.mu.Lock()
