@@ -25,6 +25,10 @@ CREATE TABLE triage_pacer (
     remaining_tokens   bigint,
     headers_at   timestamptz,
     throttles    bigint           NOT NULL DEFAULT 0,
+    -- Requests per second the provider accepted from this process lately:
+    -- the fleet's sum anchors a decrease on what the provider really let
+    -- through.
+    accepted_rate double precision NOT NULL DEFAULT 0,
     expires_at   timestamptz      NOT NULL,
     updated_at   timestamptz      NOT NULL,
     PRIMARY KEY (key, owner)

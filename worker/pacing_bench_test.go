@@ -42,10 +42,11 @@ const (
 
 // BenchmarkPacing runs 1 and 2 worker processes (Runtimes on one database)
 // against the fake provider's rate limit, with and without its rate-limit
-// headers, and reports two ratios: limit_share, the completed requests (for
-// the token-bound shape: input tokens) per second over the measured window
-// divided by the limit, and throttled_share, the 429s among all requests of
-// the run, warm-up included. The bar: limit_share ≥ 0.9 and
+// headers, and reports ratios: limit_share, the completed requests (for the
+// token-bound shape: input tokens) per second over the measured window
+// divided by the limit; throttled_share, the 429s among the requests of the
+// measured window; throttled_share_run, the same over the whole run, the
+// warm-up's search for the limit included. The bar: limit_share ≥ 0.9 and
 // throttled_share ≤ 0.05 in every shape.
 func BenchmarkPacing(b *testing.B) {
 	for _, shape := range paceShapes {
@@ -54,9 +55,10 @@ func BenchmarkPacing(b *testing.B) {
 				name := fmt.Sprintf("%s/headers=%t/procs=%d", shape.name, headers, procs)
 				b.Run(name, func(b *testing.B) {
 					for b.Loop() {
-						limitShare, throttled := runPacing(b, shape, headers, procs)
+						limitShare, throttled, throttledRun := runPacing(b, shape, headers, procs)
 						b.ReportMetric(limitShare, "limit_share")
 						b.ReportMetric(throttled, "throttled_share")
+						b.ReportMetric(throttledRun, "throttled_share_run")
 					}
 				})
 			}
@@ -64,7 +66,7 @@ func BenchmarkPacing(b *testing.B) {
 	}
 }
 
-func runPacing(b *testing.B, shape paceShape, headers bool, procs int) (limitShare, throttledShare float64) {
+func runPacing(b *testing.B, shape paceShape, headers bool, procs int) (limitShare, throttledShare, throttledRun float64) {
 	b.Helper()
 	sc := fakeprovider.Scenario{
 		RateLimit: &fakeprovider.RateLimit{RequestsPerMinute: shape.rpm, TokensPerMinute: shape.tpm,
@@ -124,9 +126,10 @@ func runPacing(b *testing.B, shape paceShape, headers bool, procs int) (limitSha
 	} else {
 		limitShare = float64(s1.ByStatus[200]-s0.ByStatus[200]) / paceMeasure.Seconds() / limit
 	}
-	throttledShare = float64(s1.ByStatus[429]) / float64(max(1, s1.Requests))
+	throttledShare = float64(s1.ByStatus[429]-s0.ByStatus[429]) / float64(max(1, s1.Requests-s0.Requests))
+	throttledRun = float64(s1.ByStatus[429]) / float64(max(1, s1.Requests))
 	require.Zero(b, len(tb.deadLetters(b, "bench")), "no record may be dead-lettered by pacing")
-	return limitShare, throttledShare
+	return limitShare, throttledShare, throttledRun
 }
 
 // waitFor lets real time pass while the workers run (a benchmark measures a

@@ -248,7 +248,11 @@ func (c *control) tick(now time.Time, binding bool, accepted float64) {
 		if c.rate < c.wmax {
 			c.rate += (c.wmax - c.rate) * min(1, dt/c.cfg.Recover.Seconds())
 		}
-		c.rate += max(c.wmax, c.rate) * c.cfg.Probe * dt
+		// The probe speeds up the longer no throttle came, so that a rate
+		// anchored too low (a process that had hardly called yet) finds
+		// the limit again in seconds, not minutes.
+		calm := 1 + now.Sub(c.holdUntil).Seconds()/c.cfg.Recover.Seconds()
+		c.rate += max(c.wmax, c.rate) * c.cfg.Probe * min(10, calm*calm) * dt
 	case PaceHeaders:
 		c.factor = min(1, c.factor+c.cfg.Probe*2*dt)
 	}
@@ -311,7 +315,11 @@ type Pacer struct {
 	accepted     [acceptedSlots]int
 	acceptedSlot int64
 	started      time.Time
-	now          func() time.Time
+	// peersAccepted is the other processes' accepted rate at the last
+	// heartbeat (peersKnown: one has happened).
+	peersAccepted float64
+	peersKnown    bool
+	now           func() time.Time
 }
 
 const acceptedSlots = 10 // 1 s: the accepted rate is what the provider let through lately
@@ -449,6 +457,7 @@ func (p *Pacer) adopt(peers PacerPeers) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.live = max(1, peers.Live)
+	p.peersAccepted, p.peersKnown = peers.AcceptedRate, true
 	p.ctl.adopt(peers)
 	p.applyLocked(p.now())
 }
@@ -474,16 +483,27 @@ func (p *Pacer) advanceSlotsLocked(at time.Time) {
 	}
 }
 
-// acceptedLocked is the fleet's accepted requests per second over the
-// window: this process's, times the live processes.
-func (p *Pacer) acceptedLocked(now time.Time) float64 {
+// ownAcceptedLocked is this process's accepted requests per second over
+// the window.
+func (p *Pacer) ownAcceptedLocked(now time.Time) float64 {
 	p.advanceSlotsLocked(now)
 	n := 0
 	for _, c := range p.accepted {
 		n += c
 	}
 	window := min(acceptedSlots/10.0, max(0.1, now.Sub(p.started).Seconds()))
-	return float64(n) / window * float64(p.live)
+	return float64(n) / window
+}
+
+// acceptedLocked is the fleet's accepted requests per second: this
+// process's plus what its peers said at the last heartbeat (or this
+// process's times the live processes before any heartbeat told).
+func (p *Pacer) acceptedLocked(now time.Time) float64 {
+	own := p.ownAcceptedLocked(now)
+	if p.peersKnown {
+		return own + p.peersAccepted
+	}
+	return own * float64(p.live)
 }
 
 func (p *Pacer) bindingLocked(now time.Time) bool {
@@ -539,6 +559,9 @@ type PaceState struct {
 	Factor float64
 	// ReqLimit and TokLimit are the headers' limits per second (0: none).
 	ReqLimit, TokLimit float64
+	// AcceptedRate is this process's requests per second the provider
+	// accepted over the last second.
+	AcceptedRate float64
 }
 
 // State returns what the Pacer knows now.
@@ -550,7 +573,7 @@ func (p *Pacer) State() PaceState {
 	req, tok := p.ctl.fleetRates()
 	st := PaceState{Source: p.ctl.source, FleetRate: req, FleetTokens: tok, Live: p.live,
 		Binding: p.bindingLocked(now), Throttles: p.ctl.throttles, Headers: p.ctl.last, HeadersAt: p.ctl.lastAt, Factor: p.ctl.factor,
-		ReqLimit: p.ctl.reqLimit, TokLimit: p.ctl.tokLimit}
+		ReqLimit: p.ctl.reqLimit, TokLimit: p.ctl.tokLimit, AcceptedRate: p.ownAcceptedLocked(now)}
 	if req > 0 {
 		st.ShareRate = req / float64(p.live)
 	}
@@ -632,4 +655,3 @@ func ThrottleScopeFor(retryAfter time.Duration, rl provider.RateLimit, keyPauseA
 	}
 	return ScopeJob, retryAfter
 }
-

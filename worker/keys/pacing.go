@@ -36,6 +36,8 @@ type PacerPeers struct {
 	// StartingRate is the highest rate among peers still looking for the
 	// limit (0: none).
 	StartingRate float64
+	// AcceptedRate is the peers' accepted requests per second, summed.
+	AcceptedRate float64
 }
 
 func nullIfZero(f float64) *float64 {
@@ -72,7 +74,7 @@ func (s *Store) PacerHeartbeat(ctx context.Context, key, owner string, st PaceSt
 	limReq, remReq := windowCols(st.Headers.Requests.Limit, st.Headers.Requests.Remaining)
 	limTok, remTok := windowCols(tw.Limit, tw.Remaining)
 	var p PacerPeers
-	var throttleRate, hReq, hTok, hFactor, starting *float64
+	var throttleRate, hReq, hTok, hFactor, starting, accepted *float64
 	err := s.pool.QueryRow(ctx, `
 WITH now AS (SELECT coalesce($1::timestamptz, now()) AS t),
 gc AS (
@@ -80,14 +82,14 @@ gc AS (
 ),
 up AS (
     INSERT INTO triage_pacer AS p (key, owner, source, req_rate, tok_rate, factor, header_req_rate, header_tok_rate,
-        limit_requests, remaining_requests, limit_tokens, remaining_tokens, headers_at, throttles, expires_at, updated_at)
-    SELECT $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, now.t + $16::bigint * interval '1 microsecond', now.t FROM now
+        limit_requests, remaining_requests, limit_tokens, remaining_tokens, headers_at, throttles, accepted_rate, expires_at, updated_at)
+    SELECT $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $17, now.t + $16::bigint * interval '1 microsecond', now.t FROM now
     ON CONFLICT (key, owner) DO UPDATE SET
         source = EXCLUDED.source, req_rate = EXCLUDED.req_rate, tok_rate = EXCLUDED.tok_rate, factor = EXCLUDED.factor,
         header_req_rate = EXCLUDED.header_req_rate, header_tok_rate = EXCLUDED.header_tok_rate,
         limit_requests = EXCLUDED.limit_requests, remaining_requests = EXCLUDED.remaining_requests,
         limit_tokens = EXCLUDED.limit_tokens, remaining_tokens = EXCLUDED.remaining_tokens,
-        headers_at = EXCLUDED.headers_at, throttles = EXCLUDED.throttles,
+        headers_at = EXCLUDED.headers_at, throttles = EXCLUDED.throttles, accepted_rate = EXCLUDED.accepted_rate,
         expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at
     RETURNING 1
 )
@@ -95,19 +97,20 @@ SELECT 1 + count(*),
        min(req_rate) FILTER (WHERE source = 'throttles'),
        max(header_req_rate), max(header_tok_rate),
        min(factor) FILTER (WHERE source = 'headers'),
-       max(req_rate) FILTER (WHERE source = 'starting')
+       max(req_rate) FILTER (WHERE source = 'starting'),
+       sum(accepted_rate)
 FROM triage_pacer, now
 WHERE key = $2 AND owner <> $3 AND expires_at > now.t`,
 		s.nowParam(), key, owner, string(st.Source), nullIfZero(st.FleetRate), nullIfZero(st.FleetTokens), st.Factor,
 		nullIfZero(st.ReqLimit), nullIfZero(st.TokLimit), limReq, remReq, limTok, remTok, headersAt, st.Throttles,
-		ttl.Microseconds()).Scan(&p.Live, &throttleRate, &hReq, &hTok, &hFactor, &starting)
+		ttl.Microseconds(), st.AcceptedRate).Scan(&p.Live, &throttleRate, &hReq, &hTok, &hFactor, &starting, &accepted)
 	if err != nil {
 		return PacerPeers{}, fmt.Errorf("keys: pacer heartbeat %s: %w", key, err)
 	}
 	for _, f := range []struct {
 		dst *float64
 		src *float64
-	}{{&p.ThrottleRate, throttleRate}, {&p.HeaderReqRate, hReq}, {&p.HeaderTokRate, hTok}, {&p.HeaderFactor, hFactor}, {&p.StartingRate, starting}} {
+	}{{&p.ThrottleRate, throttleRate}, {&p.HeaderReqRate, hReq}, {&p.HeaderTokRate, hTok}, {&p.HeaderFactor, hFactor}, {&p.StartingRate, starting}, {&p.AcceptedRate, accepted}} {
 		if f.src != nil {
 			*f.dst = *f.src
 		}
