@@ -373,9 +373,15 @@ func (r *Runtime) Stop(ctx context.Context) error {
 		err = r.river.StopAndCancel(hard)
 	}
 	r.supervisor.Stop()
-	leave, cancelLeave := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	r.pacers.Stop(leave)
-	cancelLeave()
+	if ctx.Err() != nil {
+		// Stopped with no time left (a kill): no goodbye, the heartbeat
+		// rows expire by themselves as a dead process's do.
+		r.pacers.Crash()
+	} else {
+		leave, cancelLeave := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		r.pacers.Stop(leave)
+		cancelLeave()
+	}
 	if r.ownAlerter {
 		flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
