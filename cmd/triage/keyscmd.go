@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -59,6 +60,52 @@ type keyView struct {
 	// RetryBudget is the fleet retry budget in use; null for a key not in
 	// the configuration (its retry_budget is unknown).
 	RetryBudget *retryBudgetView `json:"retry_budget"`
+	// Pacing is the key's pace as its live worker processes report it
+	// (heartbeat rows); null when no worker process is working the key.
+	Pacing *pacingView `json:"pacing"`
+}
+
+// pacingView is how a key is paced, fleet-wide (keys.PacingStatus).
+type pacingView struct {
+	// LiveProcesses is the worker processes with a live heartbeat.
+	LiveProcesses int `json:"live_processes"`
+	// Source: "headers" (the provider's rate-limit headers), "throttles"
+	// (learned from 429s) or "starting" (still looking for the limit).
+	Source string `json:"source"`
+	// RatePerS is the requests per second the fleet paces the key at, null
+	// when not limited; SharePerProcessPerS is RatePerS / LiveProcesses.
+	RatePerS            *float64 `json:"rate_per_s"`
+	SharePerProcessPerS *float64 `json:"share_per_process_per_s"`
+	// TokensPerS is the input tokens per second the fleet paces at, null
+	// when no token limit is known.
+	TokensPerS *float64 `json:"tokens_per_s"`
+	// Throttles counts the 429s that lowered the rate, summed over the live
+	// processes.
+	Throttles int64 `json:"throttles"`
+	// The last rate-limit headers any live process saw (limits per the
+	// vendor's window, usually a minute); null: none seen.
+	LimitRequests     *int64     `json:"limit_requests"`
+	RemainingRequests *int64     `json:"remaining_requests"`
+	LimitTokens       *int64     `json:"limit_tokens"`
+	RemainingTokens   *int64     `json:"remaining_tokens"`
+	HeadersAt         *time.Time `json:"headers_at"`
+}
+
+func newPacingView(ps keys.PacingStatus) *pacingView {
+	v := &pacingView{LiveProcesses: ps.Live, Source: string(ps.Source), Throttles: ps.Throttles,
+		LimitRequests: ps.LimitRequests, RemainingRequests: ps.RemainingRequests,
+		LimitTokens: ps.LimitTokens, RemainingTokens: ps.RemainingTokens, HeadersAt: ps.HeadersAt}
+	round := func(f float64) *float64 {
+		r := math.Round(f*100) / 100
+		return &r
+	}
+	if ps.RatePerS > 0 {
+		v.RatePerS, v.SharePerProcessPerS = round(ps.RatePerS), round(ps.ShareRatePerS)
+	}
+	if ps.TokensPerS > 0 {
+		v.TokensPerS = round(ps.TokensPerS)
+	}
+	return v
 }
 
 // retryBudgetView is the fleet-wide retry budget of a key over the sliding
@@ -144,6 +191,14 @@ func keyViews(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) ([]ke
 	for _, st := range states {
 		byKey[st.Key] = st
 	}
+	pacing, err := store.ListPacing(ctx)
+	if err != nil {
+		return nil, err
+	}
+	paceByKey := map[string]keys.PacingStatus{}
+	for _, ps := range pacing {
+		paceByKey[ps.Key] = ps
+	}
 	now := time.Now()    // the worker's retry window runs on its clock too
 	views := []keyView{} // [] when empty, never null
 	seen := map[string]bool{}
@@ -168,6 +223,9 @@ func keyViews(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) ([]ke
 			return err
 		}
 		v.SpendUSD = spend
+		if ps, ok := paceByKey[name]; ok {
+			v.Pacing = newPacingView(ps)
+		}
 		if k != nil {
 			u, err := ledger.RetryUsageByKey(ctx, pool, name, now.Add(-worker.RetryWindowDefault))
 			if err != nil {
@@ -196,6 +254,13 @@ func keyViews(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) ([]ke
 	for _, st := range states { // ListKeyStatus is ordered by key
 		if !seen[st.Key] {
 			if err := add(st.Key, nil); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, ps := range pacing { // ListPacing is ordered by key
+		if !seen[ps.Key] {
+			if err := add(ps.Key, nil); err != nil {
 				return nil, err
 			}
 		}
@@ -291,11 +356,57 @@ func keysNotes(v keyView) []string {
 	} else if v.Paused {
 		out = append(out, fmt.Sprintf("key %s: paused (%s) until %s; its jobs wait", v.Key, *v.PauseReason, keysTime(v.PausedUntil)))
 	}
+	if p := v.Pacing; p != nil {
+		out = append(out, keysPacing(v.Key, p))
+	}
 	if rb := v.RetryBudget; rb != nil && rb.Share > 0 && rb.Spent {
 		out = append(out, fmt.Sprintf("key %s: retry budget spent: %d open retries, %d allowed (max of %d and %g × %d first calls in %s); retries wait until some succeed",
 			v.Key, rb.OpenRetries, rb.Allowed, rb.Floor, rb.Share, rb.FirstCalls, time.Duration(rb.WindowS*float64(time.Second))))
 	}
 	return out
+}
+
+// keysPacing says how a key is paced: the fleet's rate, where it was
+// learned, the share of each live process and what the headers said last.
+func keysPacing(key string, p *pacingView) string {
+	procs := "1 process"
+	if p.LiveProcesses != 1 {
+		procs = fmt.Sprintf("%d processes", p.LiveProcesses)
+	}
+	var s string
+	switch {
+	case p.RatePerS != nil:
+		s = fmt.Sprintf("key %s: pacing at %.2f/s (from %s), %s at %.2f/s each", key, *p.RatePerS, p.Source, procs, *p.SharePerProcessPerS)
+	case p.TokensPerS != nil:
+		s = fmt.Sprintf("key %s: pacing by tokens (from %s), %s", key, p.Source, procs)
+	default:
+		s = fmt.Sprintf("key %s: not paced (%s), %s", key, p.Source, procs)
+	}
+	if p.TokensPerS != nil {
+		s += fmt.Sprintf("; %.0f input tokens/s", *p.TokensPerS)
+	}
+	var hdr []string
+	if p.LimitRequests != nil {
+		h := fmt.Sprintf("limit %d requests", *p.LimitRequests)
+		if p.RemainingRequests != nil {
+			h += fmt.Sprintf(", %d remaining", *p.RemainingRequests)
+		}
+		hdr = append(hdr, h)
+	}
+	if p.LimitTokens != nil {
+		h := fmt.Sprintf("limit %d tokens", *p.LimitTokens)
+		if p.RemainingTokens != nil {
+			h += fmt.Sprintf(", %d remaining", *p.RemainingTokens)
+		}
+		hdr = append(hdr, h)
+	}
+	if len(hdr) > 0 {
+		s += "; headers: " + strings.Join(hdr, "; ")
+	}
+	if p.Throttles > 0 {
+		s += fmt.Sprintf("; %d throttles lowered it", p.Throttles)
+	}
+	return s
 }
 
 // keysTime formats an optional time for a table cell.
