@@ -153,6 +153,10 @@ type control struct {
 	lastLatency  time.Duration
 	throttles    int
 	acceptedRate float64 // fleet-wide requests/s the provider accepted lately
+	// peakAccepted is the highest accepted rate seen, halving every half
+	// minute: a decrease never goes below half of it, so one bad second
+	// cannot undo what minutes taught.
+	peakAccepted float64
 }
 
 func newControl(cfg PacerConfig, now time.Time) *control {
@@ -215,7 +219,7 @@ func (c *control) observe(o PaceOutcome) {
 	// took effect: their refusals arrive for a round trip or two more.
 	c.holdUntil = o.At.Add(paceHorizon + 250*time.Millisecond + 2*c.lastLatency)
 	if c.source == PaceHeaders {
-		c.factor = max(0.1, c.factor*c.cfg.Decrease)
+		c.factor = max(0.5, c.factor*c.cfg.Decrease)
 		return
 	}
 	base := c.rate
@@ -223,7 +227,7 @@ func (c *control) observe(o PaceOutcome) {
 		base = c.acceptedRate
 	}
 	c.wmax = base
-	c.rate = max(pacerMinRate, base*c.cfg.Decrease)
+	c.rate = max(pacerMinRate, base*c.cfg.Decrease, c.peakAccepted/2)
 	c.source = PaceThrottles
 }
 
@@ -237,6 +241,7 @@ func (c *control) tick(now time.Time, binding bool, accepted float64) {
 	}
 	c.lastTick = now
 	c.acceptedRate = accepted
+	c.peakAccepted = max(accepted, c.peakAccepted*math.Pow(0.5, dt/30))
 	if !binding || now.Before(c.holdUntil) {
 		return
 	}
