@@ -1,6 +1,7 @@
 package classify
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -32,10 +33,17 @@ type facts struct {
 	metaProvider  string // error.metadata.provider_name (OpenRouter)
 	limitSource   string // error.metadata.limit_source (OpenRouter)
 
-	cfCodes  []int  // error[] / errors[] code (Cloudflare envelope)
-	bare     bool   // body is a bare JSON string (xAI)
-	hasError bool   // the body carries an error (for 2xx bodies)
-	amzType  string // x-amzn-ErrorType header, before the first ':'
+	quotaLimits []string // details[] ErrorInfo.metadata.quota_limit (Google)
+	limitZero   bool     // details[] ErrorInfo.metadata.quota_limit_value is "0" (Google)
+
+	blockReason   string // promptFeedback.blockReason (Gemini, Vertex: the prompt was blocked)
+	blockedFinish string // the first candidates[].finishReason that means the output was blocked
+
+	cfCodes     []int  // error[] / errors[] code (Cloudflare envelope)
+	bare        bool   // body is a bare JSON string (xAI)
+	hasError    bool   // the body carries an error (for 2xx bodies)
+	finishError bool   // choices[].finish_reason is "error": generation started, then failed (OpenRouter)
+	amzType     string // x-amzn-ErrorType header, before the first ':'
 
 	hint    *float64 // the wait the response asked for (see retryHint)
 	undated bool     // retry-after was an HTTP date with no Date header to measure it by
@@ -87,8 +95,15 @@ func (f *facts) parseBody(body string) {
 	w.decode(body, 0)
 	for _, c := range w.Choices {
 		if c.FinishReason == "error" {
-			f.hasError = true
+			f.hasError, f.finishError = true, true
 		}
+	}
+	if w.BlockReason != "" || len(w.Candidates) > 0 || w.OutputType != "" {
+		var finish []string
+		for _, c := range w.Candidates {
+			finish = append(finish, c.FinishReason)
+		}
+		f.fromGeneration(w.BlockReason, finish, w.OutputType)
 	}
 	if w.ErrorType != "" {
 		f.metaErrorType = w.ErrorType
@@ -113,6 +128,33 @@ func (f *facts) parseBody(body string) {
 		f.code = scalar(w.Code)
 		f.structured = true
 		f.hasError = f.hasError || w.Object == "error"
+	}
+}
+
+// blockedFinishReasons are the Gemini/Vertex finishReason values that mean
+// the content was blocked (ai.google.dev FinishReason): resending the same
+// request is blocked the same way.
+var blockedFinishReasons = []string{"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
+
+// fromGeneration reads what a 2xx body says about itself: a blocked prompt,
+// a blocked candidate, or an AWS JSON-protocol error envelope
+// ({"Output":{"__type":"…#UnknownOperationException"}}) sent with a 200.
+func (f *facts) fromGeneration(blockReason string, finish []string, outputType string) {
+	if blockReason != "" {
+		f.blockReason, f.hasError = blockReason, true
+	}
+	for _, r := range finish {
+		if slices.Contains(blockedFinishReasons, r) {
+			f.blockedFinish, f.hasError = r, true
+			break
+		}
+	}
+	if outputType != "" {
+		_, name, _ := strings.Cut(outputType, "#")
+		if name == "" {
+			name = outputType
+		}
+		f.amzType, f.structured, f.hasError = name, true, true
 	}
 }
 
@@ -148,6 +190,8 @@ func (f *facts) fromError(e *wireError) {
 	}
 	f.reasons = append(f.reasons, e.Details.reasons...)
 	f.quotaIDs = e.Details.quotaIDs
+	f.quotaLimits = e.Details.quotaLimits
+	f.limitZero = e.Details.limitZero
 	f.retryDelay = e.Details.retryDelay
 	f.detailsErrorCode = e.Details.errorCode
 }

@@ -38,6 +38,10 @@ type refWireDetail struct {
 	Violations []struct {
 		QuotaID string `json:"quotaId"`
 	} `json:"violations"`
+	Metadata struct {
+		QuotaLimitValue string `json:"quota_limit_value"`
+		QuotaLimit      string `json:"quota_limit"`
+	} `json:"metadata"`
 }
 
 type refWireError struct {
@@ -75,6 +79,15 @@ type refWireBody struct {
 	Choices   []struct {
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
+	PromptFeedback struct {
+		BlockReason string `json:"blockReason"`
+	} `json:"promptFeedback"`
+	Candidates []struct {
+		FinishReason string `json:"finishReason"`
+	} `json:"candidates"`
+	Output struct {
+		Type string `json:"__type"`
+	} `json:"output"`
 }
 
 // parseBody fills f from a response body. It never fails: what it cannot read
@@ -110,9 +123,14 @@ func refParseBody(f *facts, body []byte) {
 	_ = json.Unmarshal(body, &w)
 	for _, c := range w.Choices {
 		if c.FinishReason == "error" {
-			f.hasError = true
+			f.hasError, f.finishError = true, true
 		}
 	}
+	var finish []string
+	for _, c := range w.Candidates {
+		finish = append(finish, c.FinishReason)
+	}
+	f.fromGeneration(w.PromptFeedback.BlockReason, finish, w.Output.Type)
 	if w.ErrorType != "" {
 		f.metaErrorType = w.ErrorType
 	}
@@ -180,8 +198,14 @@ func refFromError(f *facts, e *refWireError) {
 		_ = json.Unmarshal(d, &ds)
 		for _, x := range ds {
 			switch {
-			case strings.HasSuffix(x.Type, "google.rpc.ErrorInfo") && x.Reason != "":
-				f.reasons = append(f.reasons, x.Reason)
+			case strings.HasSuffix(x.Type, "google.rpc.ErrorInfo"):
+				if x.Reason != "" {
+					f.reasons = append(f.reasons, x.Reason)
+				}
+				if x.Metadata.QuotaLimit != "" {
+					f.quotaLimits = append(f.quotaLimits, x.Metadata.QuotaLimit)
+				}
+				f.limitZero = f.limitZero || x.Metadata.QuotaLimitValue == "0"
 			case strings.HasSuffix(x.Type, "google.rpc.QuotaFailure"):
 				for _, v := range x.Violations {
 					f.quotaIDs = append(f.quotaIDs, v.QuotaID)
@@ -237,6 +261,9 @@ func checkSameFacts(t *testing.T, body string) {
 		if len(f.cfCodes) == 0 {
 			f.cfCodes = nil
 		}
+		if len(f.quotaLimits) == 0 {
+			f.quotaLimits = nil
+		}
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("body %q:\n got  %+v\n want %+v", body, got, want)
@@ -260,6 +287,10 @@ var edgeBodies = []string{
 	`{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"5s"},{"@type":"x.google.rpc.RetryInfo"}]}}`,
 	`{"error":{"details":{"error_code":"enforced_spend_limit_reached"}}}`, `{"error":{"message":"\u00e9\ud83d\ude00 \/ \"q\""}}`,
 	"{\"error\":{\"message\":\"bad utf8 \xff\xfe\"}}", `{"message":null,"object":"error","type":5,"code":null}`,
+	`{"promptFeedback":{"blockReason":"SAFETY"},"promptFeedback":null,"promptFeedback":{"other":1}}`,
+	`{"promptFeedback":"x","candidates":[{"finishReason":"STOP"},{"finishReason":"SAFETY"}],"candidates":[{}]}`,
+	`{"Output":{"__type":"com.amazon.coral.service#UnknownOperationException"},"Version":"1.0"}`, `{"output":[1],"OUTPUT":{"__TYPE":"x#Y"}}`,
+	`{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","metadata":{"quota_limit_value":"0","quota_limit":"PerDay"},"metadata":"x"}]}}`,
 	`{"error":{"code":1} `, `{"a":01}`, `{"a":1,}`, "\u00a0{\"error\":{\"type\":\"x\"}}",
 	strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
 	`{"error":{"type":"x"},"deep":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`,

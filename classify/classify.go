@@ -15,48 +15,78 @@ const (
 	idUnexpectedStatus = "status/unexpected_status"
 	idOK               = "2xx/ok"
 	idErrorIn2xx       = "2xx/error_in_body"
+	idPromptBlocked    = "2xx/prompt_blocked"
+	idOutputBlocked    = "2xx/output_blocked"
 	idUnknown4xx       = "default/unknown_4xx"
 	idUnknown5xx       = "default/unknown_5xx"
 )
 
-// Classify says what a failed (or successful) call means. It is pure: no I/O,
-// no clock, no shared state; the same Observation always gives the same
-// Verdict. See the package documentation for the rule order.
+// LongWait is the wait from which a throttle is read as an exhausted key: a
+// response that asks for an hour or more names a quota window (a day, a
+// month), not pacing, whatever its status says.
+const LongWait = 3600.0
+
+// Classify says what a failed (or successful) call means, with the built-in
+// rules only. It is pure: no I/O, no clock, no shared state; the same
+// Observation always gives the same Verdict. See the package documentation
+// for the rule order.
 func Classify(o Observation) Verdict {
-	return classify(o, 0, nil)
+	return (*Classifier)(nil).Classify(o)
+}
+
+// Classifier classifies with user rules (triage.toml [[rules]]) checked
+// before the built-in tables. A nil *Classifier has no user rules. It holds
+// no mutable state and is safe for concurrent use.
+type Classifier struct {
+	rules []UserRule
+}
+
+// Classify is the package-level Classify with c's user rules first.
+func (c *Classifier) Classify(o Observation) Verdict {
+	return c.classify(o, 0, nil)
+}
+
+// tracer records, for Explain, every rule ID that fired and why the default
+// did when none matched. A nil tracer records nothing (the fast path).
+type tracer struct {
+	ids        []string
+	tables     []string // the tables the default fell through
+	upstream   bool     // the verdict came from OpenRouter's upstream body
+	errorIn2xx bool     // the verdict read an error envelope inside a 2xx body
+}
+
+func (t *tracer) fire(id string) {
+	if t != nil {
+		t.ids = append(t.ids, id)
+	}
 }
 
 // classify is Classify with a depth (for OpenRouter's nested upstream body)
-// and an optional trace of the rule IDs that fired, used by the tests.
-func classify(o Observation, depth int, trace func(id string)) Verdict {
-	fire := func(id string) {
-		if trace != nil {
-			trace(id)
-		}
-	}
+// and an optional tracer.
+func (c *Classifier) classify(o Observation, depth int, tr *tracer) Verdict {
 	switch o.Phase {
 	case PhaseNotSent:
-		fire(idNotSent)
-		return Verdict{Class: Transient, Reason: "not_sent", Known: true}
+		tr.fire(idNotSent)
+		return Verdict{Class: Transient, Reason: "not_sent", Known: true, Rule: idNotSent}
 	case PhaseSentNoResponse:
-		fire(idSentNoResponse)
-		return Verdict{Class: Ambiguous, Reason: "sent_no_response", Known: true}
+		tr.fire(idSentNoResponse)
+		return Verdict{Class: Ambiguous, Reason: "sent_no_response", Known: true, Rule: idSentNoResponse}
 	case PhaseStream:
 		// The stream started (2xx), so the request ran and may be billed,
 		// whatever the error event inside says (even rate_limit or overloaded).
-		fire(idStream)
-		return Verdict{Class: Ambiguous, Code: strPtr(lastStreamError(o.Body)), Reason: "stream_failed", Known: true}
+		tr.fire(idStream)
+		return Verdict{Class: Ambiguous, Code: strPtr(lastStreamError(o.Body)), Reason: "stream_failed", Known: true, Rule: idStream}
 	case PhaseResponse, "":
 	default:
-		fire(idUnknownPhase)
-		return Verdict{Class: Rejected, Reason: "unknown_phase", Known: false}
+		tr.fire(idUnknownPhase)
+		return Verdict{Class: Rejected, Reason: "unknown_phase", Known: false, Rule: idUnknownPhase}
 	}
 
 	if o.Status < 200 || (o.Status >= 300 && o.Status < 400) || o.Status > 599 {
 		// Status 0, 1xx, 3xx or out of range: nothing to go on. Rejected does not
 		// resend; known:false raises the unknown-class alert.
-		fire(idUnexpectedStatus)
-		return Verdict{Class: Rejected, Reason: "unexpected_status", Known: false}
+		tr.fire(idUnexpectedStatus)
+		return Verdict{Class: Rejected, Reason: "unexpected_status", Known: false, Rule: idUnexpectedStatus}
 	}
 
 	f := facts{vendor: o.Vendor, path: o.Path, status: o.Status}
@@ -66,32 +96,102 @@ func classify(o Observation, depth int, trace func(id string)) Verdict {
 
 	if o.Status < 300 {
 		// Cheap test first: a success body may be a megabyte long.
-		if strings.Contains(o.Body, "error") {
+		if mayCarryError(o.Body) {
 			f.parseBody(o.Body)
 			if f.hasError {
-				// OpenRouter: the model started, then failed, and the status line
-				// was already sent. Like a broken stream, it may be billed.
-				fire(idErrorIn2xx)
-				return Verdict{Class: Ambiguous, Code: strPtr(f.defaultCode()), Reason: "error_in_2xx_body", Known: true}
+				return c.classify2xx(&f, o, depth, tr)
 			}
 		}
-		fire(idOK)
-		return Verdict{Class: OK, Reason: "ok", Known: true}
+		tr.fire(idOK)
+		return Verdict{Class: OK, Reason: "ok", Known: true, Rule: idOK}
 	}
 
 	f.parseBody(o.Body)
 	f.hint, f.undated = retryHint(o.Headers, f.retryDelay)
 
-	v, matched := runChain(&f, o, depth, trace)
+	v, matched := c.decide(&f, o, depth, tr)
 	if !matched {
 		if o.Status < 500 {
-			fire(idUnknown4xx)
-			v = Verdict{Class: Rejected, Reason: "unknown_4xx", Known: false}
+			tr.fire(idUnknown4xx)
+			v = Verdict{Class: Rejected, Reason: "unknown_4xx", Known: false, Rule: idUnknown4xx}
 		} else {
-			fire(idUnknown5xx)
-			v = Verdict{Class: Transient, Reason: "unknown_5xx", Known: false}
+			tr.fire(idUnknown5xx)
+			v = Verdict{Class: Transient, Reason: "unknown_5xx", Known: false, Rule: idUnknown5xx}
 		}
 	}
+	return finish(v, &f, o)
+}
+
+// mayCarryError is the cheap test before a 2xx body is read: an error
+// envelope, a Gemini block (promptFeedback, finishReason) or an AWS
+// JSON-protocol error (__type).
+func mayCarryError(body string) bool {
+	return strings.Contains(body, "error") || strings.Contains(body, "blockReason") ||
+		strings.Contains(body, "finishReason") || strings.Contains(body, "__type")
+}
+
+// classify2xx decides a 2xx body that carries an error. A blocked prompt or
+// output is rejected: the same request is blocked again. A generation that
+// started and then failed (finish_reason "error") may be billed: ambiguous.
+// Any other error envelope (OpenAI-compatible servers that answer 200 with
+// {"error":…}, Bedrock's {"Output":{"__type":…}}) is read with the tables,
+// with the status it names; a terminal or pacing answer stands, anything
+// else stays ambiguous because the call may have run.
+func (c *Classifier) classify2xx(f *facts, o Observation, depth int, tr *tracer) Verdict {
+	switch {
+	case f.blockReason != "":
+		tr.fire(idPromptBlocked)
+		return Verdict{Class: Rejected, Code: strPtr(f.blockReason), Reason: "prompt_blocked", Known: true, Rule: idPromptBlocked}
+	case f.blockedFinish != "":
+		tr.fire(idOutputBlocked)
+		return Verdict{Class: Rejected, Code: strPtr(f.blockedFinish), Reason: "output_blocked", Known: true, Rule: idOutputBlocked}
+	}
+	if !f.finishError {
+		if n, err := strconv.Atoi(f.code); err == nil && n >= 400 && n <= 599 {
+			f.status = n
+		}
+		f.hint, f.undated = retryHint(o.Headers, f.retryDelay)
+		if v, ok := c.decide(f, o, depth, tr); ok && v.Known {
+			switch {
+			case isUserRule(v.Rule), v.Class == Exhausted, v.Class == Rejected, v.Class == Throttled:
+				if tr != nil {
+					tr.errorIn2xx = true
+				}
+				return finish(v, f, o)
+			}
+		}
+		if tr != nil {
+			tr.ids = tr.ids[:0]
+		}
+	}
+	// OpenRouter: the model started, then failed, and the status line was
+	// already sent. Like a broken stream, it may be billed.
+	tr.fire(idErrorIn2xx)
+	return Verdict{Class: Ambiguous, Code: strPtr(f.defaultCode()), Reason: "error_in_2xx_body", Known: true, Rule: idErrorIn2xx}
+}
+
+// decide runs the user rules, then the built-in tables.
+func (c *Classifier) decide(f *facts, o Observation, depth int, tr *tracer) (Verdict, bool) {
+	if c != nil {
+		for i := range c.rules {
+			r := &c.rules[i]
+			if r.matches(f) {
+				tr.fire(r.id)
+				v := Verdict{Class: r.Class, Reason: r.Reason, Known: true, Rule: r.id}
+				if r.RetryAfterS != nil {
+					f.hint, f.undated = ptr(*r.RetryAfterS), false
+				}
+				return v, true
+			}
+		}
+	}
+	return c.runChain(f, o, depth, tr)
+}
+
+// finish applies what every table verdict shares: the vendor's code,
+// x-should-retry, the retry hint (structured first, then the message text),
+// and the long-wait rule.
+func finish(v Verdict, f *facts, o Observation) Verdict {
 	if v.Code == nil {
 		v.Code = strPtr(f.defaultCode())
 	}
@@ -99,10 +199,20 @@ func classify(o Observation, depth int, trace func(id string)) Verdict {
 
 	switch v.Class {
 	case Throttled, Transient, Exhausted:
+		if f.hint == nil && f.msg != "" {
+			// Only when no header or structured field gave a wait: "Please
+			// try again in 7m12s", "retry after 2 seconds", "resets after 5s".
+			if s, ok := textWait(f.lower()); ok {
+				f.hint, f.undated = ptr(s), false
+			}
+		}
 		// Reported for exhausted too, for the record; the reaction for an
 		// exhausted key is the breaker and its probe, not this wait.
 		if f.hint != nil {
 			v.RetryAfterS = f.hint
+			if v.Class != Exhausted && *f.hint >= LongWait && !isUserRule(v.Rule) {
+				v.Class, v.Reason = Exhausted, v.Reason+"+long_wait"
+			}
 		}
 		if f.undated && v.RetryAfterS == nil {
 			v.Reason += "+retry_after_undated"
@@ -113,31 +223,34 @@ func classify(o Observation, depth int, trace func(id string)) Verdict {
 	return v
 }
 
-func runChain(f *facts, o Observation, depth int, trace func(string)) (Verdict, bool) {
+func (c *Classifier) runChain(f *facts, o Observation, depth int, tr *tracer) (Verdict, bool) {
 	chain, ok := chains[o.Vendor]
 	if !ok {
 		chain = chains["other"]
 	}
 	for _, t := range chain {
+		if tr != nil {
+			tr.tables = append(tr.tables, t.name)
+		}
 		for i := range t.rules {
 			r := &t.rules[i]
 			if !r.when(f) {
 				continue
 			}
 			if r.delegate {
-				v, ok := classifyUpstream(f, o, depth, trace)
+				v, ok := c.classifyUpstream(f, o, depth, tr)
 				if !ok {
 					continue
 				}
-				if trace != nil {
-					trace(t.name + "/" + r.reason)
+				tr.fire(r.id)
+				if tr != nil {
+					tr.upstream = true
 				}
+				v.Rule = r.id
 				return v, true
 			}
-			if trace != nil {
-				trace(t.name + "/" + r.reason)
-			}
-			return Verdict{Class: r.class, Reason: r.reason, Known: !r.unknown}, true
+			tr.fire(r.id)
+			return Verdict{Class: r.class, Reason: r.reason, Known: !r.unknown, Rule: r.id}, true
 		}
 	}
 	return Verdict{}, false
@@ -146,7 +259,7 @@ func runChain(f *facts, o Observation, depth int, trace func(string)) (Verdict, 
 // classifyUpstream classifies OpenRouter's error.metadata.raw (the upstream
 // provider's own body, carried as a string) with that provider's tables. It
 // is used only when that gives a specific, known answer.
-func classifyUpstream(f *facts, o Observation, depth int, trace func(string)) (Verdict, bool) {
+func (c *Classifier) classifyUpstream(f *facts, o Observation, depth int, tr *tracer) (Verdict, bool) {
 	if depth > 0 {
 		return Verdict{}, false
 	}
@@ -155,9 +268,16 @@ func classifyUpstream(f *facts, o Observation, depth int, trace func(string)) (V
 		status = n
 	}
 	up := Observation{Vendor: upstreamVendor(f.metaProvider), Path: PathDirect, Phase: PhaseResponse, Status: status, Body: f.metaRaw}
-	v := classify(up, depth+1, trace)
+	var inner *tracer
+	if tr != nil {
+		inner = &tracer{}
+	}
+	v := (*Classifier)(nil).classify(up, depth+1, inner)
 	if !v.Known || v.Class == OK {
 		return Verdict{}, false
+	}
+	if tr != nil {
+		tr.ids = append(tr.ids, inner.ids...)
 	}
 	v.Reason = "upstream_" + v.Reason
 	return v, true
@@ -198,10 +318,11 @@ func strPtr(s string) *string {
 	return &s
 }
 
-// ruleIDs lists every rule ID Classify can fire, for the fixture-coverage test.
+// ruleIDs lists every built-in rule ID Classify can fire, for the
+// fixture-coverage test and RuleFixture.
 func ruleIDs() []string {
 	ids := []string{idNotSent, idSentNoResponse, idStream, idUnknownPhase, idUnexpectedStatus,
-		idOK, idErrorIn2xx, idUnknown4xx, idUnknown5xx}
+		idOK, idErrorIn2xx, idPromptBlocked, idOutputBlocked, idUnknown4xx, idUnknown5xx}
 	seen := map[*table]bool{}
 	for _, chain := range chains {
 		for _, t := range chain {
@@ -210,7 +331,7 @@ func ruleIDs() []string {
 			}
 			seen[t] = true
 			for _, r := range t.rules {
-				ids = append(ids, t.name+"/"+r.reason)
+				ids = append(ids, r.id)
 			}
 		}
 	}

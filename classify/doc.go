@@ -9,27 +9,43 @@
 //     sent_no_response and stream are ambiguous (the request may have run and
 //     been billed), whatever error a broken stream carried.
 //  2. Odd statuses (0, 1xx, 3xx, >599): rejected, known:false.
-//  3. 2xx: ok, unless the body carries an error (OpenRouter's finish_reason
-//     "error"), which is ambiguous for the same billing reason as a stream.
-//  4. Errors: the vendor's tables, top to bottom, first match wins, then the
-//     generic status table. Rows read structured fields first (error.type,
-//     error.code, error.status, Google details[] ErrorInfo/QuotaFailure,
-//     Anthropic error.details.error_code, OpenRouter error.metadata,
-//     x-amzn-ErrorType, the Cloudflare error[] codes), the HTTP status second,
-//     and message text only where a vendor gives no structured field
-//     (Anthropic credit balance and usage limits, per-day windows named only
-//     in Groq and Bedrock messages, OpenAI's "Request too large", xAI's bare
-//     string, Mistral's "Service tier capacity exceeded"). OpenRouter's upstream body (error.metadata.raw, a string) is
-//     classified with the upstream provider's tables when that gives a known
-//     answer.
-//  5. Defaults: an unknown 4xx is rejected and an unknown 5xx transient, both
+//  3. 2xx: ok, unless the body carries an error. A Gemini/Vertex blocked
+//     prompt (promptFeedback.blockReason) or blocked candidate (finishReason
+//     SAFETY, PROHIBITED_CONTENT, RECITATION, …) is rejected; a generation
+//     that failed midway (OpenRouter finish_reason "error") is ambiguous for
+//     the same billing reason as a stream; any other error envelope (an
+//     OpenAI-compatible {"error":…}, Bedrock's {"Output":{"__type":…}}) is
+//     read with the tables below using the status it names, and kept when
+//     that says exhausted, rejected or throttled, else ambiguous.
+//  4. User rules ([Classifier], triage.toml [[rules]]), in order.
+//  5. Errors: the model-not-found table (one rule for every vendor: a model,
+//     deployment or endpoint the key cannot reach is exhausted,
+//     model_unavailable), then the vendor's tables, top to bottom, first
+//     match wins, then the generic status table. Rows read structured fields
+//     first (error.type, error.code, error.status, Google details[]
+//     ErrorInfo/QuotaFailure/RetryInfo, Anthropic error.details.error_code,
+//     OpenRouter error.metadata, x-amzn-ErrorType, the Cloudflare error[]
+//     codes), the HTTP status second, and message text only as a narrow,
+//     vendor-tied backup where the vendor gives no structured field
+//     (Anthropic credit balance, workspace usage limits and long-context
+//     credits, Google "limit: 0", per-day windows named only in Groq and
+//     Bedrock messages, OpenAI's "Request too large", xAI's bare string,
+//     Mistral's "Service tier capacity exceeded", a 408 "Timed out reading
+//     request body"). OpenRouter's upstream body (error.metadata.raw, a
+//     string) is classified with the upstream provider's tables when that
+//     gives a known answer.
+//  6. Defaults: an unknown 4xx is rejected and an unknown 5xx transient, both
 //     known:false so they are counted and alerted on.
-//  6. x-should-retry: "false" turns transient into rejected and throttled
+//  7. x-should-retry: "false" turns transient into rejected and throttled
 //     into exhausted; "true" only lifts an unknown-4xx default to transient.
-//  7. Retry hint (retry-after-ms, retry-after seconds or HTTP date measured
-//     against the response's own Date header, Google RetryInfo.retryDelay)
-//     goes in retry_after_s for throttled, transient and exhausted. For an
-//     exhausted key it is reported only: the reaction is the breaker's probe.
+//  8. Retry hint (retry-after-ms, retry-after seconds or HTTP date measured
+//     against the response's own Date header, Google RetryInfo.retryDelay,
+//     then a wait stated in the message text: "try again in 7m12s", "retry
+//     after 2 seconds", "resets after 5s") goes in retry_after_s for
+//     throttled, transient and exhausted. A wait of an hour or more
+//     ([LongWait]) makes a throttled or transient verdict exhausted
+//     (reason +long_wait): it names a quota window. For an exhausted key the
+//     wait is reported only: the reaction is the breaker's probe.
 //
 // # Safety argument
 //

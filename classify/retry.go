@@ -59,3 +59,95 @@ func retryHint(h map[string]string, retryDelay string) (secs *float64, undated b
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
 func ptr[T any](v T) *T { return &v }
+
+// waitPhrases introduce a wait in message text, lower-cased: OpenAI and Groq
+// "Please try again in 7m12s", Gemini "Please retry in 36.4s", Azure "Please
+// retry after 86400 seconds", Groq/OpenRouter "resets after 5s".
+var waitPhrases = []string{"try again in ", "retry in ", "retry after ", "try again after ", "resets after ", "reset after ", "resets in "}
+
+// textWait finds a wait stated in a lower-cased message: the first phrase of
+// waitPhrases followed by a duration. It is the weakest hint, read only when
+// no header or structured field gave one.
+func textWait(lmsg string) (float64, bool) {
+	for _, p := range waitPhrases {
+		rest := lmsg
+		for {
+			i := strings.Index(rest, p)
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len(p):]
+			if s, ok := parseWait(rest); ok {
+				return s, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// parseWait reads a duration at the start of s: Go-style compact units that
+// may compound ("20s", "7m12s", "1m0.36s", "644ms", "2h"), or one number and
+// a unit word ("1.5 seconds", "2 minutes", "3 days").
+func parseWait(s string) (float64, bool) {
+	total, parts := 0.0, 0
+	for {
+		j := 0
+		for j < len(s) && (s[j] >= '0' && s[j] <= '9' || s[j] == '.') {
+			j++
+		}
+		if j == 0 {
+			break
+		}
+		n, err := strconv.ParseFloat(s[:j], 64)
+		if err != nil || !finite(n) {
+			break
+		}
+		mult, k, word := waitUnit(s[j:])
+		if k == 0 {
+			break
+		}
+		total += n * mult
+		parts++
+		s = s[j+k:]
+		if word {
+			break
+		}
+	}
+	return total, parts > 0
+}
+
+var waitWords = []struct {
+	name string
+	mult float64
+}{
+	{"milliseconds", 0.001}, {"millisecond", 0.001}, {"seconds", 1}, {"second", 1}, {"secs", 1}, {"sec", 1},
+	{"minutes", 60}, {"minute", 60}, {"mins", 60}, {"min", 60}, {"hours", 3600}, {"hour", 3600}, {"days", 86400}, {"day", 86400},
+}
+
+var waitCompact = []struct {
+	name string
+	mult float64
+}{{"ms", 0.001}, {"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400}}
+
+// waitUnit reads the unit after a number: a word (after at most one space)
+// or a compact unit not followed by a letter. It returns the multiplier to
+// seconds, the bytes read (0: no unit) and whether it was a word.
+func waitUnit(s string) (mult float64, n int, word bool) {
+	t := strings.TrimPrefix(s, " ")
+	for _, u := range waitWords {
+		if strings.HasPrefix(t, u.name) && (len(t) == len(u.name) || !isLetter(t[len(u.name)])) {
+			return u.mult, len(s) - len(t) + len(u.name), true
+		}
+	}
+	if len(t) != len(s) {
+		return 0, 0, false
+	}
+	for _, u := range waitCompact {
+		if strings.HasPrefix(s, u.name) && (len(s) == len(u.name) || !isLetter(s[len(u.name)])) {
+			return u.mult, len(u.name), false
+		}
+	}
+	return 0, 0, false
+}
+
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }

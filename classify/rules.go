@@ -2,13 +2,13 @@ package classify
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 )
 
 // rule is one row of a vendor table: when it matches, the Verdict gets its
 // class and reason. Rows are tried top to bottom; the first match wins.
 type rule struct {
+	id     string // "table/reason", set by newTable
 	reason string
 	class  Class
 	when   func(f *facts) bool
@@ -24,8 +24,38 @@ type table struct {
 	rules []rule
 }
 
+// newTable names a table and gives each row its ID, "table/reason".
+func newTable(name string, rules []rule) *table {
+	for i := range rules {
+		rules[i].id = name + "/" + rules[i].reason
+	}
+	return &table{name: name, rules: rules}
+}
+
 func codeIn(f *facts, set ...string) bool { return slices.Contains(set, f.code) }
 func typeIn(f *facts, set ...string) bool { return slices.Contains(set, f.typ) }
+
+// textWaitAtLeast reports whether the message states a wait of at least min
+// seconds.
+func textWaitAtLeast(f *facts, min float64) bool {
+	s, ok := textWait(f.lower())
+	return ok && s >= min
+}
+
+// limitZeroInMessage finds Google's "limit: 0" followed by "," or an
+// escaped newline in the raw message literal, in one scan.
+func limitZeroInMessage(raw string) bool {
+	for {
+		i := strings.Index(raw, "limit: 0")
+		if i < 0 {
+			return false
+		}
+		raw = raw[i+len("limit: 0"):]
+		if strings.HasPrefix(raw, ",") || strings.HasPrefix(raw, `\n`) {
+			return true
+		}
+	}
+}
 
 // says is the narrow message-text backup: lower-case substring match.
 func says(f *facts, subs ...string) bool {
@@ -38,17 +68,49 @@ func says(f *facts, subs ...string) bool {
 	return false
 }
 
+// modelTable is the one model-not-found rule, run first for every vendor: a
+// model (or deployment, or endpoint) the key cannot reach fails every record
+// of the pipeline the same way, so the key holds (exhausted, one alert, the
+// probe resumes it once the model exists) rather than the whole batch being
+// dead-lettered one call at a time. Structured codes first: OpenAI and
+// OpenAI-compatible model_not_found, Groq model_decommissioned, Together
+// model_not_available and dedicated_endpoint_not_running, Azure
+// DeploymentNotFound, vLLM NotFoundError, Anthropic not_found_error, Google
+// NOT_FOUND, Bedrock ResourceNotFoundException; then any 404 (the resource
+// is the model or the endpoint, never the prompt); then the words of the
+// vendors that send a model error as a 400 (DeepSeek "Model Not Exist",
+// Bedrock "The provided model identifier is invalid") or in a body with no
+// code (Ollama "model '…' not found", pollinations "Model not found", the
+// LiteLLM proxy's 400 "Invalid model name passed in model=…").
+var modelTable = newTable("model", []rule{
+	{reason: "model_unavailable", class: Exhausted, when: func(f *facts) bool {
+		return codeIn(f, "model_not_found", "model_decommissioned", "model_not_available", "dedicated_endpoint_not_running",
+			"DeploymentNotFound") ||
+			f.innerCode == "DeploymentNotFound" || typeIn(f, "NotFoundError", "not_found_error") ||
+			f.gstatus == "NOT_FOUND" || f.amzType == "ResourceNotFoundException" ||
+			f.status == 404 ||
+			f.status == 400 && says(f, "model not exist", "the provided model identifier is invalid", "not found, try pulling it first",
+				"model not found", "invalid model name passed in")
+	}},
+})
+
 // openaiTable holds the OpenAI rows. They read only error.code / error.type
 // values that OpenAI defined, so every OpenAI-compatible server (Groq,
 // DeepSeek, vLLM, LiteLLM, gateways, unknown vendors) runs them too.
-var openaiTable = &table{name: "openai", rules: []rule{
+var openaiTable = newTable("openai", []rule{
 	// help.openai.com 6614457 and the spend-limit docs: billing conditions share
 	// type insufficient_quota and differ in code; all arrive as 429.
 	{reason: "billing_quota", class: Exhausted, when: func(f *facts) bool {
 		return codeIn(f, "insufficient_quota", "credit_balance_exhausted", "organization_spend_limit_exceeded",
 			"project_spend_limit_exceeded", "organization_usage_limit_exceeded", "billing_hard_limit_reached",
-			"billing_not_active", "access_terminated", "account_deactivated") ||
-			typeIn(f, "insufficient_quota")
+			"billing_not_active", "access_terminated", "account_deactivated",
+			// OpenAI-compatible servers with their own balance codes: Alibaba
+			// DashScope "Arrearage" (a 400: "make sure your account is in good
+			// standing"), Venice and relays "INSUFFICIENT_BALANCE".
+			"Arrearage", "INSUFFICIENT_BALANCE") ||
+			// Moonshot (Kimi): type exceeded_current_quota_error, on a 403 or
+			// a 429 ("suspended due to insufficient balance").
+			typeIn(f, "insufficient_quota", "exceeded_current_quota_error")
 	}},
 	// 403 type request_forbidden, code unsupported_country_region_territory:
 	// the key's egress region is refused. Every request from this key fails the
@@ -74,11 +136,11 @@ var openaiTable = &table{name: "openai", rules: []rule{
 	{reason: "server_error", class: Transient, when: func(f *facts) bool {
 		return typeIn(f, "server_error", "service_unavailable_error") || codeIn(f, "server_error", "server_is_overloaded")
 	}},
-}}
+})
 
 // anthropicTable: docs.claude.com/en/api/errors error.type values, plus the
 // spend conditions Anthropic reports only as 400/429 with a message.
-var anthropicTable = &table{name: "anthropic", rules: []rule{
+var anthropicTable = newTable("anthropic", []rule{
 	{reason: "spend_limit_enforced", class: Exhausted, when: func(f *facts) bool {
 		return f.detailsErrorCode == "enforced_spend_limit_reached"
 	}},
@@ -86,8 +148,17 @@ var anthropicTable = &table{name: "anthropic", rules: []rule{
 	{reason: "credit_balance_too_low", class: Exhausted, when: func(f *facts) bool {
 		return says(f, "credit balance is too low")
 	}},
+	// "You have reached your specified (workspace) API usage limits. You will
+	// regain access on 2026-06-01": a spend limit set on the organisation or a
+	// workspace, sent as a 400 invalid_request_error.
 	{reason: "usage_limit_reached", class: Exhausted, when: func(f *facts) bool {
-		return says(f, "reached your specified api usage limits", "reached your api usage limits", "monthly spend limit")
+		return says(f, "api usage limits", "monthly spend limit", "regain access on")
+	}},
+	// 429 rate_limit_error "Usage credits are required for long context
+	// requests" / "Extra usage is required …": the organisation has no
+	// entitlement for these requests; waiting never grants it.
+	{reason: "usage_credits_required", class: Exhausted, when: func(f *facts) bool {
+		return says(f, "usage credits are required", "extra usage is required")
 	}},
 	{reason: "key_or_billing", class: Exhausted, when: func(f *facts) bool {
 		return typeIn(f, "authentication_error", "billing_error", "permission_error")
@@ -101,10 +172,10 @@ var anthropicTable = &table{name: "anthropic", rules: []rule{
 	// endpoint's size limit; resending it unchanged cannot fit.
 	{reason: "request_too_large", class: Rejected, when: func(f *facts) bool { return typeIn(f, "request_too_large") }},
 	{reason: "overloaded", class: Transient, when: func(f *facts) bool { return typeIn(f, "overloaded_error", "api_error") }},
-}}
+})
 
 // googleTable: Gemini (AI Studio) and Vertex AI share the google.rpc envelope.
-var googleTable = &table{name: "google", rules: []rule{
+var googleTable = newTable("google", []rule{
 	// 400 INVALID_ARGUMENT, but the key is the problem.
 	{reason: "api_key_invalid", class: Exhausted, when: func(f *facts) bool {
 		for _, r := range f.reasons {
@@ -126,10 +197,24 @@ var googleTable = &table{name: "google", rules: []rule{
 	// this key fails the same way until billing is enabled or the egress region
 	// changes, so the key pauses and a human is alerted.
 	{reason: "failed_precondition", class: Exhausted, when: func(f *facts) bool { return f.gstatus == "FAILED_PRECONDITION" }},
-	// A per-day quota resets hours away even when RetryInfo says "retry in 38s".
+	// A quota whose limit is 0 (a free tier with no allowance for this model):
+	// ErrorInfo metadata quota_limit_value "0", or "limit: 0" in the message
+	// when the body carries no ErrorInfo. Waiting never helps, even when
+	// RetryInfo says "retry in 45s".
+	{reason: "quota_limit_zero", class: Exhausted, when: func(f *facts) bool {
+		return f.gstatus == "RESOURCE_EXHAUSTED" && (f.limitZero || limitZeroInMessage(f.msg))
+	}},
+	// A per-day or per-month quota resets hours away even when RetryInfo says
+	// "retry in 38s": the window is named in QuotaFailure quotaId or in
+	// ErrorInfo metadata quota_limit.
 	{reason: "quota_per_day", class: Exhausted, when: func(f *facts) bool {
 		for _, q := range f.quotaIDs {
-			if strings.Contains(q, "PerDay") {
+			if strings.Contains(q, "PerDay") || strings.Contains(q, "PerMonth") {
+				return true
+			}
+		}
+		for _, q := range f.quotaLimits {
+			if strings.Contains(q, "PerDay") || strings.Contains(q, "PerMonth") {
 				return true
 			}
 		}
@@ -140,34 +225,28 @@ var googleTable = &table{name: "google", rules: []rule{
 	// carries no QuotaFailure quotaId. Narrow text backup, read only when no
 	// quotaId is present (a quotaId, above, decides on its own).
 	{reason: "quota_per_day_message", class: Exhausted, when: func(f *facts) bool {
-		return f.gstatus == "RESOURCE_EXHAUSTED" && len(f.quotaIDs) == 0 && says(f, "per day")
+		return f.gstatus == "RESOURCE_EXHAUSTED" && len(f.quotaIDs) == 0 && says(f, "per day", "per month")
 	}},
 	// Per-minute quotas, shared-capacity 429s and the legacy errors[].reason.
 	{reason: "resource_exhausted", class: Throttled, when: func(f *facts) bool {
 		return f.gstatus == "RESOURCE_EXHAUSTED" || slices.Contains(f.reasons, "rateLimitExceeded")
 	}},
 	{reason: "unavailable", class: Transient, when: func(f *facts) bool { return f.gstatus == "UNAVAILABLE" || f.gstatus == "INTERNAL" }},
-}}
+})
 
-var azureTable = &table{name: "azure", rules: []rule{
+var azureTable = newTable("azure", []rule{
 	{reason: "content_filter", class: Rejected, when: func(f *facts) bool {
 		return codeIn(f, "content_filter") || f.innerCode == "ResponsibleAIPolicyViolation"
 	}},
-	// 404 DeploymentNotFound: the deployment in the key's URL does not exist
-	// (or was created under five minutes ago, says the message). That is the
-	// key's configuration, not the request: rejected would dead-letter the
-	// whole batch one call at a time, while exhausted keeps every job queued,
-	// alerts, and the probe resumes the queue once the deployment exists.
-	{reason: "deployment_not_found", class: Exhausted, when: func(f *facts) bool { return codeIn(f, "DeploymentNotFound") }},
 	// Azure's only wait is in the message ("Please retry after 86400 seconds"):
 	// a wait of an hour or more is a quota window, not pacing.
 	{reason: "quota_window", class: Exhausted, when: func(f *facts) bool {
-		return (f.status == 429 || f.code == "429") && messageWait(f.lower()) >= 3600
+		return (f.status == 429 || f.code == "429") && textWaitAtLeast(f, LongWait)
 	}},
-}}
+})
 
 // bedrockTable reads the x-amzn-ErrorType header; the body is only {"message"}.
-var bedrockTable = &table{name: "bedrock", rules: []rule{
+var bedrockTable = newTable("bedrock", []rule{
 	// 403: the account or role may not invoke this model (model access not
 	// granted, IAM, Marketplace subscription). Every call on the key fails.
 	{reason: "access_denied", class: Exhausted, when: func(f *facts) bool { return f.amzType == "AccessDeniedException" }},
@@ -187,6 +266,11 @@ var bedrockTable = &table{name: "bedrock", rules: []rule{
 	{reason: "service_quota_exceeded", class: Exhausted, when: func(f *facts) bool {
 		return f.amzType == "ServiceQuotaExceededException"
 	}},
+	// {"Output":{"__type":"com.amazon.coral.service#UnknownOperationException"}}
+	// with a 200: the AWS JSON protocol's answer to a request for an operation
+	// the endpoint does not have (a wrong base_url or path for the key). No
+	// call on this key can succeed until its configuration is fixed.
+	{reason: "unknown_operation", class: Exhausted, when: func(f *facts) bool { return f.amzType == "UnknownOperationException" }},
 	// 408: the model ran past its timeout; it may have run and been billed.
 	{reason: "model_timeout", class: Ambiguous, when: func(f *facts) bool { return f.amzType == "ModelTimeoutException" }},
 	{reason: "throttled_per_day", class: Exhausted, when: func(f *facts) bool {
@@ -194,9 +278,9 @@ var bedrockTable = &table{name: "bedrock", rules: []rule{
 	}},
 	{reason: "throttled", class: Throttled, when: func(f *facts) bool { return f.amzType == "ThrottlingException" }},
 	{reason: "validation", class: Rejected, when: func(f *facts) bool { return f.amzType == "ValidationException" }},
-}}
+})
 
-var openrouterTable = &table{name: "openrouter", rules: []rule{
+var openrouterTable = newTable("openrouter", []rule{
 	{reason: "credits", class: Exhausted, when: func(f *facts) bool {
 		return f.status == 402 || f.code == "402" || f.metaErrorType == "payment_required" ||
 			f.limitSource == "openrouter_credits" || f.limitSource == "openrouter_key_limit"
@@ -211,9 +295,9 @@ var openrouterTable = &table{name: "openrouter", rules: []rule{
 		return f.limitSource == "upstream_provider_shared_pool" || f.metaErrorType == "rate_limit_exceeded"
 	}},
 	{reason: "upstream", delegate: true, when: func(f *facts) bool { return f.metaRaw != "" }},
-}}
+})
 
-var cloudflareTable = &table{name: "cloudflare", rules: []rule{
+var cloudflareTable = newTable("cloudflare", []rule{
 	// Guardrails / DLP blocks: the content, not the key.
 	{reason: "guardrail_blocked", class: Rejected, when: func(f *facts) bool {
 		return slices.ContainsFunc(f.cfCodes, func(c int) bool { return c == 2016 || c == 2017 || c == 2030 })
@@ -222,33 +306,32 @@ var cloudflareTable = &table{name: "cloudflare", rules: []rule{
 	{reason: "gateway_auth", class: Exhausted, when: func(f *facts) bool {
 		return slices.ContainsFunc(f.cfCodes, func(c int) bool { return c == 2009 || c == 10000 })
 	}},
-}}
+})
 
-var mistralTable = &table{name: "mistral", rules: []rule{
+var mistralTable = newTable("mistral", []rule{
 	{reason: "rate_limited", class: Throttled, when: func(f *facts) bool { return typeIn(f, "rate_limited") }},
 	// 503 "Service tier capacity exceeded for this model." with type
 	// invalid_request_error and code null: Mistral's backend is full (LiteLLM
-	// PR #25078), not the request and not the account. Like Groq's 498 Flex
-	// capacity it is waited out without burning attempts; only the message
-	// names it.
-	{reason: "capacity_exceeded", class: Throttled, when: func(f *facts) bool {
+	// PR #25078), not the request and not the account: transient, like any
+	// backend overload, whatever the type says. Only the message names it.
+	{reason: "capacity_exceeded", class: Transient, when: func(f *facts) bool {
 		return says(f, "service tier capacity exceeded")
 	}},
-}}
+})
 
-var groqTable = &table{name: "groq", rules: []rule{
+var groqTable = newTable("groq", []rule{
 	// console.groq.com/docs/spend-limits: 400 with code blocked_api_access.
 	{reason: "account_blocked", class: Exhausted, when: func(f *facts) bool {
 		return codeIn(f, "blocked_api_access", "organization_restricted")
 	}},
 	// console.groq.com/docs/errors: 498 Flex tier capacity exceeded.
 	{reason: "flex_capacity", class: Throttled, when: func(f *facts) bool { return f.status == 498 }},
-}}
+})
 
 // xAI sends the credit/spend condition as a bare JSON string, on 429 and 403.
 // The body is a bare JSON string or {"code":"<gRPC status text>","error":"<message>"};
 // neither carries a discriminating field, so the message text decides.
-var xaiTable = &table{name: "xai", rules: []rule{
+var xaiTable = newTable("xai", []rule{
 	// 429/403 credits or spend cap; 403 for a new team without credits.
 	{reason: "credits_or_spend_limit", class: Exhausted, when: func(f *facts) bool {
 		return says(f, "available credits", "spending limit", "any credits", "run out of credits")
@@ -257,44 +340,49 @@ var xaiTable = &table{name: "xai", rules: []rule{
 	{reason: "invalid_api_key", class: Exhausted, when: func(f *facts) bool {
 		return says(f, "incorrect api key provided", "incorrect%20api%20key%20provided")
 	}},
-}}
+})
 
 // Fireworks: 412 code PRECONDITION_FAILED "Account … is suspended, possibly due
 // to reaching the monthly spending limit or failure to pay past invoices".
-var fireworksTable = &table{name: "fireworks", rules: []rule{
+var fireworksTable = newTable("fireworks", []rule{
 	{reason: "account_suspended", class: Exhausted, when: func(f *facts) bool {
 		return codeIn(f, "PRECONDITION_FAILED") || f.status == 412
 	}},
-}}
+})
 
-// Ollama: a model that is not pulled fails every request until someone pulls it.
-var ollamaTable = &table{name: "ollama", rules: []rule{
-	{reason: "model_not_pulled", class: Exhausted, when: func(f *facts) bool {
-		return f.status == 404 && says(f, "try pulling it first")
-	}},
-}}
-
-var litellmTable = &table{name: "litellm", rules: []rule{
+var litellmTable = newTable("litellm", []rule{
 	{reason: "budget_exceeded", class: Exhausted, when: func(f *facts) bool {
 		return typeIn(f, "budget_exceeded") || says(f, "budget has been exceeded", "exceededbudget")
 	}},
 	// The proxy wraps an upstream 429 as type throttling_error; when the
 	// upstream (Azure) asked for a wait of an hour or more it is a quota window.
 	{reason: "quota_window", class: Exhausted, when: func(f *facts) bool {
-		return typeIn(f, "throttling_error") && messageWait(f.lower()) >= 3600
+		return typeIn(f, "throttling_error") && textWaitAtLeast(f, LongWait)
 	}},
-}}
+})
 
 // genericTable runs last for every vendor: the HTTP status decides.
-var genericTable = &table{name: "generic", rules: []rule{
+var genericTable = newTable("generic", []rule{
 	{reason: "unauthorized", class: Exhausted, when: func(f *facts) bool { return f.status == 401 }},
 	{reason: "payment_required", class: Exhausted, when: func(f *facts) bool { return f.status == 402 }},
+	// 403 with nothing more specific: the key, its project, its region or a
+	// firewall in front of it is refused. Every request on the key fails the
+	// same way until someone fixes it; calling it rejected would dead-letter
+	// the batch one record at a time.
+	{reason: "forbidden", class: Exhausted, when: func(f *facts) bool { return f.status == 403 }},
 	{reason: "bad_request", class: Rejected, when: func(f *facts) bool { return f.status == 400 && f.structured }},
-	{reason: "not_found", class: Rejected, when: func(f *facts) bool { return f.status == 404 && f.structured }},
 	// 413: the request body is over a size limit; it never fits unchanged.
 	{reason: "request_too_large", class: Rejected, when: func(f *facts) bool { return f.status == 413 }},
-	// The upstream may have run the request and billed it.
-	{reason: "timeout", class: Ambiguous, when: func(f *facts) bool { return f.status == 408 || f.status == 504 }},
+	// A 408 that says the server timed out reading the request body (GitHub
+	// Copilot's OpenAI-compatible API: code user_request_timeout, "Timed out
+	// reading request body"): the request never ran, so resending is safe.
+	{reason: "request_not_read", class: Transient, when: func(f *facts) bool {
+		return f.status == 408 && (codeIn(f, "user_request_timeout") || says(f, "timed out reading request body"))
+	}},
+	// The upstream may have run the request and billed it: 408, 504, and
+	// Cloudflare's 524 (the origin accepted the connection, then did not
+	// answer in time).
+	{reason: "timeout", class: Ambiguous, when: func(f *facts) bool { return f.status == 408 || f.status == 504 || f.status == 524 }},
 	// A gateway or router answering 429 with nothing we recognise may be its own
 	// budget or its own rate limit. With a wait it reads as pacing; without one,
 	// exhausted is the safe side: the breaker probes and resumes by itself,
@@ -309,29 +397,30 @@ var genericTable = &table{name: "generic", rules: []rule{
 	{reason: "server_error", class: Transient, when: func(f *facts) bool {
 		return f.status == 500 || f.status == 502 || f.status == 503 || f.status == 529
 	}},
-}}
+})
 
-// chains says which tables run, in order, for each vendor.
+// chains says which tables run, in order, for each vendor. The model table
+// runs first everywhere (one model-not-found rule for every vendor).
 var chains = map[string][]*table{
-	"openai":                {openaiTable, genericTable},
-	"anthropic":             {anthropicTable, genericTable},
-	"gemini":                {googleTable, genericTable},
-	"vertex":                {googleTable, genericTable},
-	"azure-openai":          {azureTable, openaiTable, genericTable},
-	"bedrock":               {bedrockTable, genericTable},
-	"openrouter":            {openrouterTable, openaiTable, genericTable},
-	"cloudflare-ai-gateway": {cloudflareTable, openaiTable, genericTable},
-	"mistral":               {mistralTable, openaiTable, genericTable},
-	"groq":                  {groqTable, openaiTable, genericTable},
-	"deepseek":              {openaiTable, genericTable},
-	"together":              {openaiTable, genericTable},
-	"fireworks":             {fireworksTable, openaiTable, genericTable},
-	"xai":                   {xaiTable, openaiTable, genericTable},
-	"cohere":                {openaiTable, genericTable},
-	"vllm":                  {openaiTable, genericTable},
-	"ollama":                {ollamaTable, openaiTable, genericTable},
-	"litellm-proxy":         {litellmTable, openaiTable, genericTable},
-	"other":                 {openaiTable, genericTable},
+	"openai":                {modelTable, openaiTable, genericTable},
+	"anthropic":             {modelTable, anthropicTable, genericTable},
+	"gemini":                {modelTable, googleTable, genericTable},
+	"vertex":                {modelTable, googleTable, genericTable},
+	"azure-openai":          {modelTable, azureTable, openaiTable, genericTable},
+	"bedrock":               {modelTable, bedrockTable, genericTable},
+	"openrouter":            {modelTable, openrouterTable, openaiTable, genericTable},
+	"cloudflare-ai-gateway": {modelTable, cloudflareTable, openaiTable, genericTable},
+	"mistral":               {modelTable, mistralTable, openaiTable, genericTable},
+	"groq":                  {modelTable, groqTable, openaiTable, genericTable},
+	"deepseek":              {modelTable, openaiTable, genericTable},
+	"together":              {modelTable, openaiTable, genericTable},
+	"fireworks":             {modelTable, fireworksTable, openaiTable, genericTable},
+	"xai":                   {modelTable, xaiTable, openaiTable, genericTable},
+	"cohere":                {modelTable, openaiTable, genericTable},
+	"vllm":                  {modelTable, openaiTable, genericTable},
+	"ollama":                {modelTable, openaiTable, genericTable},
+	"litellm-proxy":         {modelTable, litellmTable, openaiTable, genericTable},
+	"other":                 {modelTable, openaiTable, genericTable},
 }
 
 // Vendors lists the vendor names the classifier has rule sets for.
@@ -349,24 +438,6 @@ func Vendors() []string {
 func KnownVendor(v string) bool {
 	_, ok := chains[v]
 	return ok
-}
-
-// messageWait finds "retry after N seconds" in a lower-cased message and
-// returns N, or -1.
-func messageWait(lmsg string) float64 {
-	_, rest, ok := strings.Cut(lmsg, "retry after ")
-	if !ok {
-		return -1
-	}
-	num, unit, ok := strings.Cut(rest, " ")
-	if !ok || !strings.HasPrefix(unit, "second") {
-		return -1
-	}
-	n, err := strconv.ParseFloat(num, 64)
-	if err != nil {
-		return -1
-	}
-	return n
 }
 
 // upstreamVendor maps an OpenRouter provider_name to a rule set.

@@ -80,4 +80,9 @@ type Verdict struct {
 	Reason string `json:"reason"`
 	// Known is false when no specific rule matched and a default fired.
 	Known bool `json:"known"`
+	// Rule is the ID of the rule that decided: a built-in row
+	// ("anthropic/credit_balance_too_low"), a fixed row ("2xx/ok",
+	// "default/unknown_4xx") or a user rule ("user/rules[2]"). Not part of the
+	// Verdict's JSON contract; Explain says more about it.
+	Rule string `json:"-"`
 }

@@ -31,6 +31,11 @@
 //	defer fp.Close() // before srv.Close: releases hung requests
 //	baseURL := srv.URL + "/v1" // for both vendors
 //
+// It also serves both vendors' Batch APIs (OpenAI files and batches, Anthropic
+// message batches) on the scenario clock: each line runs through the same
+// checks as a synchronous call and is billed at batch prices (see
+// BatchScenario and docs/batch-api.md).
+//
 // cmd/fakeprovider serves it standalone; docs/fakeprovider.md describes the
 // scenario file format and the control endpoints.
 package fakeprovider

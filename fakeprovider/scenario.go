@@ -331,6 +331,8 @@ type Scenario struct {
 	Latency Duration `json:"latency,omitempty"`
 	// ChunkLatency is waited between stream chunks (real time; keep 0 in tests).
 	ChunkLatency Duration `json:"chunk_latency,omitempty"`
+	// Batch scripts the Batch APIs (batch.go).
+	Batch BatchScenario `json:"batch,omitzero"`
 
 	// Now is the clock for time windows and the rate limit. Default time.Now.
 	Now func() time.Time `json:"-"`
@@ -416,7 +418,7 @@ func (s Scenario) Validate() error {
 	if s.Latency < 0 || s.ChunkLatency < 0 {
 		return errors.New("latency: must not be negative")
 	}
-	return nil
+	return s.Batch.validate()
 }
 
 // ParseScenario reads a scenario from JSON. Unknown fields are errors, so a typo

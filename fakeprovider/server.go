@@ -27,6 +27,7 @@ type Server struct {
 	stats    Stats
 	seq      uint64        // request sequence, for ids
 	changed  chan struct{} // closed and replaced on every state change
+	batch    batchStore    // the Batch APIs' files and batches (batch.go)
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -93,6 +94,7 @@ func (s *Server) Reset() {
 	s.stats = newStats()
 	s.stats.InFlight, s.stats.Hanging, s.stats.PeakInFlight = inFlight, hanging, inFlight
 	s.idem = map[string]*answer{}
+	s.batch.reset()
 	s.setLocked(s.sc)
 	s.broadcastLocked()
 	s.sc.Logger.Info("reset")
@@ -117,6 +119,7 @@ func (s *Server) Stats() Stats {
 }
 
 func (s *Server) statsLocked() Stats {
+	s.advanceBatchesLocked(s.sc.Now()) // batches move when looked at
 	st := s.stats.clone()
 	if s.balance != nil {
 		b := *s.balance
@@ -175,6 +178,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/v1/messages":
 		s.serveAPI(w, r, anthropic{})
 	default:
+		if s.serveBatchAPI(w, r) {
+			return
+		}
 		var v vendor = openAI{}
 		if strings.HasPrefix(r.URL.Path, "/v1/messages") || r.Header.Get("x-api-key") != "" {
 			v = anthropic{}
@@ -286,6 +292,7 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 	defer s.mu.Unlock()
 	defer s.broadcastLocked()
 	sc := &s.sc
+	s.advanceBatchesLocked(sc.Now()) // batch lines due before this call run first
 	e := s.newErrInfoLocked(v, r)
 	d := &decision{log: sc.Logger, vendor: v, info: e, latency: time.Duration(sc.Latency), chunkLatency: time.Duration(sc.ChunkLatency)}
 

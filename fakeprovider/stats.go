@@ -35,6 +35,8 @@ type Stats struct {
 	Hanging int `json:"hanging"`
 	// BalanceUSD is nil when the balance is unlimited.
 	BalanceUSD *float64 `json:"balance_usd"`
+	// Batches counts the Batch APIs (batch.go).
+	Batches BatchStats `json:"batches"`
 }
 
 // RecordStats is one record's history, in arrival order.

@@ -51,8 +51,10 @@ func BeginAttempt(ctx context.Context, db DBTX, in Intent) (int64, error) {
 	return id, nil
 }
 
-// FinishAttempt records an attempt's outcome and adds its cost to its
-// batch's spend, in one statement. Status must be AttemptOK, AttemptFailed or
+// FinishAttempt records an attempt's outcome and appends its cost to the
+// spend counters (triage_spend_delta, see FoldSpend), in one statement. It
+// touches no row but the attempt's own, so completions of one batch inside
+// their transactions never wait for each other. Status must be AttemptOK, AttemptFailed or
 // AttemptPossiblyBilled. Only an intent can be finished: an attempt finished
 // before, or resolved meanwhile by a later attempt, is ErrAttemptFinished;
 // an unknown id is ErrNotFound.
@@ -74,10 +76,10 @@ func FinishAttempt(ctx context.Context, db DBTX, attemptID int64, out Outcome) e
 			input_tokens = $7, output_tokens = $8, cost_usd = $9,
 			finished_at = coalesce($10, now())
 		WHERE id = $1 AND status = 'intent'
-		RETURNING batch, cost_usd
+		RETURNING batch, key, cost_usd
 	), spend AS (
-		UPDATE triage_batch b SET spent_usd = b.spent_usd + upd.cost_usd
-		FROM upd WHERE b.id = upd.batch AND upd.cost_usd <> 0
+		INSERT INTO triage_spend_delta (batch, key, cost_usd)
+		SELECT batch, key, cost_usd FROM upd WHERE cost_usd <> 0
 	)
 	SELECT EXISTS (SELECT 1 FROM upd), prev.status FROM prev`,
 		attemptID, string(out.Status), nullString(out.Class), nullInt(out.HTTPStatus), nullString(out.VendorCode),
@@ -178,15 +180,20 @@ func ListAttempts(ctx context.Context, db DBTX, f AttemptFilter) ([]Attempt, err
 }
 
 // SpendByKey returns the cost billed under a key for attempts started at or
-// after since.
+// after since. With since zero it reads the key's running total (KeySpend)
+// instead of summing its whole history.
 func SpendByKey(ctx context.Context, db DBTX, key string, since time.Time) (float64, error) {
+	if since.IsZero() {
+		return KeySpend(ctx, db, key)
+	}
 	u, err := UsageByKey(ctx, db, key, since)
 	return u.SpendUSD, err
 }
 
 // UsageByKey returns a key's calls, retries and spend for attempts started at
-// or after since: the prepaid and spend-rate alerts and the fleet-wide retry
-// budget (retries against first attempts = Calls - Retries) read it.
+// or after since, summed from the attempts (an index range on key and
+// started_at): for windows such as the spend-rate alert's last hour. A key's
+// whole-history spend is KeySpend's running total.
 func UsageByKey(ctx context.Context, db DBTX, key string, since time.Time) (KeyUsage, error) {
 	var u KeyUsage
 	err := db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE is_retry),

@@ -60,7 +60,7 @@ func mapUnique(err error) error {
 	return err
 }
 
-const batchColumns = `id, pipeline, key, total, budget_usd::float8, spent_usd::float8, state, created_at`
+const batchColumns = `b.id, b.pipeline, b.key, b.total, b.budget_usd::float8, ` + BatchSpentSQL + `::float8, b.state, b.created_at`
 
 func scanBatch(row pgx.Row) (Batch, error) {
 	var b Batch
@@ -71,7 +71,7 @@ func scanBatch(row pgx.Row) (Batch, error) {
 // GetBatch returns one batch (ErrNotFound), including its spend so far and
 // budget, for the per-call budget check.
 func GetBatch(ctx context.Context, db DBTX, id string) (Batch, error) {
-	b, err := scanBatch(db.QueryRow(ctx, `SELECT `+batchColumns+` FROM triage_batch WHERE id = $1`, id))
+	b, err := scanBatch(db.QueryRow(ctx, `SELECT `+batchColumns+` FROM triage_batch b WHERE b.id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Batch{}, fmt.Errorf("ledger: batch %q: %w", id, ErrNotFound)
 	}
@@ -133,6 +133,8 @@ const statusQuery = `
 SELECT b.id, b.pipeline, b.key, b.total, ` + StateSQL + `,
        (SELECT count(*) FROM triage_result r WHERE r.batch = b.id),
        (SELECT count(*) FROM triage_dead_letter d WHERE d.batch = b.id AND d.requeued_at IS NULL),
+       (SELECT count(*) FROM triage_dead_letter d WHERE d.batch = b.id AND d.requeued_at IS NULL
+           AND d.reason IN ('` + ReasonCancelledByHand + `', '` + ReasonJobMissing + `')),
        a.calls, a.spend::float8, a.possibly_billed::float8
 FROM triage_batch b
 CROSS JOIN LATERAL (
@@ -145,7 +147,7 @@ CROSS JOIN LATERAL (
 
 func scanStatus(row pgx.Row) (Status, error) {
 	var s Status
-	if err := row.Scan(&s.Batch, &s.Pipeline, &s.Key, &s.Total, &s.State, &s.Completed, &s.DeadLettered,
+	if err := row.Scan(&s.Batch, &s.Pipeline, &s.Key, &s.Total, &s.State, &s.Completed, &s.DeadLettered, &s.Cancelled,
 		&s.Calls, &s.SpendUSD, &s.PossiblyBilledUSD); err != nil {
 		return Status{}, err
 	}
@@ -158,7 +160,8 @@ func scanStatus(row pgx.Row) (Status, error) {
 
 // BatchStatus returns a batch's progress in the `triage status --json` shape:
 // completed counts stored results, dead_lettered the dead letters not
-// requeued, calls every attempt, spend_usd the billed cost, and
+// requeued (cancelled the part of them whose job was cancelled or deleted by
+// hand), calls every attempt, spend_usd the billed cost, and
 // possibly_billed_usd the estimated cost of attempts still ambiguous
 // (possibly_billed, or an intent not finished). State is settled once
 // completed + dead_lettered = total, else StateSQL's. ErrNotFound.

@@ -17,9 +17,17 @@ var ErrBudgetReached = errors.New("ledger: batch budget reached")
 type BudgetError struct {
 	Batch     string
 	BudgetUSD float64
-	// SpentUSD is billed spend; ReservedUSD the estimated cost of calls in
-	// flight or possibly billed.
-	SpentUSD, ReservedUSD float64
+	// SpentUSD is what the cap counts as spent: billed spend plus
+	// PossiblyBilledUSD.
+	SpentUSD float64
+	// PossiblyBilledUSD is the estimated cost of sends that settled without
+	// a known cost: possibly billed attempts, and intents older than
+	// Intent.InFlightFor (their run died mid-call). They never settle by
+	// themselves, so they count as spent, not as in flight.
+	PossiblyBilledUSD float64
+	// ReservedUSD is the estimated cost of calls really in flight: intents
+	// younger than Intent.InFlightFor.
+	ReservedUSD float64
 	// Paused is true for the one caller whose reservation moved the batch to
 	// paused_budget (so exactly one caller in the fleet raises the alert).
 	Paused bool
@@ -30,21 +38,26 @@ type BudgetError struct {
 }
 
 func (e *BudgetError) Error() string {
-	return fmt.Sprintf("ledger: batch %q budget $%.4f reached (spent $%.4f, in flight $%.4f)", e.Batch, e.BudgetUSD, e.SpentUSD, e.ReservedUSD)
+	return fmt.Sprintf("ledger: batch %q budget $%.4f reached (spent $%.4f of which possibly billed $%.4f, in flight $%.4f)",
+		e.Batch, e.BudgetUSD, e.SpentUSD, e.PossiblyBilledUSD, e.ReservedUSD)
 }
 
 func (e *BudgetError) Unwrap() error { return ErrBudgetReached }
 
 // ReserveAttempt is BeginAttempt under the batch's spend cap: the intent row
 // carries the call's estimated cost (its reservation), and it is written only
-// if billed spend plus every open reservation plus this one stays within the
-// batch's budget_usd. The batch row is locked for the one statement, so
-// concurrent workers cannot together pass the cap by more than the calls
-// already in flight. A batch in paused_budget reserves nothing. When the
-// call would pass the cap even with nothing in flight, the batch moves to
-// paused_budget and a *BudgetError is returned; when it only lacks room
-// because of calls in flight, the *BudgetError says Wait and nothing is
-// paused.
+// if spent plus every live reservation plus this one stays within the
+// batch's budget_usd. Spent is billed spend plus the estimates of sends that
+// settled without a known cost (possibly billed, or intents older than
+// in.InFlightFor); live reservations are the younger intents. The batch row
+// is locked for the one statement, so concurrent workers cannot together
+// pass the cap by more than the calls already in flight. A batch in
+// paused_budget reserves nothing. When the call would pass the cap even with
+// nothing in flight, the batch moves to paused_budget and a *BudgetError is
+// returned; when it only lacks room because of calls in flight, the
+// *BudgetError says Wait and nothing is paused. Because stuck estimates count
+// as spent, a capped batch always ends in one or the other: it cannot wait
+// forever on calls that will never settle.
 func ReserveAttempt(ctx context.Context, db DBTX, in Intent) (int64, error) {
 	// Most batches have no cap: one statement, no lock.
 	var id int64
@@ -96,16 +109,25 @@ func reserveCapped(ctx context.Context, db DBTX, in Intent) (int64, error) {
 		return 0, be
 	}
 	if budget != nil {
-		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(est_cost_usd), 0)::float8 FROM triage_attempt
-			WHERE batch = $1 AND status IN ('intent', 'possibly_billed')`, in.Batch).Scan(&be.ReservedUSD); err != nil {
+		inFlight := in.InFlightFor
+		if inFlight <= 0 {
+			inFlight = InFlightForDefault
+		}
+		var billed float64
+		if err := tx.QueryRow(ctx, `SELECT
+				coalesce((SELECT sum(cost_usd) FROM triage_spend_delta WHERE batch = $1), 0)::float8,
+				coalesce(sum(est_cost_usd) FILTER (WHERE a.live), 0)::float8,
+				coalesce(sum(est_cost_usd) FILTER (WHERE NOT a.live), 0)::float8
+			FROM (SELECT est_cost_usd,
+					status = 'intent' AND started_at > coalesce($2, now()) - make_interval(secs => $3) AS live
+				FROM triage_attempt
+				WHERE batch = $1 AND status IN ('intent', 'possibly_billed')) a`,
+			in.Batch, nowArg(in.Now), inFlight.Seconds()).Scan(&billed, &be.ReservedUSD, &be.PossiblyBilledUSD); err != nil {
 			return 0, fmt.Errorf("ledger: reserve attempt: reservations: %w", err)
 		}
-		if spent+in.EstCostUSD <= *budget+1e-12 && spent+be.ReservedUSD+in.EstCostUSD > *budget+1e-12 {
-			// Room once the calls in flight settle: wait, do not pause.
-			be.Wait = true
-			return 0, be
-		}
-		if spent+be.ReservedUSD+in.EstCostUSD > *budget+1e-12 {
+		be.SpentUSD = spent + billed + be.PossiblyBilledUSD
+		const eps = 1e-12
+		if be.SpentUSD+in.EstCostUSD > *budget+eps {
 			if _, err := tx.Exec(ctx, `UPDATE triage_batch SET state = 'paused_budget' WHERE id = $1`, in.Batch); err != nil {
 				return 0, fmt.Errorf("ledger: pause batch %q: %w", in.Batch, err)
 			}
@@ -113,6 +135,11 @@ func reserveCapped(ctx context.Context, db DBTX, in Intent) (int64, error) {
 				return 0, fmt.Errorf("ledger: pause batch %q: %w", in.Batch, err)
 			}
 			be.Paused = true
+			return 0, be
+		}
+		if be.SpentUSD+be.ReservedUSD+in.EstCostUSD > *budget+eps {
+			// Room once the calls in flight settle: wait, do not pause.
+			be.Wait = true
 			return 0, be
 		}
 	}

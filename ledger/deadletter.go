@@ -22,7 +22,7 @@ func AddDeadLetter(ctx context.Context, db DBTX, row DeadLetterRow) (int64, erro
 	}
 	args := []any{row.Batch, row.RecordID, row.JobID, row.Pipeline, row.Key, row.Class, row.Reason,
 		nullInt(row.HTTPStatus), nullString(row.VendorCode), row.Attempts, request,
-		Redact(row.ErrorExcerpt), nowArg(row.Now)}
+		Redact(row.ErrorExcerpt), nowArg(row.Now), row.Rule, row.Unknown}
 	var id int64
 	err := db.QueryRow(ctx, addDeadLetterSQL, args...).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -40,8 +40,8 @@ func AddDeadLetter(ctx context.Context, db DBTX, row DeadLetterRow) (int64, erro
 const addDeadLetterSQL = `WITH ins AS (
 		INSERT INTO triage_dead_letter
 			(batch, record_id, job_id, pipeline, key, class, reason, http_status, vendor_code,
-			 attempts, request, error_excerpt, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, coalesce($13, now()))
+			 attempts, request, error_excerpt, created_at, rule, unknown)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, coalesce($13, now()), $14, $15)
 		ON CONFLICT (batch, record_id) WHERE requeued_at IS NULL DO NOTHING
 		RETURNING id
 	)
@@ -51,12 +51,14 @@ const addDeadLetterSQL = `WITH ins AS (
 	WHERE batch = $1 AND record_id = $2 AND requeued_at IS NULL AND NOT EXISTS (SELECT 1 FROM ins)`
 
 const deadLetterColumns = `id, batch, record_id, job_id, pipeline, key, class, reason,
-	coalesce(http_status, 0), coalesce(vendor_code, ''), attempts, request, error_excerpt, requeued_at, created_at`
+	coalesce(http_status, 0), coalesce(vendor_code, ''), attempts, request, error_excerpt, requeued_at, created_at,
+	rule, unknown`
 
 func scanDeadLetter(row pgx.Row) (DeadLetter, error) {
 	var d DeadLetter
 	err := row.Scan(&d.ID, &d.Batch, &d.RecordID, &d.JobID, &d.Pipeline, &d.Key, &d.Class, &d.Reason,
-		&d.HTTPStatus, &d.VendorCode, &d.Attempts, &d.Request, &d.ErrorExcerpt, &d.RequeuedAt, &d.CreatedAt)
+		&d.HTTPStatus, &d.VendorCode, &d.Attempts, &d.Request, &d.ErrorExcerpt, &d.RequeuedAt, &d.CreatedAt,
+		&d.Rule, &d.Unknown)
 	return d, err
 }
 
@@ -64,8 +66,8 @@ func scanDeadLetter(row pgx.Row) (DeadLetter, error) {
 func ListDeadLetters(ctx context.Context, db DBTX, f DeadLetterFilter) ([]DeadLetter, error) {
 	rows, err := db.Query(ctx, `SELECT `+deadLetterColumns+` FROM triage_dead_letter
 		WHERE ($1 = '' OR batch = $1) AND ($2 = '' OR class = $2) AND ($3 = '' OR reason = $3)
-		  AND ($4 OR requeued_at IS NULL)
-		ORDER BY id`, f.Batch, f.Class, f.Reason, f.IncludeRequeued)
+		  AND ($4 OR requeued_at IS NULL) AND (NOT $5 OR unknown)
+		ORDER BY id`, f.Batch, f.Class, f.Reason, f.IncludeRequeued, f.Unknown)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: list dead letters: %w", err)
 	}
@@ -121,8 +123,8 @@ func (d DeadLetter) ListItem() DeadLetterListItem {
 }
 
 // MarshalJSON writes the list shape's fields followed by the detail fields
-// job_id, pipeline, key, request, error_excerpt and requeued_at (`triage dlq
-// show --json`).
+// job_id, pipeline, key, request, error_excerpt, requeued_at, rule and
+// known (`triage dlq show --json`).
 func (d DeadLetter) MarshalJSON() ([]byte, error) {
 	request := d.Request
 	if len(request) == 0 {
@@ -136,5 +138,7 @@ func (d DeadLetter) MarshalJSON() ([]byte, error) {
 		Request      json.RawMessage `json:"request"`
 		ErrorExcerpt string          `json:"error_excerpt"`
 		RequeuedAt   *time.Time      `json:"requeued_at"`
-	}{d.ListItem(), d.JobID, d.Pipeline, d.Key, request, d.ErrorExcerpt, d.RequeuedAt})
+		Rule         string          `json:"rule"`
+		Known        bool            `json:"known"`
+	}{d.ListItem(), d.JobID, d.Pipeline, d.Key, request, d.ErrorExcerpt, d.RequeuedAt, d.Rule, !d.Unknown})
 }

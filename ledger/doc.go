@@ -30,6 +30,25 @@
 // their estimated cost (est_cost_usd, set at intent) is reported as
 // possibly_billed_usd, apart from the billed spend_usd.
 //
+// # Spend counters
+//
+// FinishAttempt does not add a cost to its batch's row: that row would then
+// be locked until the completion transaction commits, and a batch would
+// complete one call at a time fleet-wide. It appends the cost as a row of
+// its own (triage_spend_delta); FoldSpend, run every few seconds by every
+// worker process (one at a time does the work), moves those rows into the
+// running totals, triage_batch.spent_usd and triage_key_spend. Readers add
+// what is not folded yet (BatchSpentSQL, KeySpend), so a cost is never
+// counted twice or missed.
+//
+// # Budget reservations
+//
+// ReserveAttempt counts, against a batch's cap, billed spend plus the
+// estimates of sends that will never settle (possibly billed attempts, and
+// intents older than Intent.InFlightFor, whose run died) as spent, and only
+// younger intents as reservations in flight. A capped batch therefore either
+// has room, waits for calls really in flight, or pauses.
+//
 // # Time
 //
 // Timestamps come from the database clock; Intent.Now, Outcome.Now and

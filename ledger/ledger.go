@@ -58,8 +58,8 @@ type Batch struct {
 	Total int
 	// State as stored (running or a paused state); BatchStatus derives settled.
 	State BatchState
-	// SpentUSD is the billed cost of the batch's attempts so far, kept up to
-	// date by FinishAttempt: cheap to read on every call for the budget check.
+	// SpentUSD is the billed cost of the batch's attempts so far: the folded
+	// counter plus the costs not folded yet (BatchSpentSQL).
 	SpentUSD  float64
 	CreatedAt time.Time
 }
@@ -107,9 +107,19 @@ type Intent struct {
 	// output at the model's prices); counted as possibly_billed_usd while the
 	// attempt is ambiguous.
 	EstCostUSD float64
+	// InFlightFor is how long after its start an intent of this batch can
+	// still be a call in flight: the job timeout (the key's timeout plus the
+	// worker's margin). ReserveAttempt holds younger intents as reservations
+	// that may still come back cheaper, and counts older ones, whose run
+	// died, as spent at their estimate. Default InFlightForDefault.
+	InFlightFor time.Duration
 	// Now pins started_at; zero: the database clock.
 	Now time.Time
 }
+
+// InFlightForDefault is Intent.InFlightFor's default: the default key
+// timeout (60 s) plus the worker's default job margin (30 s).
+const InFlightForDefault = 90 * time.Second
 
 // Outcome is what FinishAttempt records after the call.
 type Outcome struct {
@@ -195,6 +205,15 @@ type Prior struct {
 	PossiblyBilledUSD float64
 }
 
+// Dead-letter reasons for records whose job a person took out of the queue
+// (River's CLI or UI) before the worker decided an outcome: the job was
+// cancelled, or deleted. The worker's sweep writes them so the batch can
+// settle; Status.Cancelled counts them.
+const (
+	ReasonCancelledByHand = "cancelled_by_hand"
+	ReasonJobMissing      = "job_missing"
+)
+
 // Status is one batch's progress, in the `triage status --json` shape.
 type Status struct {
 	Batch             string     `json:"batch"`
@@ -207,6 +226,10 @@ type Status struct {
 	SpendUSD          float64    `json:"spend_usd"`
 	PossiblyBilledUSD float64    `json:"possibly_billed_usd"`
 	State             BatchState `json:"state"`
+	// Cancelled counts the dead letters (already in DeadLettered) of records
+	// whose job was cancelled or deleted by hand: reasons
+	// ReasonCancelledByHand and ReasonJobMissing.
+	Cancelled int `json:"cancelled"`
 	// Key is the batch's key, for joining it with the key's breaker; not part
 	// of the JSON shape.
 	Key string `json:"-"`
@@ -265,6 +288,11 @@ type DeadLetterRow struct {
 	Request json.RawMessage
 	// ErrorExcerpt is the vendor's error; AddDeadLetter passes it through Redact.
 	ErrorExcerpt string
+	// Rule is the classifier rule that decided the verdict
+	// (classify.Verdict.Rule), "" when no classifier verdict led here.
+	Rule string
+	// Unknown is true when that verdict was a default (known:false).
+	Unknown bool
 	// Now pins created_at; zero: the database clock.
 	Now time.Time
 }
@@ -288,6 +316,10 @@ type DeadLetter struct {
 	ErrorExcerpt string
 	RequeuedAt   *time.Time
 	CreatedAt    time.Time
+	// Rule is the classifier rule that decided ("" if none); Unknown marks a
+	// default verdict (known:false).
+	Rule    string
+	Unknown bool
 }
 
 // DeadLetterListItem is the exact `triage dlq list --json` element.
@@ -311,4 +343,7 @@ type DeadLetterFilter struct {
 	// IncludeRequeued lists requeued dead letters too. Default false: only
 	// those still dead.
 	IncludeRequeued bool
+	// Unknown lists only dead letters whose verdict was a default
+	// (known:false): the errors no rule knew.
+	Unknown bool
 }

@@ -432,7 +432,7 @@ func TestBatchStatusCounts(t *testing.T) {
 	out, err := json.Marshal(st)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"batch":"b1","pipeline":"enrich","total":5,"completed":2,"dead_lettered":1,"pending":2,
-		"calls":4,"spend_usd":1,"possibly_billed_usd":0.02,"state":"paused_budget"}`, string(out))
+		"calls":4,"spend_usd":1,"possibly_billed_usd":0.02,"state":"paused_budget","cancelled":0}`, string(out))
 
 	raised := 10.0
 	require.NoError(t, ledger.SetBatchBudget(b.ctx, b.db.Pool, "b1", &raised))

@@ -216,7 +216,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	c.attemptID, err = ledger.ReserveAttempt(ctx, rt.pool, ledger.Intent{
 		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: job.Attempt,
 		Key: k.cfg.Name, Model: m.Name, IdempotencyKey: c.req.IdempotencyKey, RequestHash: hash,
-		IsRetry: retry, EstCostUSD: estimateCost(m, c.req),
+		IsRetry: retry, EstCostUSD: estimateCost(m, c.req), InFlightFor: k.cfg.Timeout + rt.opts.JobMargin,
 	})
 	var budgetErr *ledger.BudgetError
 	if errors.As(err, &budgetErr) {
@@ -254,7 +254,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		_ = rt.finish(ctx, c, status)
 		return park(ctx, job, time.Second)
 	}
-	c.verdict = classify.Classify(c.res.Observation)
+	c.verdict = rt.cfg.Classifier().Classify(c.res.Observation)
 	rt.observePace(k, c, estTokens) // pacing: headers and outcome
 	rt.log.DebugContext(ctx, "call", "key", k.cfg.Name, "job_id", job.ID, "batch", job.Args.Batch, "record_id", job.Args.RecordID,
 		"status", c.res.Observation.Status, "phase", c.res.Observation.Phase, "class", c.verdict.Class.String(), "reason", c.verdict.Reason)
@@ -463,7 +463,7 @@ func (r *Runtime) deadLetter(ctx context.Context, c *call, class, reason, detail
 	row := ledger.DeadLetterRow{
 		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Pipeline: job.Args.Pipeline,
 		Class: class, Reason: reason, HTTPStatus: c.res.Observation.Status, VendorCode: deref(c.verdict.Code),
-		Attempts: job.Attempt,
+		Attempts: job.Attempt, Rule: c.verdict.Rule, Unknown: c.verdict.Rule != "" && !c.verdict.Known,
 	}
 	if c.key != nil {
 		row.Key = c.key.cfg.Name

@@ -21,4 +21,9 @@
 //
 // Snoozes do not consume River attempts, so each job carries a snooze budget
 // (pipelines' max_snoozes): past it, dead letter snoozed_out.
+//
+// Every record ends in a result or a dead letter, even when its job ends
+// without the worker deciding: every process sweeps for jobs River discarded
+// (dead letter discarded) and jobs cancelled or deleted by hand in River's
+// CLI or UI (cancelled_by_hand, job_missing), so every batch can settle.
 package worker

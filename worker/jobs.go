@@ -4,17 +4,19 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/rivertable"
 )
 
 // JobsLeft counts the River jobs of the named keys' queues and probe queues
 // (keys.QueueName, keys.ProbeQueueName) that are not finished: available,
 // pending, running, scheduled or retryable, leaving out those of batches
-// paused at their spend cap. `triage work --exit-when-idle` stops at zero. River's tables are found through the pool's search_path.
-func JobsLeft(ctx context.Context, pool *pgxpool.Pool, keyNames []string) (int, error) {
+// paused at their spend cap. `triage work --exit-when-idle` stops at zero.
+// schema is River's (Options.Schema; "" for the search_path).
+func JobsLeft(ctx context.Context, pool *pgxpool.Pool, schema string, keyNames []string) (int, error) {
 	queues := make([]string, 0, 2*len(keyNames))
 	for _, k := range keyNames {
 		queues = append(queues, keys.QueueName(k), keys.ProbeQueueName(k))
@@ -22,7 +24,7 @@ func JobsLeft(ctx context.Context, pool *pgxpool.Pool, keyNames []string) (int, 
 	var n int
 	// Jobs of a batch paused at its spend cap wait for a human (`triage batch
 	// budget`), not for this process: they do not keep it busy.
-	err := pool.QueryRow(ctx, `SELECT count(*) FROM river_job j
+	err := pool.QueryRow(ctx, `SELECT count(*) FROM `+rivertable.Job(schema)+` j
 		WHERE j.queue = ANY($1) AND j.state IN ('available', 'pending', 'running', 'scheduled', 'retryable')
 		  AND NOT EXISTS (SELECT 1 FROM triage_batch b WHERE b.id = j.args->>'batch' AND b.state = 'paused_budget')`, queues).Scan(&n)
 	if err != nil {
@@ -37,11 +39,10 @@ func JobsLeft(ctx context.Context, pool *pgxpool.Pool, keyNames []string) (int, 
 // touched: jobs waiting on a retry backoff are retryable and keep their
 // backoff. A job woken while its key is still paused simply parks again.
 // River has no bulk "run now" for a set of jobs, so this updates river_job
-// directly, as River's own JobRetry does for one job.
-func WakeBatch(ctx context.Context, db interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}, batch string) (int, error) {
-	tag, err := db.Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now()
+// directly, as River's own JobRetry does for one job. schema is River's
+// (Options.Schema; "" for the search_path).
+func WakeBatch(ctx context.Context, db ledger.DBTX, schema, batch string) (int, error) {
+	tag, err := db.Exec(ctx, `UPDATE `+rivertable.Job(schema)+` SET state = 'available', scheduled_at = now()
 		WHERE state = 'scheduled' AND kind = $1 AND args->>'batch' = $2`, Kind, batch)
 	if err != nil {
 		return 0, fmt.Errorf("wake batch %q: %w", batch, err)
@@ -51,10 +52,8 @@ func WakeBatch(ctx context.Context, db interface {
 
 // WakeKey is WakeBatch for every snoozed job in a key's queue, for a key
 // resumed by hand.
-func WakeKey(ctx context.Context, db interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}, key string) (int, error) {
-	tag, err := db.Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now()
+func WakeKey(ctx context.Context, db ledger.DBTX, schema, key string) (int, error) {
+	tag, err := db.Exec(ctx, `UPDATE `+rivertable.Job(schema)+` SET state = 'available', scheduled_at = now()
 		WHERE state = 'scheduled' AND kind = $1 AND queue = $2`, Kind, keys.QueueName(key))
 	if err != nil {
 		return 0, fmt.Errorf("wake key %q: %w", key, err)

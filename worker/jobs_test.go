@@ -63,7 +63,7 @@ func TestJobsLeft(t *testing.T) {
 
 	left := func(names ...string) int {
 		t.Helper()
-		n, err := worker.JobsLeft(ctx, db.Pool, names)
+		n, err := worker.JobsLeft(ctx, db.Pool, db.Schema, names)
 		require.NoError(t, err)
 		return n
 	}
@@ -111,13 +111,13 @@ func TestWakeBatchAndKey(t *testing.T) {
 		return n
 	}
 
-	n, err := worker.WakeBatch(ctx, db.Pool, "a1")
+	n, err := worker.WakeBatch(ctx, db.Pool, db.Schema, "a1")
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "the snoozed job, not the one in backoff")
 	require.Equal(t, 1, available("a1"))
 	require.Zero(t, available("a2"))
 
-	n, err = worker.WakeKey(ctx, db.Pool, "b")
+	n, err = worker.WakeKey(ctx, db.Pool, db.Schema, "b")
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	require.Equal(t, 2, available("b1"))

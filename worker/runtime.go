@@ -190,6 +190,7 @@ type Runtime struct {
 	keys       map[string]*keyRuntime
 	pacers     *keys.Pacers
 	retryAfter sync.Map // job id -> time.Duration: a transient error's hint, read by NextRetry
+	horizon    Horizon
 	stopWatch  context.CancelFunc
 	watchDone  chan struct{}
 }
@@ -281,22 +282,15 @@ func New(opts Options) (*Runtime, error) {
 	if err := river.AddWorkerSafely(workers, &callWorker{rt: r}); err != nil {
 		return nil, fmt.Errorf("worker: register: %w", err)
 	}
-	jobTimeout := maxTimeout + opts.JobMargin
-	rescueAfter := opts.RescueAfter
-	if rescueAfter <= 0 {
-		rescueAfter = 2*jobTimeout + time.Minute
-	}
-	rescueAfter = max(rescueAfter, jobTimeout)
+	r.horizon = fleetHorizon(cfg, opts.JobMargin, opts.RescueAfter)
 	rc, err := river.NewClient(riverpgxv5.New(opts.Pool), &river.Config{
-		ID:         opts.ID,
-		Schema:     opts.Schema,
-		Logger:     opts.Logger,
-		Queues:     queues,
-		Workers:    workers,
-		JobTimeout: jobTimeout,
-		// A crashed worker's running jobs come back after a few timeouts, not
-		// River's default hour.
-		RescueStuckJobsAfter: rescueAfter,
+		ID:                   opts.ID,
+		Schema:               opts.Schema,
+		Logger:               opts.Logger,
+		Queues:               queues,
+		Workers:              workers,
+		JobTimeout:           r.horizon.JobTimeout,
+		RescueStuckJobsAfter: r.horizon.RescueAfter,
 		FetchCooldown:        opts.FetchCooldown,
 		FetchPollInterval:    opts.FetchPollInterval,
 		MaxAttempts:          config.MaxAttemptsDefault,

@@ -93,7 +93,7 @@ func runBatchBudget(ctx context.Context, e *env, args []string) int {
 		return failCmd(e, cmd, err)
 	}
 	// Jobs parked at the old cap wake now, not when their snooze ends.
-	if _, err := worker.WakeBatch(ctx, d.pool, id); err != nil {
+	if _, err := worker.WakeBatch(ctx, d.pool, "", id); err != nil {
 		return failCmd(e, cmd, err)
 	}
 	after, err := ledger.GetBatch(ctx, d.pool, id)

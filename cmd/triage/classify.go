@@ -47,11 +47,13 @@ func runClassify(ctx context.Context, e *env, args []string) int {
 	bodyFile := fs.String("body-file", "", "file holding the response body (- for stdin)")
 	path := fs.String("path", string(classify.PathDirect), "direct | router | gateway")
 	phase := fs.String("phase", string(classify.PhaseResponse), "response | not_sent | sent_no_response | stream")
+	explain := fs.Bool("explain", false, "also say which rule decided (built-in row and its fixture, or a [[rules]] entry) or why the default did")
 	headers := headerFlags{}
 	fs.Var(headers, "header", "response header 'Name: value' (repeatable)")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage classify --jsonl < observations.jsonl")
-		fmt.Fprintln(e.stderr, "       triage classify --vendor V --status N [--header 'K: V']... --body-file F [--path P] [--phase P]")
+		fmt.Fprintln(e.stderr, "usage: triage classify --jsonl [--explain] < observations.jsonl")
+		fmt.Fprintln(e.stderr, "       triage classify --vendor V --status N [--header 'K: V']... --body-file F [--path P] [--phase P] [--explain]")
+		fmt.Fprintln(e.stderr, "The [[rules]] of the configuration (--config, TRIAGE_CONFIG or ./triage.toml, if any) are checked first.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -64,10 +66,19 @@ func runClassify(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "triage classify: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
+	cfg, err := loadConfigOptional(e)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "triage classify: %v\n", err)
+		return exitUsage
+	}
+	var cl *classify.Classifier
+	if cfg != nil {
+		cl = cfg.Classifier()
+	}
 	if *jsonl {
 		set := ""
 		fs.Visit(func(f *flag.Flag) {
-			if f.Name != "jsonl" && set == "" {
+			if f.Name != "jsonl" && f.Name != "explain" && set == "" {
 				set = f.Name
 			}
 		})
@@ -75,7 +86,7 @@ func runClassify(ctx context.Context, e *env, args []string) int {
 			fmt.Fprintf(e.stderr, "triage classify: --%s cannot be used with --jsonl\n", set)
 			return exitUsage
 		}
-		return classifyJSONL(ctx, e)
+		return classifyJSONL(ctx, e, cl, *explain)
 	}
 
 	switch {
@@ -112,22 +123,47 @@ func runClassify(ctx context.Context, e *env, args []string) int {
 			return exitUsage
 		}
 	}
-	v := classify.Classify(classify.Observation{
+	o := classify.Observation{
 		Vendor: *vendor, Path: classify.Path(*path), Phase: classify.Phase(*phase),
 		Status: *status, Headers: headers, Body: string(body),
-	})
-	if err := writeJSONLine(e.stdout, v); err != nil {
+	}
+	if *explain {
+		ex := cl.Explain(o)
+		if err := writeJSONLine(e.stdout, ex.Verdict); err != nil {
+			fmt.Fprintf(e.stderr, "triage classify: write: %v\n", err)
+			return exitRuntime
+		}
+		fmt.Fprint(e.stdout, ex.String())
+		return exitOK
+	}
+	if err := writeJSONLine(e.stdout, cl.Classify(o)); err != nil {
 		fmt.Fprintf(e.stderr, "triage classify: write: %v\n", err)
 		return exitRuntime
 	}
 	return exitOK
 }
 
+// explainedVerdict is a --jsonl --explain output line: the Verdict's fields
+// followed by the explanation's.
+type explainedVerdict struct {
+	classify.Verdict
+	Rule     string   `json:"rule"`
+	RuleKind string   `json:"rule_kind"`
+	Fixture  string   `json:"fixture,omitempty"`
+	Tables   []string `json:"tables_checked,omitempty"`
+	Notes    []string `json:"notes,omitempty"`
+}
+
+func explained(cl *classify.Classifier, o classify.Observation) explainedVerdict {
+	ex := cl.Explain(o)
+	return explainedVerdict{Verdict: ex.Verdict, Rule: ex.Rule, RuleKind: ex.Kind, Fixture: ex.Fixture, Tables: ex.Tables, Notes: ex.Notes}
+}
+
 // classifyJSONL reads Observations a line at a time. bufio.Reader.ReadSlice
 // has no line-length limit when its ErrBufferFull is handled, so a 1 MB body
 // on one line is fine. A malformed line gets {"error":"line N: ..."} in its
 // place and the run goes on.
-func classifyJSONL(ctx context.Context, e *env) int {
+func classifyJSONL(ctx context.Context, e *env, cl *classify.Classifier, explain bool) int {
 	r := bufio.NewReaderSize(e.stdin, 64<<10)
 	w := bufio.NewWriter(e.stdout)
 	defer w.Flush()
@@ -171,8 +207,10 @@ func classifyJSONL(ctx context.Context, e *env) int {
 			// As in single mode: a typo in the vendor must not silently fall
 			// back to the generic rules.
 			writeJSONLine(w, map[string]string{"error": fmt.Sprintf("line %d: vendor %q is not one of: %s", n, o.Vendor, strings.Join(classify.Vendors(), " "))})
+		} else if explain {
+			writeJSONLine(w, explained(cl, o))
 		} else {
-			writeJSONLine(w, classify.Classify(o))
+			writeJSONLine(w, cl.Classify(o))
 		}
 		if errors.Is(err, io.EOF) {
 			return exitOK

@@ -34,7 +34,7 @@ func init() {
 	})
 }
 
-const dlqUsage = `usage: triage dlq list [--batch B] [--class C] [--reason R] [--json]
+const dlqUsage = `usage: triage dlq list [--batch B] [--class C] [--reason R] [--unknown] [--json]
        triage dlq show ID [--json]
        triage dlq requeue ID... | --batch B [--class C] [--reason R]`
 
@@ -80,6 +80,7 @@ func runDLQList(ctx context.Context, e *env, args []string) int {
 	class := fs.String("class", "", "only this class (transient, throttled, exhausted, rejected, ambiguous, ok)")
 	reason := fs.String("reason", "", "only this reason (e.g. context_length, retries_exhausted)")
 	asJSON := fs.Bool("json", false, "print a JSON array")
+	unknown := fs.Bool("unknown", false, "only dead letters whose verdict was a default (known:false): the errors no rule knew")
 	if code, ok := parseNoArgs(e, cmd, fs, args); !ok {
 		return code
 	}
@@ -98,7 +99,7 @@ func runDLQList(ctx context.Context, e *env, args []string) int {
 			return failCmd(e, cmd, err)
 		}
 	}
-	dls, err := ledger.ListDeadLetters(ctx, d.pool, ledger.DeadLetterFilter{Batch: *batch, Class: *class, Reason: *reason})
+	dls, err := ledger.ListDeadLetters(ctx, d.pool, ledger.DeadLetterFilter{Batch: *batch, Class: *class, Reason: *reason, Unknown: *unknown})
 	if err != nil {
 		return failCmd(e, cmd, err)
 	}
@@ -299,6 +300,11 @@ func writeDLQShow(w io.Writer, dl ledger.DeadLetter, record json.RawMessage) {
 	row("reason:", dl.Reason)
 	row("status:", dlqOrDash(dl.HTTPStatus, strconv.Itoa(dl.HTTPStatus)))
 	row("code:", dlqOrDash(len(dl.VendorCode), dl.VendorCode))
+	rule := dlqOrDash(len(dl.Rule), dl.Rule)
+	if dl.Unknown {
+		rule += " (no rule knew this error: add one in [[rules]], check it with `triage classify --explain`)"
+	}
+	row("rule:", rule)
 	row("attempts:", strconv.Itoa(dl.Attempts))
 	row("job:", dlqOrDash(int(dl.JobID), strconv.FormatInt(dl.JobID, 10)))
 	row("created:", dl.CreatedAt.Local().Format(time.DateTime+" MST"))

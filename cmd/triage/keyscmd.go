@@ -456,7 +456,7 @@ func runKeysResume(ctx context.Context, e *env, args []string) int {
 		return failCmd(e, cmd, err)
 	}
 	// Jobs parked while the key was held run now, not when their snooze ends.
-	if _, err := worker.WakeKey(ctx, d.pool, key); err != nil {
+	if _, err := worker.WakeKey(ctx, d.pool, "", key); err != nil {
 		return failCmd(e, cmd, err)
 	}
 

@@ -40,7 +40,7 @@ func batchStatus(ctx context.Context, pool *pgxpool.Pool, store *keys.Store, id 
 func runStatus(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("triage status", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	asJSON := fs.Bool("json", false, `print {"batch","pipeline","total","completed","dead_lettered","pending","calls","spend_usd","possibly_billed_usd","state"} (an array without B)`)
+	asJSON := fs.Bool("json", false, `print {"batch","pipeline","total","completed","dead_lettered","pending","calls","spend_usd","possibly_billed_usd","state","cancelled"} (an array without B); cancelled counts the dead letters of jobs cancelled or deleted by hand`)
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: triage status [B] [--json]")
 		fmt.Fprintln(e.stderr, "One batch's progress, or a table of every batch. state: running | settled | paused_exhausted | paused_budget.")
@@ -125,6 +125,10 @@ func writeStatus(w io.Writer, st ledger.Status, b ledger.Batch, ks *keys.KeyStat
 	fmt.Fprintf(tw, "total:\t%d\n", st.Total)
 	fmt.Fprintf(tw, "completed:\t%d\n", st.Completed)
 	fmt.Fprintf(tw, "dead-lettered:\t%d\n", st.DeadLettered)
+	if st.Cancelled > 0 {
+		fmt.Fprintf(tw, "cancelled by hand:\t%d (dead-lettered %s or %s; `triage dlq requeue --batch %s --reason %s` sends them again)\n",
+			st.Cancelled, ledger.ReasonCancelledByHand, ledger.ReasonJobMissing, st.Batch, ledger.ReasonCancelledByHand)
+	}
 	fmt.Fprintf(tw, "pending:\t%d\n", st.Pending)
 	fmt.Fprintf(tw, "calls:\t%d\n", st.Calls)
 	fmt.Fprintf(tw, "spend:\t%s\n", usd(st.SpendUSD))

@@ -33,8 +33,7 @@ func TestStatus(t *testing.T) {
 		names = append(names, k)
 	}
 	slices.Sort(names)
-	require.Equal(t, []string{"batch", "calls", "completed", "dead_lettered", "pending", "pipeline",
-		"possibly_billed_usd", "spend_usd", "state", "total"}, names, "the contract's exact shape")
+	require.Equal(t, statusJSONKeys, names, "the contract's exact shape")
 	var st ledger.Status
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
 	require.Equal(t, ledger.Status{Batch: "b1", Pipeline: "enrich", Total: 3, Completed: 2, DeadLettered: 1,
@@ -79,9 +78,10 @@ func TestStatusWithoutConfigFile(t *testing.T) {
 		"spend_usd":0,"possibly_billed_usd":0,"by_class":[]}`, r.stdout)
 }
 
-
-// statusJSONKeys is the contract's exact `triage status B --json` shape.
-var statusJSONKeys = []string{"batch", "calls", "completed", "dead_lettered", "pending", "pipeline",
+// statusJSONKeys is the contract's exact `triage status B --json` shape:
+// DESIGN's ten fields, and cancelled (added by issue 9, counted in
+// dead_lettered).
+var statusJSONKeys = []string{"batch", "calls", "cancelled", "completed", "dead_lettered", "pending", "pipeline",
 	"possibly_billed_usd", "spend_usd", "state", "total"}
 
 func TestStatusBudgetAndWhyPaused(t *testing.T) {

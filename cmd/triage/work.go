@@ -120,7 +120,7 @@ wait:
 			code = exitRuntime
 			break wait
 		case <-idle:
-			n, err := worker.JobsLeft(ctx, d.pool, names)
+			n, err := worker.JobsLeft(ctx, d.pool, opts.Schema, names)
 			if err != nil {
 				if ctx.Err() != nil {
 					break wait
@@ -130,6 +130,9 @@ wait:
 				break wait
 			}
 			if n == 0 {
+				// Records whose job was cancelled or deleted by hand are
+				// dead-lettered before leaving, so their batches settle.
+				rt.Sweep(ctx)
 				log.Info("idle: no job left in the keys' queues")
 				break wait
 			}

@@ -79,9 +79,14 @@ type Config struct {
 	Models []Model `toml:"models"`
 	// Pipelines is [[pipelines]]: prompt and output contract per job kind.
 	Pipelines []Pipeline `toml:"pipelines"`
+	// Rules is [[rules]]: classifier rules checked before the built-in
+	// tables. Default none. See Rule and Classifier.
+	Rules []Rule `toml:"rules"`
 
 	// name is the file name used in error messages ("triage.toml").
 	name string
+	// classifier is built from Rules by Validate.
+	classifier *classify.Classifier
 }
 
 // Database is the [database] table.

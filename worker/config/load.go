@@ -59,6 +59,7 @@ type rawFile struct {
 	Keys      []rawKey      `toml:"keys"`
 	Models    []Model       `toml:"models"`
 	Pipelines []rawPipeline `toml:"pipelines"`
+	Rules     []Rule        `toml:"rules"`
 }
 
 type rawKey struct {
@@ -92,7 +93,7 @@ type rawPipeline struct {
 }
 
 func (r rawFile) config(name string) (*Config, error) {
-	cfg := &Config{Database: r.Database, Alerts: r.Alerts, Models: r.Models, name: name}
+	cfg := &Config{Database: r.Database, Alerts: r.Alerts, Models: r.Models, Rules: r.Rules, name: name}
 	for i, rk := range r.Keys {
 		k := Key{
 			Name: rk.Name, Vendor: rk.Vendor, Path: classify.Path(rk.Path), BaseURL: rk.BaseURL,

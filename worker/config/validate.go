@@ -36,6 +36,7 @@ func (c *Config) WithDefaults() *Config {
 	out.Keys = slices.Clone(c.Keys)
 	out.Models = slices.Clone(c.Models)
 	out.Pipelines = slices.Clone(c.Pipelines)
+	out.Rules = slices.Clone(c.Rules)
 	for i := range out.Keys {
 		k := &out.Keys[i]
 		if k.Path == "" {
@@ -232,6 +233,7 @@ func (c *Config) Validate() error {
 			v.addf(at, "max_snoozes must be at least 1, got %d", p.MaxSnoozes)
 		}
 	}
+	c.validateRules(&v)
 	return v.err()
 }
 

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/triage-dev/triage/worker/rivertable"
 )
 
 // State is a breaker's state, as stored in triage_key_state.state.
@@ -303,7 +305,7 @@ func (s *Store) returnProbeJob(ctx context.Context, tx pgx.Tx, key string, k *ke
 	if k.ProbeJobID == nil {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `UPDATE `+s.riverTable("river_job")+` SET queue = $2 WHERE id = $1 AND queue = $3`,
+	_, err := tx.Exec(ctx, `UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` SET queue = $2 WHERE id = $1 AND queue = $3`,
 		*k.ProbeJobID, QueueName(key), ProbeQueueName(key))
 	return err
 }

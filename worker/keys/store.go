@@ -8,7 +8,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -75,13 +74,6 @@ func (s *Store) nowParam() *time.Time {
 	}
 	t := s.cfg.Clock.Now()
 	return &t
-}
-
-func (s *Store) riverTable(name string) string {
-	if s.cfg.RiverSchema == "" {
-		return name
-	}
-	return pgx.Identifier{s.cfg.RiverSchema, name}.Sanitize()
 }
 
 func newToken() string {

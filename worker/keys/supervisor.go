@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/triage-dev/triage/worker/rivertable"
 )
 
 // SupervisorTickDefault is SupervisorConfig.Tick's default.
@@ -201,7 +203,7 @@ func (s *Supervisor) pauseQueue(ctx context.Context, queue string, exists bool) 
 		}
 	}
 	if _, err := s.store.pool.Exec(ctx, `
-INSERT INTO `+s.store.riverTable("river_queue")+` (name, created_at, metadata, paused_at, updated_at)
+INSERT INTO `+rivertable.Queue(s.store.cfg.RiverSchema)+` (name, created_at, metadata, paused_at, updated_at)
 VALUES ($1, now(), '{}', now(), now())
 ON CONFLICT (name) DO NOTHING`, queue); err != nil {
 		return fmt.Errorf("keys: create paused queue %s: %w", queue, err)
@@ -214,7 +216,7 @@ ON CONFLICT (name) DO NOTHING`, queue); err != nil {
 
 // queuePaused reads River's river_queue row of queue.
 func (s *Store) queuePaused(ctx context.Context, queue string) (paused, exists bool, err error) {
-	err = s.pool.QueryRow(ctx, `SELECT paused_at IS NOT NULL FROM `+s.riverTable("river_queue")+` WHERE name = $1`, queue).Scan(&paused)
+	err = s.pool.QueryRow(ctx, `SELECT paused_at IS NOT NULL FROM `+rivertable.Queue(s.cfg.RiverSchema)+` WHERE name = $1`, queue).Scan(&paused)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, false, nil
 	}
@@ -241,7 +243,7 @@ func (s *Store) dispatchProbe(ctx context.Context, key string) (int64, error) {
 			return err
 		}
 		err := tx.QueryRow(ctx, `
-SELECT id FROM `+s.riverTable("river_job")+`
+SELECT id FROM `+rivertable.Job(s.cfg.RiverSchema)+`
 WHERE queue = $1 AND state = 'available'
 ORDER BY priority, scheduled_at, id
 LIMIT 1
@@ -255,7 +257,7 @@ FOR UPDATE SKIP LOCKED`, QueueName(key)).Scan(&jobID)
 		if err := s.claim(ctx, tx, key, k.Generation, newToken(), jobID, now); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE `+s.riverTable("river_job")+` SET queue = $2 WHERE id = $1`, jobID, ProbeQueueName(key))
+		_, err = tx.Exec(ctx, `UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` SET queue = $2 WHERE id = $1`, jobID, ProbeQueueName(key))
 		return err
 	})
 	if err != nil {
@@ -269,7 +271,7 @@ FOR UPDATE SKIP LOCKED`, QueueName(key)).Scan(&jobID)
 // was snoozed, a job that lost its claim to an expired lease.
 func (s *Store) sweepProbeQueue(ctx context.Context, key string) (int64, error) {
 	tag, err := s.pool.Exec(ctx, `
-UPDATE `+s.riverTable("river_job")+` SET queue = $2
+UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` SET queue = $2
 WHERE queue = $3
   AND state IN ('available', 'scheduled', 'retryable', 'pending')
   AND id IS DISTINCT FROM (

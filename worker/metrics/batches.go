@@ -26,12 +26,12 @@ type batchGauges struct {
 // counted, each by two indexed counts (triage_result's primary key and
 // triage_dead_letter's live index), so a ledger of plain batches costs one
 // scan of triage_batch; ledger.ListBatches would aggregate every batch's
-// results and attempts on every scrape. budget_usd and spent_usd are the
-// columns the per-call budget check reads. The state is ledger.StateSQL's,
+// results and attempts on every scrape. budget_usd and spent_usd are what
+// the per-call budget check reads. The state is ledger.StateSQL's,
 // the rule `triage status` uses.
 const watchedBatchesQuery = `
 SELECT id, budget_usd, spent_usd, state FROM (
-    SELECT b.id, b.budget_usd::float8 AS budget_usd, b.spent_usd::float8 AS spent_usd, ` + ledger.StateSQL + ` AS state,
+    SELECT b.id, b.budget_usd::float8 AS budget_usd, ` + ledger.BatchSpentSQL + `::float8 AS spent_usd, ` + ledger.StateSQL + ` AS state,
            b.total,
            (SELECT count(*) FROM triage_result r WHERE r.batch = b.id)
          + (SELECT count(*) FROM triage_dead_letter d WHERE d.batch = b.id AND d.requeued_at IS NULL) AS done

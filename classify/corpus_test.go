@@ -1,0 +1,145 @@
+package classify
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The corpus is a set of real error bodies collected from public sources
+// (GitHub issues, SDK sources, vendor docs), each labelled with the class it
+// should get. It is split once, in collection order, every third body aside:
+// testdata/holdout/ was set aside before any rule was written for it and no
+// rule may be written from it; testdata/corpus/ is what the rules were written
+// from. A rule fixture (testdata/<vendor>/) pins the exact verdict; these only
+// pin the class, the thing the reactions depend on.
+const (
+	corpusDir  = "corpus"
+	holdoutDir = "holdout"
+
+	// holdoutMinAccuracy and holdoutMaxDangerous are the bar the held-aside
+	// part must clear (before any rule was written from the corpus it scored
+	// 37/50 with 12 dangerous mistakes).
+	holdoutMinAccuracy  = 0.98
+	holdoutMaxDangerous = 0
+	// corpusMinAccuracy: the part the rules were written from is classified
+	// right, every body.
+	corpusMinAccuracy = 1.0
+)
+
+type corpusCase struct {
+	Observation Observation `json:"observation"`
+	WantClass   Class       `json:"want_class"`
+	Source      string      `json:"source"`
+}
+
+func loadCorpus(tb testing.TB, dir string) map[string]corpusCase {
+	tb.Helper()
+	paths, err := filepath.Glob(filepath.Join("testdata", dir, "*.json"))
+	require.NoError(tb, err)
+	require.NotEmpty(tb, paths)
+	out := make(map[string]corpusCase, len(paths))
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		require.NoError(tb, err)
+		var c corpusCase
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.DisallowUnknownFields()
+		require.NoError(tb, dec.Decode(&c), p)
+		require.NotEmpty(tb, c.Source, "%s: every corpus body names where it came from", p)
+		out[p] = c
+	}
+	return out
+}
+
+// dangerous reports the mistakes that cost money or records: a terminal
+// condition (exhausted key, rejected request) put in a class that resends,
+// an exhausted key called rejected (the batch is dead-lettered record by
+// record), an ambiguous outcome called anything else (a possible double
+// bill), and any error called ok.
+func dangerous(want, got Class) bool {
+	retrying := got == Transient || got == Throttled || got == Ambiguous
+	switch {
+	case want == got:
+		return false
+	case got == OK:
+		return true
+	case (want == Exhausted || want == Rejected) && retrying:
+		return true
+	case want == Exhausted && got == Rejected:
+		return true
+	case want == Ambiguous:
+		return true
+	}
+	return false
+}
+
+type corpusScore struct {
+	total, right int
+	wrong        []string // every miss, "path: want X, got Y (reason)"
+	dangerous    []string
+}
+
+func (s corpusScore) accuracy() float64 { return float64(s.right) / float64(s.total) }
+
+func scoreCorpus(cases map[string]corpusCase) corpusScore {
+	var s corpusScore
+	for p, c := range cases {
+		s.total++
+		got := Classify(c.Observation)
+		if got.Class == c.WantClass {
+			s.right++
+			continue
+		}
+		line := filepath.Base(p) + ": want " + c.WantClass.String() + ", got " + got.Class.String() + " (" + got.Reason + ")"
+		s.wrong = append(s.wrong, line)
+		if dangerous(c.WantClass, got.Class) {
+			s.dangerous = append(s.dangerous, line)
+		}
+	}
+	slices.Sort(s.wrong)
+	slices.Sort(s.dangerous)
+	return s
+}
+
+// TestHoldoutAccuracy scores the held-aside corpus and reports its accuracy
+// (go test -v -run TestHoldoutAccuracy ./classify).
+func TestHoldoutAccuracy(t *testing.T) {
+	t.Parallel()
+	s := scoreCorpus(loadCorpus(t, holdoutDir))
+	t.Logf("holdout: %d/%d right (%.1f %%), %d dangerous", s.right, s.total, 100*s.accuracy(), len(s.dangerous))
+	for _, w := range s.wrong {
+		t.Logf("miss %s", w)
+	}
+	require.LessOrEqual(t, len(s.dangerous), holdoutMaxDangerous, "dangerous mistakes on the holdout:\n%s", strings.Join(s.dangerous, "\n"))
+	require.GreaterOrEqual(t, s.accuracy(), holdoutMinAccuracy)
+}
+
+// TestCorpusAccuracy scores the part of the corpus the rules are written
+// from.
+func TestCorpusAccuracy(t *testing.T) {
+	t.Parallel()
+	s := scoreCorpus(loadCorpus(t, corpusDir))
+	t.Logf("corpus: %d/%d right (%.1f %%), %d dangerous", s.right, s.total, 100*s.accuracy(), len(s.dangerous))
+	for _, w := range s.wrong {
+		t.Logf("miss %s", w)
+	}
+	require.GreaterOrEqual(t, s.accuracy(), corpusMinAccuracy)
+}
+
+func TestDangerous(t *testing.T) {
+	t.Parallel()
+	require.True(t, dangerous(Exhausted, Throttled))
+	require.True(t, dangerous(Exhausted, Rejected))
+	require.True(t, dangerous(Rejected, Transient))
+	require.True(t, dangerous(Ambiguous, Transient))
+	require.True(t, dangerous(Rejected, OK))
+	require.False(t, dangerous(Throttled, Exhausted))
+	require.False(t, dangerous(Transient, Ambiguous))
+	require.False(t, dangerous(Rejected, Exhausted))
+}
