@@ -45,7 +45,7 @@ const pacerMinRate = 0.05
 
 // slowStartMinRTT bounds the slow start's round trip from below, so that a
 // provider answering in a millisecond is not flooded in one.
-const slowStartMinRTT = 20 * time.Millisecond
+const slowStartMinRTT = 5 * time.Millisecond
 
 // PacerConfig configures a Pacer. Zero fields take the defaults.
 type PacerConfig struct {

