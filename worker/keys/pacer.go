@@ -50,9 +50,11 @@ const slowStartMinRTT = 5 * time.Millisecond
 // PacerConfig configures a Pacer. Zero fields take the defaults.
 type PacerConfig struct {
 	// InitialRate is the fleet-wide requests per second a key starts at
-	// before anything is learned. Default PacerInitialRateDefault.
+	// before anything is learned. Default PacerInitialRateDefault. After the
+	// first answer the starting rate is at least a quarter of what the
+	// workers could do unpaced (Concurrency / latency).
 	InitialRate float64
-	// Concurrency is the key's concurrency ceiling (informational).
+	// Concurrency is the key's concurrency ceiling per process.
 	Concurrency int
 	// Headroom: see PacerHeadroomDefault.
 	Headroom float64
@@ -186,6 +188,13 @@ func (c *control) fleetRates() (req, tok float64) {
 	}
 }
 
+// startFrom raises the starting rate to rate while nothing is known yet.
+func (c *control) startFrom(rate float64) {
+	if c.source == PaceStarting {
+		c.rate = max(c.rate, rate)
+	}
+}
+
 // observe takes one call's outcome.
 func (c *control) observe(o PaceOutcome) {
 	if !o.Answered {
@@ -248,7 +257,9 @@ func (c *control) tick(now time.Time, binding bool, accepted float64) {
 	switch c.source {
 	case PaceStarting:
 		rtt := max(slowStartMinRTT, c.lastLatency)
-		c.rate *= min(c.cfg.SlowStart, math.Pow(c.cfg.SlowStart, dt/rtt.Seconds()))
+		// At most four-fold per tick: growth counts only time in which
+		// pacing held calls back.
+		c.rate *= min(4, math.Pow(c.cfg.SlowStart, dt/rtt.Seconds()))
 	case PaceThrottles:
 		if c.rate < c.wmax {
 			c.rate += (c.wmax - c.rate) * min(1, dt/c.cfg.Recover.Seconds())
@@ -313,6 +324,8 @@ type Pacer struct {
 	calib float64
 	// maxCost is the largest token cost asked for.
 	maxCost int
+	// sawLatency: the first answer's latency has set the starting rate.
+	sawLatency bool
 	// boundAt is when a Wait last had to wait.
 	boundAt time.Time
 	// accepted counts the calls the provider accepted, per 100 ms slot over
@@ -423,7 +436,13 @@ func (p *Pacer) reserve(tokens int, maxWait time.Duration, first bool) (delay ti
 		if hold > 0 && delay == hold {
 			return hold, nil, true
 		}
-		return max(time.Millisecond, delay-paceHorizon/2), nil, true
+		sleep := max(time.Millisecond, delay-paceHorizon/2)
+		if p.ctl.source == PaceStarting {
+			// The rate grows by the round trip while the limit is unknown:
+			// look again soon rather than sleep at the starting rate.
+			sleep = min(sleep, paceHorizon/2)
+		}
+		return sleep, nil, true
 	}
 	return delay, &[2]*rate.Reservation{rr, tr}, true
 }
@@ -446,6 +465,13 @@ func (p *Pacer) Observe(o PaceOutcome) {
 		p.holdUntil = o.Hold
 	}
 	p.ctl.observe(o)
+	if o.OK && o.Latency > 0 && !p.sawLatency {
+		// The first answer tells what the workers could do unpaced; the
+		// search for an unknown limit starts at a quarter of that, so a
+		// fast endpoint is not held back for long.
+		p.sawLatency = true
+		p.ctl.startFrom(float64(max(1, p.ctl.cfg.Concurrency)*p.live) / o.Latency.Seconds() / 4)
+	}
 	p.applyLocked(o.At)
 }
 
