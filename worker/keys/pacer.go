@@ -51,7 +51,7 @@ const slowStartMinRTT = 5 * time.Millisecond
 type PacerConfig struct {
 	// InitialRate is the fleet-wide requests per second a key starts at
 	// before anything is learned. Default PacerInitialRateDefault. After the
-	// first answer the starting rate is at least a quarter of what the
+	// first answer the starting rate is at least an eighth of what the
 	// workers could do unpaced (Concurrency / latency).
 	InitialRate float64
 	// Concurrency is the key's concurrency ceiling per process.
@@ -467,10 +467,10 @@ func (p *Pacer) Observe(o PaceOutcome) {
 	p.ctl.observe(o)
 	if o.OK && o.Latency > 0 && !p.sawLatency {
 		// The first answer tells what the workers could do unpaced; the
-		// search for an unknown limit starts at a quarter of that, so a
+		// search for an unknown limit starts at an eighth of that, so a
 		// fast endpoint is not held back for long.
 		p.sawLatency = true
-		p.ctl.startFrom(float64(max(1, p.ctl.cfg.Concurrency)*p.live) / o.Latency.Seconds() / 4)
+		p.ctl.startFrom(float64(max(1, p.ctl.cfg.Concurrency)*p.live) / o.Latency.Seconds() / 8)
 	}
 	p.applyLocked(o.At)
 }
