@@ -256,6 +256,9 @@ func (c *control) tick(now time.Time, binding bool, accepted float64) {
 	}
 	switch c.source {
 	case PaceStarting:
+		if c.lastLatency == 0 {
+			return // no answer yet: nothing says the rate is too low
+		}
 		rtt := max(slowStartMinRTT, c.lastLatency)
 		// At most four-fold per tick: growth counts only time in which
 		// pacing held calls back.
