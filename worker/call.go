@@ -198,6 +198,11 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	if rx := decideBefore(b); rx.Kind != ReactGo {
 		return rt.apply(ctx, c, rx, keys.Report{})
 	}
+	// pacing: this process's share of the key's rate (worker/pacing.go).
+	estTokens := estimateTokens(c.req)
+	if d, err := rt.pace(ctx, k, estTokens); err != nil {
+		return park(ctx, job, d)
+	}
 
 	// The intent row is also the call's reservation against the batch's
 	// spend cap.
@@ -233,7 +238,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		JobAmbiguous: prior.JobAmbiguous, AmbiguousRetries: p.AmbiguousRetries,
 		NoRetries: k.cfg.RetryBudget == 0, RetryBudget: k.cfg.RetryBudget,
 		Backoff: backoff(prior.JobCalls+1, rt.opts.BackoffBase, rt.opts.BackoffCap), BackoffCap: rt.opts.BackoffCap,
-		ProbeInterval: k.cfg.ProbeInterval, KeyWide: true,
+		ProbeInterval: k.cfg.ProbeInterval,
 	}
 	c.res, err = k.client.Do(ctx, c.req)
 	a.Cancelled, a.Phase = ctx.Err() != nil, c.res.Observation.Phase
@@ -255,11 +260,11 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 			c.output, bad = usableOutput(c)
 			a.Unusable, a.Malformed = bad, c.res.Malformed != ""
 		}
+		rt.observePace(k, c, estTokens)
 		if c.verdict.Class == classify.Throttled {
-			a.Throttle = min(retryAfter(c.verdict), ThrottleWaitCap)
-			if a.Throttle <= 0 {
-				a.Throttle = k.nextThrottleWait(time.Now())
-			}
+			// keys.ThrottleScopeFor decides whether only this job waits or
+			// the whole key (worker/pacing.go).
+			a.Throttle, a.KeyWide = rt.throttleScope(c)
 		}
 	}
 	rep := rt.report(ctx, c, done, breakerOutcome(a))
@@ -352,9 +357,9 @@ func (r *Runtime) apply(ctx context.Context, c *call, rx Reaction, rep keys.Repo
 		if _, err := r.store.PauseFor(ctx, k.cfg.Name, keys.PauseThrottled, rx.After); err != nil {
 			return fmt.Errorf("pause key: %w", err)
 		}
-		k.limiter.OnThrottle()
 		_ = r.supervisor.Reconcile(ctx, k.cfg.Name)
-		r.log.InfoContext(ctx, "key throttled", "key", k.cfg.Name, "wait", rx.After.String(), "concurrency", k.limiter.Current(), "code", deref(c.verdict.Code))
+		r.log.InfoContext(ctx, "key throttled", "key", k.cfg.Name, "scope", "key", "wait", rx.After.String(),
+			"pace_per_s", k.pacer.State().FleetRate, "code", deref(c.verdict.Code))
 		return river.JobSnooze(rx.After)
 	default: // Retry, Park, Trip, Storm: none is the job's own doing
 		return park(ctx, job, rx.After)

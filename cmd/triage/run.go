@@ -215,7 +215,8 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 	if err := rt.Start(runCtx); err != nil {
 		return runOutcome{}, err
 	}
-	out, loopErr := pollBatch(ctx, rt.Store(), r, p, start)
+	pace := func() (keys.PaceState, bool) { return rt.Pacing(r.key) }
+	out, loopErr := pollBatch(ctx, rt.Store(), pace, r, p, start)
 	if summary != nil {
 		if s := summary.flush(); s != "" {
 			p.event(time.Now(), "%s", s)
@@ -261,7 +262,7 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 
 // pollBatch draws progress until the batch settles or the run must stop,
 // narrating the key's breaker as it opens, fails a probe and closes.
-func pollBatch(ctx context.Context, store *keys.Store, r batchRun, p *progress, start time.Time) (runOutcome, error) {
+func pollBatch(ctx context.Context, store *keys.Store, pace func() (keys.PaceState, bool), r batchRun, p *progress, start time.Time) (runOutcome, error) {
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	var deadline <-chan time.Time
@@ -311,7 +312,8 @@ func pollBatch(ctx context.Context, store *keys.Store, r batchRun, p *progress, 
 			r.watch(ctx, batchView{st: st, key: ks, now: now}, p)
 		}
 		done := st.State == ledger.BatchSettled || st.State == ledger.BatchPausedBudget
-		p.show(progressLine(st, ks, time.Since(start), p.tty), now, done)
+		ps, _ := pace()
+		p.show(withPacing(progressLine(st, ks, time.Since(start), p.tty), st, ps, p.tty), now, done)
 		switch st.State {
 		case ledger.BatchSettled:
 			return runOutcome{st: st}, nil
