@@ -92,6 +92,12 @@ type call struct {
 	calls int
 	// hash is the rendered request's hash.
 	hash string
+	// cacheKey is the request's response-cache key ("": the pipeline does
+	// not cache); cached is the cache's answer, fromCache says the run
+	// completes with it (cache.go).
+	cacheKey  string
+	cached    ledger.CachedResponse
+	fromCache bool
 }
 
 // Work runs one job: the checks before the call (decideBefore after each
@@ -131,6 +137,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	var prior ledger.Prior
 	adm, pause, done, err := k.gate.AdmitWith(ctx, job.ID, func(batch *pgx.Batch) {
 		ledger.QueuePriorOutcomeForJob(batch, &prior, c.req.IdempotencyKey, job.ID, job.Args.Batch, job.Args.RecordID)
+		rt.queueCacheLookup(batch, c)
 	})
 	if err != nil {
 		return fmt.Errorf("admit and ledger look-up: %w", err)
@@ -145,6 +152,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		b.Pause = &left
 	}
 	b.Prior = &prior
+	b.CacheHit = c.cached.Hit
 	c.calls = prior.JobCalls
 	if rx := decideBefore(b); rx.Kind != ReactGo {
 		return rt.apply(ctx, c, rx, keys.Report{})
@@ -290,6 +298,7 @@ func (c *call) render() Reaction {
 	}
 	c.hash = provider.RequestHash(c.req)
 	c.req.IdempotencyKey = provider.IdempotencyKey(c.job.Args.Batch, c.job.Args.RecordID, p.Name, c.hash)
+	c.setCacheKey()
 	return Reaction{Kind: ReactGo}
 }
 
@@ -348,6 +357,9 @@ func (r *Runtime) apply(ctx context.Context, c *call, rx Reaction, rep keys.Repo
 		// An earlier run wrote the dead letter and died before its cancel
 		// landed: never call again.
 		return river.JobCancel(errors.New("record already dead-lettered"))
+	case ReactCacheHit:
+		c.fromCache = true
+		return r.complete(ctx, c)
 	}
 	_ = r.finish(ctx, c, rx.Outcome)
 	switch rx.Kind {
@@ -417,7 +429,7 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 		if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, ledger.AttemptOK)); err != nil {
 			return fmt.Errorf("complete: finish attempt: %w", err)
 		}
-		if err := ledger.StoreResult(ctx, tx, c.job.Args.Batch, c.job.Args.RecordID, c.attemptID, c.output); err != nil {
+		if err := r.storeResult(ctx, tx, c); err != nil {
 			return fmt.Errorf("complete: store result: %w", err)
 		}
 		// Earlier sends that got no answer are settled as billed once only
@@ -426,6 +438,10 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 			if _, err := ledger.ResolvePossiblyBilled(ctx, tx, c.req.IdempotencyKey); err != nil {
 				return fmt.Errorf("complete: resolve: %w", err)
 			}
+		}
+	} else if c.fromCache {
+		if err := r.storeCacheHit(ctx, tx, c); err != nil {
+			return fmt.Errorf("complete: cache hit: %w", err)
 		}
 	}
 	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, c.job); err != nil {
