@@ -46,10 +46,6 @@ func fallback(m *config.Model, otherwise Reaction) Reaction {
 	return Reaction{Kind: ReactFallback, Fallback: &fallbackMove{Model: m, Otherwise: otherwise}}
 }
 
-// estimateTokens is the request's prompt in tokens, by the same four bytes a
-// token as estimateCost.
-func estimateTokens(r provider.Request) int { return (len(r.System) + len(r.Prompt)) / 4 }
-
 // capable reports whether model m can serve request r: the prompt and
 // max_tokens fit its context window, max_tokens fits its output limit, and
 // a JSON request needs json_mode. Unknown limits (0) are not checked.

@@ -74,6 +74,7 @@ func (c *Config) WithDefaults() *Config {
 		if p.MaxSnoozes == 0 {
 			p.MaxSnoozes = MaxSnoozesDefault
 		}
+		p.cacheDefaults()
 		if p.FallbackGrace == 0 {
 			p.FallbackGrace = FallbackGraceDefault
 		}
@@ -244,6 +245,7 @@ func (c *Config) Validate() error {
 		if p.MaxSnoozes < 1 {
 			v.addf(at, "max_snoozes must be at least 1, got %d", p.MaxSnoozes)
 		}
+		p.validateCache(&v, at)
 	}
 	c.validateRules(&v)
 	c.validateFallback(&v)
