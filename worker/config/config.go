@@ -220,6 +220,12 @@ type Pipeline struct {
 	// both). Default MaxSnoozesDefault (100).
 	MaxSnoozes int `toml:"max_snoozes"`
 
+	// OnOverflow is what a context-length rejection leads to: OverflowDeadLetter
+	// or OverflowTruncate (one retry with the record's longest strings
+	// shortened to fit). Default OnOverflowDefault (dead_letter): data is
+	// never changed silently.
+	OnOverflow Overflow `toml:"on_overflow"`
+
 	ambiguousRetriesSet bool
 	tmpl                *template.Template
 }

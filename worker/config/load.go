@@ -98,6 +98,7 @@ type rawPipeline struct {
 	AmbiguousRetries *int     `toml:"ambiguous_retries"`
 	MaxSnoozes       *int     `toml:"max_snoozes"`
 	SnoozeLimit      *int     `toml:"snooze_limit"`
+	OnOverflow       string   `toml:"on_overflow"`
 }
 
 func (r rawFile) config(name string) (*Config, error) {
@@ -160,6 +161,7 @@ func (r rawFile) config(name string) (*Config, error) {
 			Name: rp.Name, Model: rp.Model, System: rp.System, Prompt: rp.Prompt,
 			Output: Output(rp.Output), BudgetUSD: rp.BudgetUSD,
 			MaxTokens: rp.MaxTokens, Temperature: rp.Temperature,
+			OnOverflow: Overflow(rp.OnOverflow),
 		}
 		if rp.MaxAttempts != nil {
 			if *rp.MaxAttempts < 1 {
