@@ -17,5 +17,5 @@ func TestOnOverflow(t *testing.T) {
 	require.Equal(t, OverflowTruncate, cfg.Pipelines[0].OnOverflow)
 
 	_, err = Parse([]byte(minimal+`on_overflow = "shorten"`+"\n"), "triage.toml")
-	require.ErrorContains(t, err, `triage.toml: pipelines[0] \"enrich\": on_overflow "shorten" is not one of: dead_letter, truncate`)
+	require.ErrorContains(t, err, `triage.toml: pipelines[0] "enrich": on_overflow "shorten" is not one of: dead_letter, truncate`)
 }
