@@ -92,6 +92,8 @@ type call struct {
 	calls int
 	// hash is the rendered request's hash.
 	hash string
+	// change is the job's one change (metaChange), applied by render.
+	change change
 }
 
 // Work runs one job: the checks before the call (decideBefore after each
@@ -204,7 +206,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	c.attemptID, err = ledger.ReserveAttempt(ctx, rt.pool, ledger.Intent{
 		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: prior.JobCalls + 1,
 		Key: k.cfg.Name, Model: m.Name, IdempotencyKey: c.req.IdempotencyKey, RequestHash: c.hash,
-		IsRetry: c.retry, EstCostUSD: estimateCost(m, c.req), InFlightFor: k.cfg.Timeout + rt.opts.JobMargin,
+		IsRetry: c.retry, Change: c.change.label(), EstCostUSD: estimateCost(m, c.req), InFlightFor: k.cfg.Timeout + rt.opts.JobMargin,
 	})
 	var budgetErr *ledger.BudgetError
 	if errors.As(err, &budgetErr) {
@@ -255,6 +257,9 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 			c.output, bad = usableOutput(c)
 			a.Unusable, a.Malformed = bad, c.res.Malformed != ""
 		}
+		if c.verdict.Class == classify.Rejected {
+			a.Change = c.overflowFacts(c.res.Observation)
+		}
 		if c.verdict.Class == classify.Throttled {
 			a.Throttle = min(retryAfter(c.verdict), ThrottleWaitCap)
 			if a.Throttle <= 0 {
@@ -275,13 +280,15 @@ func (c *call) render() Reaction {
 		return deadLetter(classify.Rejected, ReasonConfig, "record is not a JSON object")
 	}
 	p, m := c.pipeline, c.model
+	c.change = jobChange(c.job.Metadata)
+	applyChange(c.change, record)
 	prompt, err := p.Render(record)
 	if err != nil {
 		return deadLetter(classify.Rejected, ReasonTemplate, err.Error())
 	}
 	c.req = provider.Request{
 		Model: m.Name, System: p.System, Prompt: prompt, MaxTokens: p.MaxTokens,
-		Temperature: p.Temperature, JSON: p.Output == config.OutputJSON, RecordID: c.job.Args.RecordID,
+		Temperature: p.Temperature, JSON: p.Output == config.OutputJSON && !c.change.DropJSON, RecordID: c.job.Args.RecordID,
 	}
 	c.hash = provider.RequestHash(c.req)
 	c.req.IdempotencyKey = provider.IdempotencyKey(c.job.Args.Batch, c.job.Args.RecordID, p.Name, c.hash)
@@ -343,6 +350,8 @@ func (r *Runtime) apply(ctx context.Context, c *call, rx Reaction, rep keys.Repo
 		// An earlier run wrote the dead letter and died before its cancel
 		// landed: never call again.
 		return river.JobCancel(errors.New("record already dead-lettered"))
+	case ReactRetryChanged:
+		return r.retryChanged(ctx, c, rx)
 	}
 	_ = r.finish(ctx, c, rx.Outcome)
 	switch rx.Kind {

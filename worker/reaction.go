@@ -69,11 +69,16 @@ const (
 	// ReactCancel: the record was dead-lettered by an earlier run whose
 	// cancel did not land: cancel without calling.
 	ReactCancel
+	// ReactRetryChanged: a rejection a changed request can get past (see
+	// changedRetry): keep the Change in the job and send the changed request
+	// at once, under its own idempotency key. At most once per job.
+	ReactRetryChanged
 )
 
 var reactionNames = [...]string{
 	ReactGo: "go", ReactComplete: "complete", ReactRetry: "retry", ReactSnooze: "snooze", ReactPark: "park",
 	ReactPauseKey: "pause_key", ReactTrip: "trip", ReactStorm: "storm", ReactDeadLetter: "dead_letter", ReactCancel: "cancel",
+	ReactRetryChanged: "retry_changed",
 }
 
 func (k ReactionKind) String() string {
@@ -96,6 +101,8 @@ type Reaction struct {
 	// Outcome is the ledger status of this run's attempt; "" when no call
 	// was made (or its outcome is written elsewhere).
 	Outcome ledger.AttemptStatus
+	// Change of a RetryChanged.
+	Change change
 }
 
 func (r Reaction) String() string {
@@ -104,6 +111,8 @@ func (r Reaction) String() string {
 		return fmt.Sprintf("dead_letter(%s, %s)", r.Class, r.Reason)
 	case ReactGo, ReactComplete, ReactCancel:
 		return r.Kind.String()
+	case ReactRetryChanged:
+		return fmt.Sprintf("%s(%s)", r.Kind, r.Change)
 	}
 	return fmt.Sprintf("%s(%s)", r.Kind, r.After)
 }
@@ -238,6 +247,8 @@ type after struct {
 	ProbeInterval time.Duration
 	// Storm: what the storm breaker says after hearing this call.
 	Storm keys.StormReport
+	// Change: what a rejection's one changed retry is decided from.
+	Change changeFacts
 }
 
 // stopped: the run was stopped before an answer arrived.
@@ -311,7 +322,10 @@ func decideAfter(a after) Reaction {
 		return r
 
 	default: // Rejected
-		r := deadLetter(classify.Rejected, v.Reason, "")
+		r, ok := changedRetry(a)
+		if !ok {
+			r = deadLetter(classify.Rejected, v.Reason, rejectedDetail(a))
+		}
 		r.Outcome = ledger.AttemptFailed
 		return r
 	}
