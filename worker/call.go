@@ -488,7 +488,7 @@ func (r *Runtime) deadLetter(ctx context.Context, c *call, rx Reaction) error {
 		row.Key = c.key.cfg.Name
 	}
 	if c.req.Model != "" {
-		row.Request, _ = json.Marshal(requestView(c.req))
+		row.Request, _ = json.Marshal(requestViewOf(c))
 	} else {
 		row.Request = job.Args.Record
 	}
@@ -551,6 +551,15 @@ func requestView(r provider.Request) map[string]any {
 	}
 	if r.Temperature != nil {
 		v["temperature"] = *r.Temperature
+	}
+	return v
+}
+
+// requestViewOf is requestView with the job's change named, if any.
+func requestViewOf(c *call) map[string]any {
+	v := requestView(c.req)
+	if l := c.change.label(); l != "" {
+		v["change"] = l
 	}
 	return v
 }
