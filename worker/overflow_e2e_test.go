@@ -3,6 +3,7 @@ package worker_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/ledger/dbtest"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/operator"
 	"github.com/triage-dev/triage/worker/workertest"
 )
 
@@ -133,6 +135,16 @@ func TestOverflowSecondRejectionDeadLetters(t *testing.T) {
 	require.Len(t, as, 2)
 	require.Equal(t, ledger.ChangeTruncated, as[0].Change)
 	require.Equal(t, "", as[1].Change)
+
+	// dlq show (and the dead-letter page) show both calls, oldest first.
+	det, err := operator.GetDeadLetter(context.Background(), b.db.Pool, dls[0].ID)
+	require.NoError(t, err)
+	require.Len(t, det.Calls, 2)
+	require.Equal(t, "", det.Calls[0].Change)
+	require.Equal(t, ledger.ChangeTruncated, det.Calls[1].Change)
+	js, err := json.Marshal(det)
+	require.NoError(t, err)
+	require.Contains(t, string(js), `"change":"truncated"`)
 }
 
 // TestJSONModeRefusedRetriedWithout: an endpoint that refuses JSON mode
