@@ -23,7 +23,22 @@ const (
 	ReasonContextLength = "context_length"
 	// ReasonJSONModeRefused: the endpoint refuses JSON mode (response_format).
 	ReasonJSONModeRefused = "json_mode_refused"
+	// ReasonChangeLost: this very request was rejected by an earlier run of
+	// the job, which stopped before its changed retry was kept (a crash
+	// between the outcome and the snooze).
+	ReasonChangeLost = "change_lost"
 )
+
+// changeLost is the reaction to finding this job's unchanged request
+// already rejected: a rejected call is dead-lettered in the transaction of
+// its outcome, so only a run that decided a changed retry and died before
+// its change landed in the job leaves one. Sending it again would resend a
+// rejected request unchanged; the record goes to the dead letters instead,
+// where requeue starts it afresh.
+func changeLost() Reaction {
+	return deadLetter(classify.Rejected, ReasonChangeLost,
+		"an earlier run was rejected and stopped before its changed retry was kept; not resent unchanged (requeue to try again)")
+}
 
 // metaChange is the job metadata key that holds the job's one change, so
 // that every later run renders the same changed request (and its own

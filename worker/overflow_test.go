@@ -8,6 +8,7 @@ import (
 
 	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/keys"
 )
 
 // TestDecideAfterChanged: a rejection a changed request can get past is
@@ -91,4 +92,20 @@ func TestJobChangeRoundTrip(t *testing.T) {
 	require.Equal(t, "truncated+dropped_json_mode", ch.label())
 	require.True(t, ledger.Truncated(ch.label()))
 	require.False(t, ledger.Truncated(change{DropJSON: true}.label()))
+}
+
+// TestDecideBeforeChangeLost: a run that finds its own unchanged request
+// already rejected (the change was lost in a crash) never resends it.
+func TestDecideBeforeChangeLost(t *testing.T) {
+	t.Parallel()
+	b := job()
+	b.Admission = &keys.Admission{Allowed: true}
+	b.Prior = &ledger.Prior{Attempts: 1, JobLast: ledger.LastAttempt{Seen: true, Class: classify.Rejected}}
+	got := decideBefore(b)
+	require.Equal(t, ReactDeadLetter, got.Kind)
+	require.Equal(t, ReasonChangeLost, got.Reason)
+
+	// Earlier throttles or transients of the same request are no such thing.
+	b.Prior.JobLast.Class = classify.Throttled
+	require.Equal(t, ReactGo, decideBefore(b).Kind)
 }

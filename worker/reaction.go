@@ -186,6 +186,8 @@ func decideBefore(b before) Reaction {
 		switch {
 		case p.DeadLettered:
 			return Reaction{Kind: ReactCancel}
+		case p.JobLast.Seen && !p.JobLast.Unfinished && p.JobLast.Class == classify.Rejected:
+			return changeLost()
 		case p.OKAttemptID != 0 && p.ResultStored:
 			// Stored by a run whose completion did not land: finish, don't call.
 			return Reaction{Kind: ReactComplete}
