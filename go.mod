@@ -20,6 +20,7 @@ require (
 	github.com/tidwall/sjson v1.2.5
 	go.uber.org/goleak v1.3.0
 	golang.org/x/term v0.46.0
+	golang.org/x/time v0.16.0
 	riverqueue.com/riverui v0.22.0
 )
 

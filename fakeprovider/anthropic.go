@@ -190,7 +190,7 @@ func (v anthropic) notFound(r *http.Request, e *errInfo) *reply {
 func (anthropic) headers(h http.Header, e *errInfo) {
 	h.Set("request-id", e.reqID)
 	h.Set("anthropic-organization-id", e.orgID)
-	if rt := e.rate; rt != nil {
+	if rt := e.rate; rt != nil && !rt.hidden {
 		set := func(name string, limit, left int, reset string) {
 			h.Set("anthropic-ratelimit-"+name+"-limit", strconv.Itoa(limit))
 			h.Set("anthropic-ratelimit-"+name+"-remaining", strconv.Itoa(left))

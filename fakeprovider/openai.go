@@ -213,7 +213,7 @@ func (openAI) headers(h http.Header, e *errInfo) {
 	h.Set("x-request-id", e.reqID)
 	h.Set("openai-version", "2020-10-01")
 	h.Set("openai-processing-ms", strconv.FormatInt(max(1, e.latency.Milliseconds()), 10))
-	if rt := e.rate; rt != nil {
+	if rt := e.rate; rt != nil && !rt.hidden {
 		if rt.rpm > 0 {
 			h.Set("x-ratelimit-limit-requests", strconv.Itoa(rt.rpm))
 			h.Set("x-ratelimit-remaining-requests", strconv.Itoa(rt.reqLeft))

@@ -229,8 +229,18 @@ type Balance struct {
 type RateLimit struct {
 	RequestsPerMinute int `json:"requests_per_minute,omitempty"`
 	// TokensPerMinute counts input tokens (Anthropic's ITPM). A single request
-	// over it is answered too_large.
+	// over it (or over BurstTokens) is answered too_large.
 	TokensPerMinute int `json:"tokens_per_minute,omitempty"`
+	// BurstRequests and BurstTokens are the buckets' sizes: how much may go
+	// at once after a quiet spell. Default a full minute's worth, as the
+	// vendors describe their buckets; real APIs also enforce shorter windows,
+	// which a smaller burst models.
+	BurstRequests int `json:"burst_requests,omitempty"`
+	BurstTokens   int `json:"burst_tokens,omitempty"`
+	// NoHeaders stops the rate-limit headers (x-ratelimit-*,
+	// anthropic-ratelimit-*) that are otherwise sent on every reply, as many
+	// OpenAI-compatible servers send none.
+	NoHeaders bool `json:"no_headers,omitempty"`
 }
 
 // Outage is a window during which every call is answered with Action (default
@@ -363,7 +373,8 @@ func (s Scenario) Validate() error {
 	if s.Price.InputUSDPerMTok < 0 || s.Price.OutputUSDPerMTok < 0 {
 		return errors.New("price: must not be negative")
 	}
-	if s.RateLimit != nil && (s.RateLimit.RequestsPerMinute < 0 || s.RateLimit.TokensPerMinute < 0) {
+	if s.RateLimit != nil && (s.RateLimit.RequestsPerMinute < 0 || s.RateLimit.TokensPerMinute < 0 ||
+		s.RateLimit.BurstRequests < 0 || s.RateLimit.BurstTokens < 0) {
 		return errors.New("rate_limit: must not be negative")
 	}
 	for i, o := range s.Outages {

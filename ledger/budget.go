@@ -165,7 +165,9 @@ func ClaimOnce(ctx context.Context, db DBTX, key, kind string) (bool, error) {
 
 // RetryUsage is what the fleet retry budget reads for a key over a window.
 type RetryUsage struct {
-	// FirstCalls are attempts that were a record's first call.
+	// FirstCalls are attempts that were a record's first call. Answers
+	// from the response cache (reason cache_hit) are not calls: counting
+	// them would let a half-cached batch retry into a failing provider.
 	FirstCalls int
 	// OpenRetries are retries that have not succeeded: in flight, failed or
 	// possibly billed. A retry that succeeded no longer counts, so once a
@@ -179,7 +181,7 @@ type RetryUsage struct {
 // after since.
 func RetryUsageByKey(ctx context.Context, db DBTX, key string, since time.Time) (RetryUsage, error) {
 	var u RetryUsage
-	err := db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE NOT is_retry),
+	err := db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE NOT is_retry AND reason IS DISTINCT FROM '`+ReasonCacheHit+`'),
 			count(*) FILTER (WHERE is_retry AND status IN ('intent', 'failed', 'possibly_billed'))
 		FROM triage_attempt WHERE key = $1 AND started_at >= $2`, key, since).Scan(&u.FirstCalls, &u.OpenRetries)
 	if err != nil {

@@ -16,6 +16,10 @@ type Args struct {
 	Pipeline string          `json:"pipeline"`
 	RecordID string          `json:"record_id"`
 	Record   json.RawMessage `json:"record"`
+	// NoCache: answer with a fresh call even when the pipeline's response
+	// cache holds an answer (`--no-cache`). It travels with the job, so a
+	// job snoozed or retried keeps asking for a fresh answer.
+	NoCache bool `json:"no_cache,omitempty"`
 }
 
 // Kind implements river.JobArgs.

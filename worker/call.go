@@ -92,6 +92,12 @@ type call struct {
 	calls int
 	// hash is the rendered request's hash.
 	hash string
+	// cacheKey is the request's response-cache key ("": the pipeline does
+	// not cache); cached is the cache's answer, fromCache says the run
+	// completes with it (cache.go).
+	cacheKey  string
+	cached    ledger.CachedResponse
+	fromCache bool
 	// change is the job's one change (metaChange), applied by render.
 	change change
 }
@@ -133,6 +139,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	var prior ledger.Prior
 	adm, pause, done, err := k.gate.AdmitWith(ctx, job.ID, func(batch *pgx.Batch) {
 		ledger.QueuePriorOutcomeForJob(batch, &prior, c.req.IdempotencyKey, job.ID, job.Args.Batch, job.Args.RecordID)
+		rt.queueCacheLookup(batch, c)
 	})
 	if err != nil {
 		return fmt.Errorf("admit and ledger look-up: %w", err)
@@ -147,6 +154,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		b.Pause = &left
 	}
 	b.Prior = &prior
+	b.CacheHit = c.cached.Hit
 	c.calls = prior.JobCalls
 	if rx := decideBefore(b); rx.Kind != ReactGo {
 		return rt.apply(ctx, c, rx, keys.Report{})
@@ -200,6 +208,11 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	if rx := decideBefore(b); rx.Kind != ReactGo {
 		return rt.apply(ctx, c, rx, keys.Report{})
 	}
+	// pacing: this process's share of the key's rate (worker/pacing.go).
+	estTokens := estimateTokens(c.req)
+	if d, err := rt.pace(ctx, k, estTokens); err != nil {
+		return park(ctx, job, d)
+	}
 
 	// The intent row is also the call's reservation against the batch's
 	// spend cap.
@@ -235,7 +248,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		JobAmbiguous: prior.JobAmbiguous, AmbiguousRetries: p.AmbiguousRetries,
 		NoRetries: k.cfg.RetryBudget == 0, RetryBudget: k.cfg.RetryBudget,
 		Backoff: backoff(prior.JobCalls+1, rt.opts.BackoffBase, rt.opts.BackoffCap), BackoffCap: rt.opts.BackoffCap,
-		ProbeInterval: k.cfg.ProbeInterval, KeyWide: true,
+		ProbeInterval: k.cfg.ProbeInterval,
 	}
 	c.res, err = k.client.Do(ctx, c.req)
 	a.Cancelled, a.Phase = ctx.Err() != nil, c.res.Observation.Phase
@@ -257,14 +270,14 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 			c.output, bad = usableOutput(c)
 			a.Unusable, a.Malformed = bad, c.res.Malformed != ""
 		}
+		rt.observePace(k, c, estTokens)
 		if c.verdict.Class == classify.Rejected {
 			a.Change = c.overflowFacts(c.res.Observation)
 		}
 		if c.verdict.Class == classify.Throttled {
-			a.Throttle = min(retryAfter(c.verdict), ThrottleWaitCap)
-			if a.Throttle <= 0 {
-				a.Throttle = k.nextThrottleWait(time.Now())
-			}
+			// keys.ThrottleScopeFor decides whether only this job waits or
+			// the whole key (worker/pacing.go).
+			a.Throttle, a.KeyWide = rt.throttleScope(c)
 		}
 	}
 	rep := rt.report(ctx, c, done, breakerOutcome(a))
@@ -292,6 +305,7 @@ func (c *call) render() Reaction {
 	}
 	c.hash = provider.RequestHash(c.req)
 	c.req.IdempotencyKey = provider.IdempotencyKey(c.job.Args.Batch, c.job.Args.RecordID, p.Name, c.hash)
+	c.setCacheKey()
 	return Reaction{Kind: ReactGo}
 }
 
@@ -350,6 +364,9 @@ func (r *Runtime) apply(ctx context.Context, c *call, rx Reaction, rep keys.Repo
 		// An earlier run wrote the dead letter and died before its cancel
 		// landed: never call again.
 		return river.JobCancel(errors.New("record already dead-lettered"))
+	case ReactCacheHit:
+		c.fromCache = true
+		return r.complete(ctx, c)
 	case ReactRetryChanged:
 		return r.retryChanged(ctx, c, rx)
 	}
@@ -361,9 +378,9 @@ func (r *Runtime) apply(ctx context.Context, c *call, rx Reaction, rep keys.Repo
 		if _, err := r.store.PauseFor(ctx, k.cfg.Name, keys.PauseThrottled, rx.After); err != nil {
 			return fmt.Errorf("pause key: %w", err)
 		}
-		k.limiter.OnThrottle()
 		_ = r.supervisor.Reconcile(ctx, k.cfg.Name)
-		r.log.InfoContext(ctx, "key throttled", "key", k.cfg.Name, "wait", rx.After.String(), "concurrency", k.limiter.Current(), "code", deref(c.verdict.Code))
+		r.log.InfoContext(ctx, "key throttled", "key", k.cfg.Name, "scope", "key", "wait", rx.After.String(),
+			"pace_per_s", k.pacer.State().FleetRate, "code", deref(c.verdict.Code))
 		return river.JobSnooze(rx.After)
 	default: // Retry, Park, Trip, Storm: none is the job's own doing
 		return park(ctx, job, rx.After)
@@ -421,7 +438,7 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 		if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, ledger.AttemptOK)); err != nil {
 			return fmt.Errorf("complete: finish attempt: %w", err)
 		}
-		if err := ledger.StoreResult(ctx, tx, c.job.Args.Batch, c.job.Args.RecordID, c.attemptID, c.output); err != nil {
+		if err := r.storeResult(ctx, tx, c); err != nil {
 			return fmt.Errorf("complete: store result: %w", err)
 		}
 		// Earlier sends that got no answer are settled as billed once only
@@ -430,6 +447,10 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 			if _, err := ledger.ResolvePossiblyBilled(ctx, tx, c.req.IdempotencyKey); err != nil {
 				return fmt.Errorf("complete: resolve: %w", err)
 			}
+		}
+	} else if c.fromCache {
+		if err := r.storeCacheHit(ctx, tx, c); err != nil {
+			return fmt.Errorf("complete: cache hit: %w", err)
 		}
 	}
 	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, c.job); err != nil {

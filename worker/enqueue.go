@@ -124,6 +124,10 @@ type EnqueueParams struct {
 	Records   []ledger.Record
 	// File names the input in errors. Default "input".
 	File string
+	// NoCache makes every job of the batch call the provider even when the
+	// pipeline's response cache holds an answer (`triage run --no-cache`).
+	// Default false.
+	NoCache bool
 }
 
 // Enqueue writes the batch, its records and one River job per record in a
@@ -173,7 +177,7 @@ func Enqueue(ctx context.Context, pool *pgxpool.Pool, schema string, cfg *config
 	opts := &river.InsertOpts{Queue: keys.QueueName(key.Name), MaxAttempts: RiverMaxAttempts(pl)}
 	for i, rec := range p.Records {
 		params[i] = river.InsertManyParams{
-			Args:       Args{Batch: p.Batch, Pipeline: pl.Name, RecordID: rec.ID, Record: rec.Data},
+			Args:       Args{Batch: p.Batch, Pipeline: pl.Name, RecordID: rec.ID, Record: rec.Data, NoCache: p.NoCache},
 			InsertOpts: opts,
 		}
 	}

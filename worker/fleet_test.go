@@ -97,6 +97,7 @@ func TestFleetPauseOfDeadProcessEndsOnTime(t *testing.T) {
 		healthy.ServeHTTP(w, r)
 	}))
 	b.enqueue(t, "b1", records(10, nil))
+	b.opts.KeyPauseAfter = time.Second // a 2 s retry-after: the whole key waits
 
 	a := b.startWith(t, b.cfg, "proc-a")
 	var until time.Time

@@ -69,6 +69,10 @@ const (
 	// ReactCancel: the record was dead-lettered by an earlier run whose
 	// cancel did not land: cancel without calling.
 	ReactCancel
+	// ReactCacheHit: the response cache holds an answer to this very
+	// request: record a $0 cache_hit attempt, store the answer and complete
+	// the job in one transaction, without a call.
+	ReactCacheHit
 	// ReactRetryChanged: a rejection a changed request can get past (see
 	// changedRetry): keep the Change in the job and send the changed request
 	// at once, under its own idempotency key. At most once per job.
@@ -78,6 +82,7 @@ const (
 var reactionNames = [...]string{
 	ReactGo: "go", ReactComplete: "complete", ReactRetry: "retry", ReactSnooze: "snooze", ReactPark: "park",
 	ReactPauseKey: "pause_key", ReactTrip: "trip", ReactStorm: "storm", ReactDeadLetter: "dead_letter", ReactCancel: "cancel",
+	ReactCacheHit:     "cache_hit",
 	ReactRetryChanged: "retry_changed",
 }
 
@@ -109,7 +114,7 @@ func (r Reaction) String() string {
 	switch r.Kind {
 	case ReactDeadLetter:
 		return fmt.Sprintf("dead_letter(%s, %s)", r.Class, r.Reason)
-	case ReactGo, ReactComplete, ReactCancel:
+	case ReactGo, ReactComplete, ReactCancel, ReactCacheHit:
 		return r.Kind.String()
 	case ReactRetryChanged:
 		return fmt.Sprintf("%s(%s)", r.Kind, r.Change)
@@ -138,6 +143,10 @@ type before struct {
 	// Prior is what the ledger knows about earlier sends; nil before the
 	// look-up.
 	Prior *ledger.Prior
+	// CacheHit: the response cache holds an unexpired answer to this
+	// request (read with Prior; only for a pipeline with cache = true and a
+	// job without NoCache).
+	CacheHit bool
 	// OverRetryBudget: this send is a retry and the key's fleet-wide retry
 	// budget is spent.
 	OverRetryBudget bool
@@ -191,6 +200,11 @@ func decideBefore(b before) Reaction {
 		case p.OKAttemptID != 0 && p.ResultStored:
 			// Stored by a run whose completion did not land: finish, don't call.
 			return Reaction{Kind: ReactComplete}
+		case b.CacheHit:
+			// Answered before, in this batch or another: an answer already
+			// paid for beats another call, and beats giving up on a record
+			// whose own calls got no answer.
+			return Reaction{Kind: ReactCacheHit}
 		case p.JobAmbiguous > b.AmbiguousRetries:
 			return deadLetter(classify.Ambiguous, ReasonAmbiguousExhausted,
 				fmt.Sprintf("%d calls with no answer (pipeline ambiguous_retries %d)", p.JobAmbiguous, b.AmbiguousRetries))

@@ -124,6 +124,16 @@ type Options struct {
 	// the database is unreachable, its completion retried with backoff.
 	// Default HoldAnswerDefault.
 	HoldAnswer time.Duration
+	// Pacing configures each key's pacer. Zero fields take keys' defaults;
+	// Concurrency is the key's.
+	Pacing keys.PacerConfig
+	// PacerHeartbeat is how often the pacers renew their heartbeat rows and
+	// merge what the fleet learned. Default keys.PacerHeartbeatDefault.
+	PacerHeartbeat time.Duration
+	// KeyPauseAfter: a throttle whose retry-after is longer pauses the key
+	// fleet-wide; shorter ones snooze only the job. Default
+	// keys.KeyPauseAfterDefault.
+	KeyPauseAfter time.Duration
 }
 
 // Observer hears about every provider call this process makes, after it is
@@ -155,7 +165,8 @@ type keyRuntime struct {
 	limiter *keys.Limiter
 	// gate admits calls and hears their outcomes: both breakers and the
 	// pause, shared by the fleet, and this process's storm breaker.
-	gate *keys.Gate
+	gate  *keys.Gate
+	pacer *keys.Pacer
 
 	mu            sync.Mutex
 	lastThrottle  time.Time
@@ -190,6 +201,7 @@ type Runtime struct {
 	alerter    *keys.Alerter
 	ownAlerter bool
 	keys       map[string]*keyRuntime
+	pacers     *keys.Pacers
 	horizon    Horizon
 	stopWatch  context.CancelFunc
 	watchDone  chan struct{}
@@ -259,6 +271,7 @@ func New(opts Options) (*Runtime, error) {
 		r.keys[k.Name] = &keyRuntime{
 			cfg: k, client: client, apiKey: apiKey, redact: redact.New(apiKey),
 			limiter:       keys.NewLimiter(keys.LimiterConfig{Max: k.Concurrency}),
+			pacer:         newPacer(opts.Pacing, k.Concurrency),
 			throttleFirst: opts.ThrottleWait,
 		}
 		queues[keys.QueueName(k.Name)] = river.QueueConfig{MaxWorkers: k.Concurrency}
@@ -306,6 +319,11 @@ func New(opts Options) (*Runtime, error) {
 	}
 	r.river = rc
 	r.supervisor = keys.NewSupervisor(r.store, rc, keys.SupervisorConfig{Keys: names, Tick: opts.SupervisorTick, Logger: opts.Logger})
+	pacers := map[string]*keys.Pacer{}
+	for name, k := range r.keys {
+		pacers[name] = k.pacer
+	}
+	r.pacers = keys.NewPacers(r.store, pacers, keys.PacersConfig{Heartbeat: opts.PacerHeartbeat, Logger: opts.Logger})
 	return r, nil
 }
 
@@ -339,11 +357,18 @@ func (r *Runtime) Start(ctx context.Context) error {
 	if err := r.supervisor.ReconcileAll(ctx); err != nil {
 		r.log.WarnContext(ctx, "reconcile key queues", "err", err)
 	}
+	// The fleet counts this process before it makes a call, so a second
+	// process never doubles the load.
+	if err := r.pacers.Start(ctx); err != nil {
+		return fmt.Errorf("worker: pacers: %w", err)
+	}
 	if err := r.supervisor.Start(ctx); err != nil {
+		r.pacers.Stop(ctx)
 		return fmt.Errorf("worker: supervisor: %w", err)
 	}
 	if err := r.river.Start(ctx); err != nil {
 		r.supervisor.Stop()
+		r.pacers.Stop(ctx)
 		return fmt.Errorf("worker: start river: %w", err)
 	}
 	watchCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -385,6 +410,15 @@ func (r *Runtime) Stop(ctx context.Context) error {
 		err = r.river.StopAndCancel(hard)
 	}
 	r.supervisor.Stop()
+	if ctx.Err() != nil {
+		// Stopped with no time left (a kill): no goodbye, the heartbeat
+		// rows expire by themselves as a dead process's do.
+		r.pacers.Crash()
+	} else {
+		leave, cancelLeave := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		r.pacers.Stop(leave)
+		cancelLeave()
+	}
 	if r.ownAlerter {
 		flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()

@@ -21,9 +21,9 @@ var prepaidThresholds = []struct {
 }
 
 // watchSpend folds the spend counters (ledger.FoldSpend), evaluates the
-// prepaid and spend-rate alerts from the ledger, and dead-letters records
-// whose job ended without an outcome (sweep), every SpendCheck until ctx
-// ends. Every process runs it; ledger.ClaimOnce makes each alert fire once
+// prepaid and spend-rate alerts from the ledger, dead-letters records whose
+// job ended without an outcome (sweep) and deletes expired response-cache
+// rows (sweepCache), every SpendCheck until ctx ends. Every process runs it; ledger.ClaimOnce makes each alert fire once
 // for the fleet.
 func (r *Runtime) watchSpend(ctx context.Context) {
 	for tick := 0; ; tick++ {
@@ -32,6 +32,7 @@ func (r *Runtime) watchSpend(ctx context.Context) {
 		}
 		r.checkSpend(ctx)
 		r.sweep(ctx, tick)
+		r.sweepCache(ctx)
 		d := r.opts.SpendCheck
 		select {
 		case <-ctx.Done():

@@ -72,11 +72,14 @@ func TestRejectedCostsOneCall(t *testing.T) {
 	require.NotContains(t, dls[0].ErrorExcerpt, "sk-test-secret")
 }
 
+// A throttle whose retry-after says the whole key must wait (longer than
+// KeyPauseAfter) pauses the key fleet-wide; the job costs no attempt.
 func TestThrottledDoesNotBurnAttempts(t *testing.T) {
 	t.Parallel()
 	b := setup(t, fakeprovider.Scenario{Script: steps(
 		fakeprovider.Step{Action: fakeprovider.ActionRateLimit, RetryAfter: fakeprovider.Duration(time.Second)},
 		status(200))}, tweaks{maxAttempts: 1})
+	b.opts.KeyPauseAfter = 500 * time.Millisecond
 	b.enqueue(t, "b1", records(1, nil))
 	rt := b.start(t)
 
@@ -96,6 +99,33 @@ func TestThrottledDoesNotBurnAttempts(t *testing.T) {
 	require.Nil(t, p)
 	var attempt int
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(), "SELECT attempt FROM river_job").Scan(&attempt))
+	require.Equal(t, 1, attempt, "a throttle is a snooze, not an attempt")
+}
+
+// A single 429 with a short wait snoozes only the job that got it, for the
+// wait the provider named: the key is never paused, the other records go
+// on, and the throttled one completes without burning its single attempt.
+func TestSingleThrottleSnoozesOnlyItsJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakeprovider.Scenario{RecordScripts: map[string][]fakeprovider.Step{"r001": steps(
+		fakeprovider.Step{Action: fakeprovider.ActionRateLimit, RetryAfter: fakeprovider.Duration(time.Second)},
+		status(200))}}, tweaks{maxAttempts: 1})
+	b.enqueue(t, "b1", records(20, nil))
+	rt := b.start(t)
+
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, 20, st.Completed)
+	require.Equal(t, 21, b.fake.Stats().Requests, "one throttled call, then each record once")
+	pause, err := rt.Store().ActivePause(context.Background(), "main")
+	require.NoError(t, err)
+	require.Nil(t, pause)
+	var n int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		"SELECT count(*) FROM triage_pause").Scan(&n))
+	require.Zero(t, n, "the key was never paused")
+	var attempt int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		"SELECT attempt FROM river_job WHERE args->>'record_id' = 'r001'").Scan(&attempt))
 	require.Equal(t, 1, attempt, "a throttle is a snooze, not an attempt")
 }
 

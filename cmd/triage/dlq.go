@@ -271,8 +271,9 @@ func runDLQRequeue(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&sel.Batch, "batch", "", "requeue this batch's dead letters")
 	fs.StringVar(&sel.Class, "class", "", "with --batch: only this class")
 	fs.StringVar(&sel.Reason, "reason", "", "with --batch: only this reason")
+	noCache := fs.Bool("no-cache", false, "call the provider for the requeued records even when the pipeline's response cache (cache = true) holds an answer")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage dlq requeue ID... | --batch B [--class C] [--reason R]")
+		fmt.Fprintln(e.stderr, "usage: triage dlq requeue ID... | --batch B [--class C] [--reason R] [--no-cache]")
 		fs.PrintDefaults()
 	}
 	pos, err := parseInterleaved(fs, args)
@@ -301,7 +302,7 @@ func runDLQRequeue(ctx context.Context, e *env, args []string) int {
 		return failCmd(e, cmd, err)
 	}
 	defer d.Close()
-	res, err := operator.Requeue(ctx, d.pool, cfg, sel, operator.RequeueOptions{})
+	res, err := operator.Requeue(ctx, d.pool, cfg, sel, operator.RequeueOptions{NoCache: *noCache})
 	if err != nil {
 		return failCmd(e, cmd, err)
 	}

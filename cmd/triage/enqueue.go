@@ -75,7 +75,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) int {
 	var f batchFlags
 	f.define(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage enqueue --pipeline P [--batch B] FILE|-")
+		fmt.Fprintln(e.stderr, "usage: triage enqueue --pipeline P [--batch B] [--no-cache] FILE|-")
 		fmt.Fprintln(e.stderr, "Queues every record of the JSONL file (one object a line; id from \"id\", else the line")
 		fmt.Fprintln(e.stderr, "number) in one transaction: a bad line is reported and nothing is queued.")
 		fmt.Fprintln(e.stderr, "Prints the batch id on stdout.")
@@ -98,12 +98,14 @@ func runEnqueue(ctx context.Context, e *env, args []string) int {
 type batchFlags struct {
 	pipeline, batch string
 	file            string // after parse: the JSONL file, "-" for stdin
+	noCache         bool
 }
 
 // define adds --pipeline and --batch to fs.
 func (f *batchFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.pipeline, "pipeline", "", "pipeline of triage.toml that processes the records (required)")
 	fs.StringVar(&f.batch, "batch", "", "batch id (default: PIPELINE-YYYYMMDDTHHMMSSZ, UTC)")
+	fs.BoolVar(&f.noCache, "no-cache", false, "call the provider for every record even when the pipeline's response cache (cache = true) holds an answer")
 }
 
 // parse parses args with fs and checks for --pipeline and exactly one file.
@@ -162,7 +164,7 @@ func enqueueFile(ctx context.Context, e *env, f batchFlags, budget *float64) (*c
 	if name == "-" {
 		name = "stdin"
 	}
-	if err := enqueueBatch(ctx, d, cfg, worker.EnqueueParams{Pipeline: f.pipeline, Batch: id, BudgetUSD: budget, Records: recs, File: name}); err != nil {
+	if err := enqueueBatch(ctx, d, cfg, worker.EnqueueParams{Pipeline: f.pipeline, Batch: id, BudgetUSD: budget, Records: recs, File: name, NoCache: f.noCache}); err != nil {
 		d.Close()
 		return nil, nil, "", 0, err
 	}

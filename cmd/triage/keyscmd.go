@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -164,11 +165,57 @@ func keysNotes(v operator.KeyView) []string {
 	} else if v.Paused {
 		out = append(out, fmt.Sprintf("key %s: paused (%s) until %s; its jobs wait", v.Key, *v.PauseReason, keysTime(v.PausedUntil)))
 	}
+	if p := v.Pacing; p != nil {
+		out = append(out, keysPacing(v.Key, p))
+	}
 	if rb := v.RetryBudget; rb != nil && rb.Share > 0 && rb.Spent {
 		out = append(out, fmt.Sprintf("key %s: retry budget spent: %d open retries, %d allowed (max of %d and %g × %d first calls in %s); retries wait until some succeed",
 			v.Key, rb.OpenRetries, rb.Allowed, rb.Floor, rb.Share, rb.FirstCalls, rb.Window()))
 	}
 	return out
+}
+
+// keysPacing says how a key is paced: the fleet's rate, where it was
+// learned, the share of each live process and what the headers said last.
+func keysPacing(key string, p *operator.PacingView) string {
+	procs := "1 process"
+	if p.LiveProcesses != 1 {
+		procs = fmt.Sprintf("%d processes", p.LiveProcesses)
+	}
+	var s string
+	switch {
+	case p.RatePerS != nil:
+		s = fmt.Sprintf("key %s: pacing at %.2f/s (from %s), %s at %.2f/s each", key, *p.RatePerS, p.Source, procs, *p.SharePerProcessPerS)
+	case p.TokensPerS != nil:
+		s = fmt.Sprintf("key %s: pacing by tokens (from %s), %s", key, p.Source, procs)
+	default:
+		s = fmt.Sprintf("key %s: not paced (%s), %s", key, p.Source, procs)
+	}
+	if p.TokensPerS != nil {
+		s += fmt.Sprintf("; %.0f input tokens/s", *p.TokensPerS)
+	}
+	var hdr []string
+	if p.LimitRequests != nil {
+		h := fmt.Sprintf("limit %d requests", *p.LimitRequests)
+		if p.RemainingRequests != nil {
+			h += fmt.Sprintf(", %d remaining", *p.RemainingRequests)
+		}
+		hdr = append(hdr, h)
+	}
+	if p.LimitTokens != nil {
+		h := fmt.Sprintf("limit %d tokens", *p.LimitTokens)
+		if p.RemainingTokens != nil {
+			h += fmt.Sprintf(", %d remaining", *p.RemainingTokens)
+		}
+		hdr = append(hdr, h)
+	}
+	if len(hdr) > 0 {
+		s += "; headers: " + strings.Join(hdr, "; ")
+	}
+	if p.Throttles > 0 {
+		s += fmt.Sprintf("; %d throttles lowered it", p.Throttles)
+	}
+	return s
 }
 
 // keysTime formats an optional time for a table cell.

@@ -17,11 +17,12 @@ import (
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/provider"
 )
 
 // keysViewKeys is the `triage keys --json` element's key set (a contract).
 var keysViewKeys = []string{
-	"concurrency_per_process", "configured", "key", "next_probe", "opened_at", "pause_reason", "paused",
+	"concurrency_per_process", "configured", "key", "next_probe", "opened_at", "pacing", "pause_reason", "paused",
 	"paused_until", "prepaid_usd", "prepaid_used_pct", "queue", "reason", "retry_budget", "spend_usd", "state", "storm", "vendor",
 }
 
@@ -79,7 +80,8 @@ func TestKeys(t *testing.T) {
 		"concurrency_per_process":4,"spend_usd":0,"prepaid_usd":10,"prepaid_used_pct":0,
 		"retry_budget":{"share":0.2,"window_s":60,"floor":10,"first_calls":0,"open_retries":0,"allowed":10,"spent":false},
 		"storm":{"state":"closed","reason":null,"opened_at":null,"next_probe":null,"cooldown_s":null,
-			"settings":{"failures":5,"share":0.5,"min_calls":10,"window_s":10,"probe_min_s":2,"probe_max_s":60,"alert_after_s":300}}}`, string(got))
+			"settings":{"failures":5,"share":0.5,"min_calls":10,"window_s":10,"probe_min_s":2,"probe_max_s":60,"alert_after_s":300}},
+		"pacing":null}`, string(got))
 
 	// Spend $2.50 on the key, trip its breaker and pause it; give an
 	// unconfigured key a pause too.
@@ -261,4 +263,42 @@ func TestKeysResumeNotHeld(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.Contains(t, r.stdout, "nothing to resume")
 	require.Equal(t, 0, c.count("triage_alert"))
+}
+
+// `triage keys` shows how each key is paced, from the live processes'
+// heartbeat rows: the fleet's rate, the share per process and the last
+// rate-limit headers.
+func TestKeysShowsPacing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	store := keys.NewStore(c.db.Pool, keys.StoreConfig{})
+	rl := provider.ParseRateLimit("openai", map[string]string{
+		"x-ratelimit-limit-requests": "1800", "x-ratelimit-remaining-requests": "17", "x-ratelimit-reset-requests": "400ms",
+		"x-ratelimit-limit-tokens": "120000", "x-ratelimit-remaining-tokens": "119000",
+	}, time.Now())
+	st := keys.PaceState{Source: keys.PaceHeaders, FleetRate: 29.1, FleetTokens: 1940, Factor: 1, ReqLimit: 30, TokLimit: 2000,
+		Headers: rl, HeadersAt: time.Now(), Throttles: 1}
+	for _, owner := range []string{"proc-a", "proc-b"} {
+		_, err := store.PacerHeartbeat(ctx, "main", owner, st, time.Minute)
+		require.NoError(t, err)
+	}
+
+	views := keysJSON(t, c)
+	got, err := json.Marshal(views["main"]["pacing"])
+	require.NoError(t, err)
+	require.JSONEq(t, `{"live_processes":2,"source":"headers","rate_per_s":29.1,"share_per_process_per_s":14.55,
+		"tokens_per_s":1940,"throttles":2,"limit_requests":1800,"remaining_requests":17,
+		"limit_tokens":120000,"remaining_tokens":119000,"headers_at":`+string(mustJSON(t, views["main"]["pacing"].(map[string]any)["headers_at"]))+`}`, string(got))
+
+	r := c.run("", "keys")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Regexp(t, `(?m)^key main: pacing at 29\.10/s \(from headers\), 2 processes at 14\.55/s each; 1940 input tokens/s; headers: limit 1800 requests, 17 remaining; limit 120000 tokens, 119000 remaining; 2 throttles lowered it$`, r.stdout)
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
 }

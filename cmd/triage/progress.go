@@ -114,6 +114,23 @@ func progressLine(st ledger.Status, ks *keys.KeyStatus, elapsed time.Duration, b
 		st.Completed, st.Total, st.DeadLettered, st.Pending, state, st.Calls, usd(st.SpendUSD), rate)
 }
 
+// withPacing adds "pacing at N/s" to a running batch's line while the key's
+// pacer holds calls back (the rate, not the workers, sets the speed): this
+// process's share, and the fleet's rate when processes share the key.
+func withPacing(line string, st ledger.Status, ps keys.PaceState, bar bool) string {
+	if st.State != ledger.BatchRunning || !ps.Binding || ps.ShareRate <= 0 {
+		return line
+	}
+	s := fmt.Sprintf("pacing at %.1f/s", ps.ShareRate)
+	if ps.Live > 1 {
+		s += fmt.Sprintf(" (%.1f/s across %d processes)", ps.FleetRate, ps.Live)
+	}
+	if bar {
+		return line + " · " + s
+	}
+	return line + ", " + s
+}
+
 // fitWidth cuts line to columns runes (0: no limit), so a redrawn line
 // never wraps (a wrapped line cannot be redrawn with \r).
 func fitWidth(line string, columns int) string {

@@ -76,3 +76,20 @@ func TestTerminalWidth(t *testing.T) {
 	require.False(t, isTerminal(devNull), "a character device that is not a terminal")
 	require.Equal(t, 80, terminalWidth(devNull, env("80")))
 }
+
+func TestProgressLineSaysPacing(t *testing.T) {
+	t.Parallel()
+	st := ledger.Status{Batch: "b1", Total: 10, Completed: 4, Pending: 6, State: ledger.BatchRunning}
+	line := progressLine(st, nil, 2*time.Second, false)
+	binding := keys.PaceState{Source: keys.PaceHeaders, FleetRate: 29.1, ShareRate: 29.1, Live: 1, Binding: true}
+	require.Equal(t, line+", pacing at 29.1/s", withPacing(line, st, binding, false))
+	bar := progressLine(st, nil, 2*time.Second, true)
+	shared := keys.PaceState{Source: keys.PaceThrottles, FleetRate: 29.1, ShareRate: 14.55, Live: 2, Binding: true}
+	require.Equal(t, bar+" · pacing at 14.6/s (29.1/s across 2 processes)", withPacing(bar, st, shared, true))
+
+	idle := binding
+	idle.Binding = false
+	require.Equal(t, line, withPacing(line, st, idle, false), "not said while the pace does not hold calls back")
+	st.State = ledger.BatchSettled
+	require.Equal(t, line, withPacing(line, st, binding, false), "nor once the batch is settled")
+}

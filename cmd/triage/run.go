@@ -23,7 +23,7 @@ import (
 func init() {
 	register(command{
 		name:    "run",
-		summary: "enqueue a JSONL file and work it until it settles (--pipeline P [--batch B] [--max-wait D] [--budget USD] FILE|-)",
+		summary: "enqueue a JSONL file and work it until it settles (--pipeline P [--batch B] [--max-wait D] [--budget USD] [--no-cache] FILE|-)",
 		run:     runRun,
 	})
 }
@@ -64,7 +64,7 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	ui.defineToken(fs)
 	dbWait := fs.Duration("db-wait", dbWaitDefault, "how long to ride out an unreachable database before stopping with exit 4 (the jobs stay queued)")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage run --pipeline P [--batch B] [--max-wait D] [--budget USD] [--ui-addr ADDR [--ui-token T]] FILE|-")
+		fmt.Fprintln(e.stderr, "usage: triage run --pipeline P [--batch B] [--max-wait D] [--budget USD] [--no-cache] [--ui-addr ADDR [--ui-token T]] FILE|-")
 		fmt.Fprintln(e.stderr, "Enqueues the file as one batch and works it in this process until every record is")
 		fmt.Fprintln(e.stderr, "completed or dead-lettered, then prints a summary. While the key is exhausted it waits")
 		fmt.Fprintln(e.stderr, "(one probe per probe_interval); when the batch's budget is spent it stops.")
@@ -215,7 +215,8 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 	if err := rt.Start(runCtx); err != nil {
 		return runOutcome{}, err
 	}
-	out, loopErr := pollBatch(ctx, rt.Store(), r, p, start)
+	pace := func() (keys.PaceState, bool) { return rt.Pacing(r.key) }
+	out, loopErr := pollBatch(ctx, rt.Store(), pace, r, p, start)
 	if summary != nil {
 		if s := summary.flush(); s != "" {
 			p.event(time.Now(), "%s", s)
@@ -261,7 +262,7 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 
 // pollBatch draws progress until the batch settles or the run must stop,
 // narrating the key's breaker as it opens, fails a probe and closes.
-func pollBatch(ctx context.Context, store *keys.Store, r batchRun, p *progress, start time.Time) (runOutcome, error) {
+func pollBatch(ctx context.Context, store *keys.Store, pace func() (keys.PaceState, bool), r batchRun, p *progress, start time.Time) (runOutcome, error) {
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	var deadline <-chan time.Time
@@ -311,7 +312,8 @@ func pollBatch(ctx context.Context, store *keys.Store, r batchRun, p *progress, 
 			r.watch(ctx, batchView{st: st, key: ks, now: now}, p)
 		}
 		done := st.State == ledger.BatchSettled || st.State == ledger.BatchPausedBudget
-		p.show(progressLine(st, ks, time.Since(start), p.tty), now, done)
+		ps, _ := pace()
+		p.show(withPacing(progressLine(st, ks, time.Since(start), p.tty), st, ps, p.tty), now, done)
 		switch st.State {
 		case ledger.BatchSettled:
 			return runOutcome{st: st}, nil

@@ -205,3 +205,14 @@ func TestRunBudgetEnforcedThenRaised(t *testing.T) {
 	require.Equal(t, 40, st.Completed)
 	require.Equal(t, ledger.BatchSettled, st.State)
 }
+
+// While the key's rate, not its workers, sets the speed, the progress line
+// says so.
+func TestRunSaysPacing(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{RateLimit: &fakeprovider.RateLimit{RequestsPerMinute: 600, BurstRequests: 2}}, "")
+	r := c.run(jsonl(25), "run", "--pipeline", "enrich", "--batch", "b1", "--progress-interval", "100ms", "-")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stderr, "pacing at 9.7/s", "10 requests/s from the headers, less the headroom")
+	require.Contains(t, r.stdout, "25 completed")
+}

@@ -220,6 +220,16 @@ type Pipeline struct {
 	// both). Default MaxSnoozesDefault (100).
 	MaxSnoozes int `toml:"max_snoozes"`
 
+	// Response cache (see cache.go).
+	//
+	// Cache answers a request identical to one answered before (same
+	// vendor, model, system, prompt and parameters; any batch) from the
+	// stored answer, without a call. Default false: a pipeline whose
+	// prompt asks for fresh or varied answers must not get yesterday's.
+	Cache bool `toml:"cache"`
+	// CacheTTL is how long a stored answer is used. Default CacheTTLDefault
+	// (30 days). Written like "720h" or "30d".
+	CacheTTL time.Duration `toml:"cache_ttl"`
 	// OnOverflow is what a context-length rejection leads to: OverflowDeadLetter
 	// or OverflowTruncate (one retry with the record's longest strings
 	// shortened to fit). Default OnOverflowDefault (dead_letter): data is

@@ -98,6 +98,8 @@ type rawPipeline struct {
 	AmbiguousRetries *int     `toml:"ambiguous_retries"`
 	MaxSnoozes       *int     `toml:"max_snoozes"`
 	SnoozeLimit      *int     `toml:"snooze_limit"`
+	Cache            bool     `toml:"cache"`
+	CacheTTL         string   `toml:"cache_ttl"`
 	OnOverflow       string   `toml:"on_overflow"`
 }
 
@@ -186,6 +188,9 @@ func (r rawFile) config(name string) (*Config, error) {
 				field = "snooze_limit"
 			}
 			return nil, fmt.Errorf("%s: %s: %s must be at least 1, got %d", name, elem("pipelines", i, rp.Name), field, p.MaxSnoozes)
+		}
+		if err := rp.cacheOptions(&p); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", name, elem("pipelines", i, rp.Name), err)
 		}
 		cfg.Pipelines = append(cfg.Pipelines, p)
 	}

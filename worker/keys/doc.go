@@ -1,8 +1,9 @@
 // Package keys holds the per-key state a fleet of triage workers shares
 // through PostgreSQL: two breakers per key (exhausted and storm), pauses,
-// and the Supervisor that makes River's queues follow them; plus in-process
-// pieces: the Gate that admits each call and hears its outcome, the AIMD
-// concurrency Limiter and the Alerter.
+// the Supervisor that makes River's queues follow them, and the pacing
+// heartbeats; plus in-process pieces: the Gate that admits each call and
+// hears its outcome, the Pacer, the concurrency Limiter (a ceiling) and the
+// Alerter.
 //
 // Each key has one River queue, QueueName(key), and one probe queue,
 // ProbeQueueName(key). Every process working a key's queue also works its
@@ -117,6 +118,24 @@
 // The Supervisor owns the paused state of QueueName(key) queues: a queue
 // paused by hand (River UI) is resumed at the next tick unless the key is
 // paused or its breaker open; use Pause or the breaker instead.
+//
+// # Pacing
+//
+// A Pacer paces one key's calls in this process by rate (two token buckets
+// from golang.org/x/time/rate: requests and input tokens per second). Before
+// a call: Wait(ctx, estimatedTokens, maxWait); after it: Observe with the
+// answer's rate-limit headers (provider.RateLimit) and outcome. It learns
+// the key's limit from the headers, or without them by rate-based AIMD from
+// throttles (see control). The rate is the fleet's: a Pacers service
+// renews one heartbeat row per key and process in triage_pacer every
+// PacersConfig.Heartbeat, and each Pacer paces at the fleet rate divided by
+// the live processes; a row counts for PacerTTLFactor heartbeats, so a
+// process that died stops counting by itself.
+//
+// ThrottleScopeFor decides what a throttle stops: the job only (the pace
+// slows down), this process's calls on the key for a moment (ScopeHold), or
+// the key fleet-wide (ScopeKey, a Pause) when the provider says the whole key
+// must wait.
 //
 // # Time
 //

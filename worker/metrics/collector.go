@@ -37,6 +37,9 @@ type stateCollector struct {
 	storm, stormCooldown                 *prometheus.Desc
 	batchBudget, batchSpend, batchPaused *prometheus.Desc
 	retryOpen, retryAllowed              *prometheus.Desc
+	paceRate, paceShare, paceTokens      *prometheus.Desc
+	paceLive, paceSource                 *prometheus.Desc
+	rlLimit, rlRemaining                 *prometheus.Desc
 }
 
 func newStateCollector(pool *pgxpool.Pool, store *keys.Store, opts Options) *stateCollector {
@@ -75,6 +78,27 @@ func newStateCollector(pool *pgxpool.Pool, store *keys.Store, opts Options) *sta
 		retryAllowed: prometheus.NewDesc("triage_retry_budget_allowed",
 			"Open retries the key's retry budget allows over the retry window, fleet-wide from the ledger: max(floor, retry_budget x first calls). Workers defer retries while open >= allowed.",
 			[]string{"key"}, nil),
+		paceRate: prometheus.NewDesc("triage_pace_rate_per_second",
+			"Requests per second the fleet paces the key at, learned from the rate-limit headers or from throttles (the lowest among the live processes); no series while the key is not limited.",
+			[]string{"key"}, nil),
+		paceShare: prometheus.NewDesc("triage_pace_share_per_second",
+			"Requests per second each live worker process paces the key at: triage_pace_rate_per_second / triage_pace_live_processes.",
+			[]string{"key"}, nil),
+		paceTokens: prometheus.NewDesc("triage_pace_tokens_per_second",
+			"Input tokens per second the fleet paces the key at, from a token limit the headers named; no series without one.",
+			[]string{"key"}, nil),
+		paceLive: prometheus.NewDesc("triage_pace_live_processes",
+			"Worker processes with a live pacing heartbeat on the key (they share its rate).",
+			[]string{"key"}, nil),
+		paceSource: prometheus.NewDesc("triage_pace_source",
+			"1 for where the key's rate comes from: headers, throttles or starting (still looking for the limit).",
+			[]string{"key", "source"}, nil),
+		rlLimit: prometheus.NewDesc("triage_ratelimit_limit",
+			"The limit the provider's rate-limit headers named last (per the vendor's window, usually a minute), by key and kind (requests, tokens).",
+			[]string{"key", "kind"}, nil),
+		rlRemaining: prometheus.NewDesc("triage_ratelimit_remaining",
+			"What the provider's rate-limit headers said remained last, by key and kind (requests, tokens).",
+			[]string{"key", "kind"}, nil),
 	}
 }
 
@@ -91,6 +115,13 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.batchPaused
 	ch <- c.retryOpen
 	ch <- c.retryAllowed
+	ch <- c.paceRate
+	ch <- c.paceShare
+	ch <- c.paceTokens
+	ch <- c.paceLive
+	ch <- c.paceSource
+	ch <- c.rlLimit
+	ch <- c.rlRemaining
 }
 
 type keyGauges struct {
@@ -105,6 +136,7 @@ type snapshot struct {
 	keys    map[string]*keyGauges
 	batches []batchGauges
 	retries []retryGauges
+	pacing  []keys.PacingStatus
 }
 
 // Collect implements prometheus.Collector. It reads everything before it
@@ -143,6 +175,31 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.retryOpen, prometheus.GaugeValue, r.open, r.key)
 		ch <- prometheus.MustNewConstMetric(c.retryAllowed, prometheus.GaugeValue, r.allowed, r.key)
 	}
+	for _, p := range snap.pacing {
+		gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{p.Key}, labels...)...)
+		}
+		gauge(c.paceLive, float64(p.Live))
+		gauge(c.paceSource, 1, string(p.Source))
+		if p.RatePerS > 0 {
+			gauge(c.paceRate, p.RatePerS)
+			gauge(c.paceShare, p.ShareRatePerS)
+		}
+		if p.TokensPerS > 0 {
+			gauge(c.paceTokens, p.TokensPerS)
+		}
+		for _, w := range []struct {
+			kind             string
+			limit, remaining *int64
+		}{{"requests", p.LimitRequests, p.RemainingRequests}, {"tokens", p.LimitTokens, p.RemainingTokens}} {
+			if w.limit != nil {
+				gauge(c.rlLimit, float64(*w.limit), w.kind)
+			}
+			if w.remaining != nil {
+				gauge(c.rlRemaining, float64(*w.remaining), w.kind)
+			}
+		}
+	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
 }
 
@@ -175,5 +232,9 @@ func (c *stateCollector) read(ctx context.Context, now time.Time) (snapshot, err
 		}
 		retries = append(retries, r)
 	}
-	return snapshot{keys: byKey, batches: batches, retries: retries}, nil
+	pacing, err := c.store.ListPacing(ctx)
+	if err != nil {
+		return snapshot{}, err
+	}
+	return snapshot{keys: byKey, batches: batches, retries: retries, pacing: pacing}, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/metrics"
+	"github.com/triage-dev/triage/worker/provider"
 )
 
 func TestMain(m *testing.M) {
@@ -357,4 +358,35 @@ func TestRegistriesAreIndependent(t *testing.T) {
 	a.m.ObserveCall(worker.CallEvent{Key: "main", Class: classify.OK, Status: 200, Known: true})
 	require.Equal(t, 1.0, sum(scrape(t, a.srv.URL), "triage_calls_total"))
 	require.Equal(t, 0.0, sum(scrape(t, b.srv.URL), "triage_calls_total"))
+}
+
+// The pacing gauges come from the live processes' heartbeat rows: the
+// fleet's rate, the share per process and the headers' last limit and
+// remaining.
+func TestPacingGauges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, metrics.Options{Keys: []string{"main"}})
+	fams := scrape(t, b.srv.URL)
+	require.Nil(t, fams["triage_pace_live_processes"], "no worker heartbeats: no pacing series")
+
+	st := keys.PaceState{Source: keys.PaceHeaders, FleetRate: 29.1, FleetTokens: 1940, Factor: 1, ReqLimit: 30, TokLimit: 2000,
+		Headers: provider.ParseRateLimit("openai", map[string]string{
+			"x-ratelimit-limit-requests": "1800", "x-ratelimit-remaining-requests": "17",
+			"x-ratelimit-limit-tokens": "120000", "x-ratelimit-remaining-tokens": "119000",
+		}, time.Now()), HeadersAt: time.Now()}
+	for _, owner := range []string{"a", "b"} {
+		_, err := b.store.PacerHeartbeat(ctx, "main", owner, st, time.Minute)
+		require.NoError(t, err)
+	}
+	fams = scrape(t, b.srv.URL)
+	require.Equal(t, 2.0, mustValue(t, fams, "triage_pace_live_processes", L{"key": "main"}))
+	require.InDelta(t, 29.1, mustValue(t, fams, "triage_pace_rate_per_second", L{"key": "main"}), 1e-9)
+	require.InDelta(t, 14.55, mustValue(t, fams, "triage_pace_share_per_second", L{"key": "main"}), 1e-9)
+	require.InDelta(t, 1940, mustValue(t, fams, "triage_pace_tokens_per_second", L{"key": "main"}), 1e-9)
+	require.Equal(t, 1.0, mustValue(t, fams, "triage_pace_source", L{"key": "main", "source": "headers"}))
+	require.Equal(t, 1800.0, mustValue(t, fams, "triage_ratelimit_limit", L{"key": "main", "kind": "requests"}))
+	require.Equal(t, 17.0, mustValue(t, fams, "triage_ratelimit_remaining", L{"key": "main", "kind": "requests"}))
+	require.Equal(t, 120000.0, mustValue(t, fams, "triage_ratelimit_limit", L{"key": "main", "kind": "tokens"}))
+	require.Equal(t, 119000.0, mustValue(t, fams, "triage_ratelimit_remaining", L{"key": "main", "kind": "tokens"}))
 }

@@ -47,6 +47,52 @@ type KeyView struct {
 	// Storm is the storm breaker; State, Reason, OpenedAt and NextProbe
 	// above are the exhausted breaker's.
 	Storm StormView `json:"storm"`
+	// Pacing is the key's pace as its live worker processes report it
+	// (heartbeat rows); null when no worker process is working the key.
+	Pacing *PacingView `json:"pacing"`
+}
+
+// PacingView is how a key is paced, fleet-wide (keys.PacingStatus).
+type PacingView struct {
+	// LiveProcesses is the worker processes with a live heartbeat.
+	LiveProcesses int `json:"live_processes"`
+	// Source: "headers" (the provider's rate-limit headers), "throttles"
+	// (learned from 429s) or "starting" (still looking for the limit).
+	Source string `json:"source"`
+	// RatePerS is the requests per second the fleet paces the key at, null
+	// when not limited; SharePerProcessPerS is RatePerS / LiveProcesses.
+	RatePerS            *float64 `json:"rate_per_s"`
+	SharePerProcessPerS *float64 `json:"share_per_process_per_s"`
+	// TokensPerS is the input tokens per second the fleet paces at, null
+	// when no token limit is known.
+	TokensPerS *float64 `json:"tokens_per_s"`
+	// Throttles counts the 429s that lowered the rate, summed over the live
+	// processes.
+	Throttles int64 `json:"throttles"`
+	// The last rate-limit headers any live process saw (limits per the
+	// vendor's window, usually a minute); null: none seen.
+	LimitRequests     *int64     `json:"limit_requests"`
+	RemainingRequests *int64     `json:"remaining_requests"`
+	LimitTokens       *int64     `json:"limit_tokens"`
+	RemainingTokens   *int64     `json:"remaining_tokens"`
+	HeadersAt         *time.Time `json:"headers_at"`
+}
+
+func newPacingView(ps keys.PacingStatus) *PacingView {
+	v := &PacingView{LiveProcesses: ps.Live, Source: string(ps.Source), Throttles: ps.Throttles,
+		LimitRequests: ps.LimitRequests, RemainingRequests: ps.RemainingRequests,
+		LimitTokens: ps.LimitTokens, RemainingTokens: ps.RemainingTokens, HeadersAt: ps.HeadersAt}
+	round := func(f float64) *float64 {
+		r := math.Round(f*100) / 100
+		return &r
+	}
+	if ps.RatePerS > 0 {
+		v.RatePerS, v.SharePerProcessPerS = round(ps.RatePerS), round(ps.ShareRatePerS)
+	}
+	if ps.TokensPerS > 0 {
+		v.TokensPerS = round(ps.TokensPerS)
+	}
+	return v
 }
 
 // StormView is the storm breaker of a key in `triage keys --json`.
@@ -183,6 +229,14 @@ func KeyViews(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) ([]Ke
 	for _, st := range states {
 		byKey[st.Key] = st
 	}
+	pacing, err := store.ListPacing(ctx)
+	if err != nil {
+		return nil, err
+	}
+	paceByKey := map[string]keys.PacingStatus{}
+	for _, ps := range pacing {
+		paceByKey[ps.Key] = ps
+	}
 	now := time.Now()    // the worker's retry window runs on its clock too
 	views := []KeyView{} // [] when empty, never null
 	seen := map[string]bool{}
@@ -208,6 +262,9 @@ func KeyViews(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) ([]Ke
 			return err
 		}
 		v.SpendUSD = spend
+		if ps, ok := paceByKey[name]; ok {
+			v.Pacing = newPacingView(ps)
+		}
 		if k != nil {
 			u, err := ledger.RetryUsageByKey(ctx, pool, name, now.Add(-worker.RetryWindowDefault))
 			if err != nil {
@@ -236,6 +293,13 @@ func KeyViews(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) ([]Ke
 	for _, st := range states { // ListKeyStatus is ordered by key
 		if !seen[st.Key] {
 			if err := add(st.Key, nil); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, ps := range pacing { // ListPacing is ordered by key
+		if !seen[ps.Key] {
+			if err := add(ps.Key, nil); err != nil {
 				return nil, err
 			}
 		}

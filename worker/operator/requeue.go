@@ -84,6 +84,10 @@ type RequeueOptions struct {
 	Alerter *keys.Alerter
 	// By says who requeued, for the alert ("web", "hand"). Default "hand".
 	By string
+	// NoCache makes the requeued jobs call the provider even when their
+	// pipeline's response cache holds an answer (`triage dlq requeue
+	// --no-cache`). Default false: an answer already paid for is used.
+	NoCache bool
 }
 
 // Requeue marks the selected dead letters requeued and inserts one new River
@@ -183,7 +187,7 @@ func Requeue(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, sel Se
 				res.Unchanged++
 			}
 			params = append(params, river.InsertManyParams{
-				Args:       worker.Args{Batch: dl.Batch, Pipeline: dl.Pipeline, RecordID: dl.RecordID, Record: data},
+				Args:       worker.Args{Batch: dl.Batch, Pipeline: dl.Pipeline, RecordID: dl.RecordID, Record: data, NoCache: opts.NoCache},
 				InsertOpts: t.opts,
 			})
 			res.IDs = append(res.IDs, dl.ID)

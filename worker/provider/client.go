@@ -142,6 +142,7 @@ func (c *Client) Do(ctx context.Context, r Request) (res Result, err error) {
 	res.Observation.Phase = classify.PhaseResponse
 	res.Observation.Status = resp.StatusCode
 	res.Observation.Headers = lowerHeaders(resp.Header)
+	res.RateLimit = ParseRateLimit(c.vendor, res.Observation.Headers, time.Now())
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// The status is the outcome; a body cut short is still evidence.

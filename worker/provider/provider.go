@@ -120,6 +120,9 @@ type Result struct {
 	NetworkError string
 	// Elapsed is the wall time of the call.
 	Elapsed time.Duration
+	// RateLimit is what the response's rate-limit headers said, on every
+	// status (see ParseRateLimit); zero when none arrived.
+	RateLimit RateLimit
 }
 
 // Client calls one key's endpoint. Safe for concurrent use.

@@ -1,0 +1,105 @@
+package worker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/triage-dev/triage/ledger"
+)
+
+// The response cache (pipeline option cache = true): an answer paid for once
+// is kept under the hash of the request that bought it, and an identical
+// request, in any batch, is answered from it without a call. The look-up
+// rides in the round trip the worker makes anyway before a call (the
+// breakers' admission and the prior look-up); a hit is decided by
+// decideBefore (ReactCacheHit) and carried out by apply in the completion
+// transaction; a fresh answer is stored in the statement that stores the
+// record's result.
+
+// cacheSweepLimit bounds the expired rows one sweep deletes.
+const cacheSweepLimit = 5000
+
+// cacheKey is the response cache's key for a request: its vendor (which
+// wire format, which model catalogue) and its content hash, which covers
+// model, system, prompt and every parameter but never the batch, the record
+// or the idempotency key. The idempotency key stays per record.
+func cacheKey(vendor, requestHash string) string {
+	h := sha256.New()
+	writeLenPrefixed(h, "triage-cache-v1")
+	writeLenPrefixed(h, vendor)
+	writeLenPrefixed(h, requestHash)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func writeLenPrefixed(w io.Writer, s string) {
+	fmt.Fprintf(w, "%d:%s", len(s), s)
+}
+
+// setCacheKey sets the call's cache key once the request is rendered, for
+// a pipeline that caches (stored after a fresh answer even under --no-cache,
+// which asks for a fresh answer, not for forgetting it).
+func (c *call) setCacheKey() {
+	if c.pipeline.Cache && c.key != nil {
+		c.cacheKey = cacheKey(c.key.cfg.Vendor, c.hash)
+	}
+}
+
+// queueCacheLookup queues the cache look-up on the pre-call batch when the
+// job may be answered from the cache; for other pipelines it queues
+// nothing, so their path is unchanged.
+func (r *Runtime) queueCacheLookup(b *pgx.Batch, c *call) {
+	if c.cacheKey == "" || c.job.Args.NoCache {
+		return
+	}
+	ledger.QueueLookupResponse(b, &c.cached, c.cacheKey, r.pinnedNow())
+}
+
+// storeResult stores the record's fresh answer, and keeps it in the
+// response cache when the pipeline caches.
+func (r *Runtime) storeResult(ctx context.Context, tx pgx.Tx, c *call) error {
+	return ledger.StoreResultCached(ctx, tx, c.job.Args.Batch, c.job.Args.RecordID, c.attemptID, c.output,
+		ledger.CacheEntry{Key: c.cacheKey, TTL: c.pipeline.CacheTTL, Now: r.pinnedNow()})
+}
+
+// storeCacheHit records the $0 cache_hit attempt and stores the cached
+// answer as the record's result, inside the completion transaction.
+func (r *Runtime) storeCacheHit(ctx context.Context, tx pgx.Tx, c *call) error {
+	job := c.job
+	id, err := ledger.RecordCacheHit(ctx, tx, ledger.Intent{
+		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: c.calls + 1,
+		Key: c.key.cfg.Name, Model: c.model.Name, IdempotencyKey: c.req.IdempotencyKey, RequestHash: c.hash,
+		Change: c.change.label(), Now: r.pinnedNow(),
+	}, c.cached.Output)
+	if err != nil {
+		return err
+	}
+	r.log.DebugContext(ctx, "cache hit", "key", c.key.cfg.Name, "job_id", job.ID, "batch", job.Args.Batch,
+		"record_id", job.Args.RecordID, "attempt_id", id, "source_attempt_id", c.cached.AttemptID)
+	return nil
+}
+
+// sweepCache deletes expired cache rows (one process at a time).
+func (r *Runtime) sweepCache(ctx context.Context) {
+	n, err := ledger.SweepResponseCache(ctx, r.pool, r.pinnedNow(), cacheSweepLimit)
+	if err != nil && ctx.Err() == nil {
+		r.log.WarnContext(ctx, "sweep response cache", "err", err)
+		return
+	}
+	if n > 0 {
+		r.log.DebugContext(ctx, "response cache swept", "deleted", n)
+	}
+}
+
+// pinnedNow is the injected clock's time, or zero for the database clock.
+func (r *Runtime) pinnedNow() (t time.Time) {
+	if r.opts.Clock != nil {
+		return r.opts.Clock.Now()
+	}
+	return t
+}

@@ -1,0 +1,691 @@
+package keys
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/triage-dev/triage/worker/provider"
+)
+
+// Defaults for PacerConfig.
+const (
+	// PacerHeadroomDefault is the share of a limit the headers name that the
+	// fleet paces at: a little under it, so that the provider's bucket is
+	// never drained by the jitter of arrival times.
+	PacerHeadroomDefault = 0.97
+	// PacerDecreaseDefault is the multiplicative decrease on a throttle.
+	// Gentle, because the rate it applies to is the rate the provider was
+	// seen to accept, not the rate that overshot.
+	PacerDecreaseDefault = 0.9
+	// PacerProbeDefault is the additive increase above the last rate that
+	// was throttled, as a share of it per second while calls succeed.
+	PacerProbeDefault = 0.05
+	// PacerRecoverDefault is how fast the rate climbs back towards the last
+	// rate that was throttled: the gap closes with this time constant.
+	PacerRecoverDefault = 2 * time.Second
+	// PacerSlowStartDefault is how much the rate grows per round trip (the
+	// last call's latency, at least slowStartMinRTT) while nothing is known
+	// about the limit and pacing binds: TCP's slow start, which finds an
+	// unknown limit in a few round trips and overshoots it by at most one.
+	PacerSlowStartDefault = 1.25
+	// PacerInitialRateDefault is the fleet's requests per second before
+	// anything is learned: low, because a provider's bucket hides an
+	// overshoot until it is empty, and the slow start finds the limit in a
+	// few round trips anyway.
+	PacerInitialRateDefault = 4.0
+)
+
+// pacerMinRate is the floor of a learned rate, so that a storm of throttles
+// cannot stop a key for good (requests per second).
+const pacerMinRate = 0.05
+
+// slowStartMinRTT bounds the slow start's round trip from below, so that a
+// provider answering in a millisecond is not flooded in one.
+const slowStartMinRTT = 5 * time.Millisecond
+
+// PacerConfig configures a Pacer. Zero fields take the defaults.
+type PacerConfig struct {
+	// InitialRate is the fleet-wide requests per second a key starts at
+	// before anything is learned. Default PacerInitialRateDefault. After the
+	// first answer the starting rate is at least an eighth of what the
+	// workers could do unpaced (Concurrency / latency).
+	InitialRate float64
+	// Concurrency is the key's concurrency ceiling per process.
+	Concurrency int
+	// Headroom: see PacerHeadroomDefault.
+	Headroom float64
+	// Decrease: see PacerDecreaseDefault.
+	Decrease float64
+	// Probe: see PacerProbeDefault.
+	Probe float64
+	// Recover: see PacerRecoverDefault.
+	Recover time.Duration
+	// SlowStart: see PacerSlowStartDefault.
+	SlowStart float64
+}
+
+func (c PacerConfig) withDefaults() PacerConfig {
+	if c.InitialRate <= 0 {
+		c.InitialRate = PacerInitialRateDefault
+	}
+	if c.Headroom <= 0 || c.Headroom > 1 {
+		c.Headroom = PacerHeadroomDefault
+	}
+	if c.Decrease <= 0 || c.Decrease >= 1 {
+		c.Decrease = PacerDecreaseDefault
+	}
+	if c.Probe <= 0 {
+		c.Probe = PacerProbeDefault
+	}
+	if c.Recover <= 0 {
+		c.Recover = PacerRecoverDefault
+	}
+	if c.SlowStart <= 1 {
+		c.SlowStart = PacerSlowStartDefault
+	}
+	return c
+}
+
+// PaceSource says where a key's rate comes from.
+type PaceSource string
+
+const (
+	// PaceStarting: nothing learned yet; the rate grows while pacing binds.
+	PaceStarting PaceSource = "starting"
+	// PaceHeaders: the limit the provider's rate-limit headers name.
+	PaceHeaders PaceSource = "headers"
+	// PaceThrottles: learned from throttles (AIMD), the provider sends no
+	// rate-limit headers.
+	PaceThrottles PaceSource = "throttles"
+)
+
+// PaceOutcome is what one call told the pacer.
+type PaceOutcome struct {
+	// At is when the answer arrived.
+	At time.Time
+	// Answered: a status line arrived (only then do headers and the
+	// outcome say anything about the limit).
+	Answered bool
+	// OK: the call succeeded. Throttled: the provider refused it for its
+	// rate limit. Neither: it failed otherwise (says nothing about the rate).
+	OK, Throttled bool
+	// RateLimit is what the response's headers said.
+	RateLimit provider.RateLimit
+	// EstTokens is the estimate the call was paced with; InputTokens is the
+	// usage the provider reported (0: none), which calibrates later estimates.
+	EstTokens, InputTokens int
+	// Latency is the call's wall time.
+	Latency time.Duration
+	// Hold, when set, stops this process's calls on the key until then: the
+	// provider said the key is empty for a moment too short to pause the
+	// fleet for.
+	Hold time.Time
+}
+
+// control is the pacing decision for one key, fleet-wide and pure: it is fed
+// outcomes and the passing of time and says what rate the fleet should run
+// at. Without headers it is rate-based AIMD in the manner of TCP CUBIC: a
+// throttle sets the rate to Decrease × the rate the provider was seen to
+// accept and remembers that rate (wmax); while calls succeed and pacing
+// binds the rate climbs back to wmax with time constant Recover, then
+// probes above it by Probe × wmax per second. Anchoring the decrease on the
+// accepted rate, and deciding at most once per hold, makes it converge
+// instead of halving at every 429 of a burst.
+type control struct {
+	cfg    PacerConfig
+	source PaceSource
+
+	// rate is the fleet's requests per second (sources starting and
+	// throttles); wmax the accepted rate at the last throttle.
+	rate, wmax float64
+	// factor scales the limits the headers name after throttles (source
+	// headers): 1 while the headers' limit holds.
+	factor float64
+	// reqLimit and tokLimit are the headers' limits per second (0: none).
+	reqLimit, tokLimit float64
+	last               provider.RateLimit
+	lastAt             time.Time
+
+	holdUntil    time.Time // no decision before this (after a decrease)
+	lastTick     time.Time
+	lastLatency  time.Duration
+	throttles    int
+	acceptedRate float64 // fleet-wide requests/s the provider accepted lately
+	// peakAccepted is the highest accepted rate seen, halving every half
+	// minute: a decrease never goes below half of it, so one bad second
+	// cannot undo what minutes taught.
+	peakAccepted float64
+}
+
+func newControl(cfg PacerConfig, now time.Time) *control {
+	cfg = cfg.withDefaults()
+	return &control{cfg: cfg, source: PaceStarting, rate: cfg.InitialRate, factor: 1, lastTick: now}
+}
+
+// fleetRates returns the fleet's requests and tokens per second; 0 means
+// no limit.
+func (c *control) fleetRates() (req, tok float64) {
+	switch c.source {
+	case PaceHeaders:
+		if c.reqLimit > 0 {
+			req = c.reqLimit * c.cfg.Headroom * c.factor
+		}
+		if c.tokLimit > 0 {
+			tok = c.tokLimit * c.cfg.Headroom * c.factor
+		}
+		if req == 0 && tok == 0 {
+			// Headers named only limits pacing cannot use (a daily request
+			// limit): pace by what throttles teach.
+			req = c.rate
+		}
+		return req, tok
+	default:
+		return c.rate, 0
+	}
+}
+
+// startFrom raises the starting rate to rate while nothing is known yet.
+func (c *control) startFrom(rate float64) {
+	if c.source == PaceStarting {
+		c.rate = max(c.rate, rate)
+	}
+}
+
+// observe takes one call's outcome.
+func (c *control) observe(o PaceOutcome) {
+	if !o.Answered {
+		return
+	}
+	if o.Latency > 0 {
+		c.lastLatency = o.Latency
+	}
+	if rl := o.RateLimit; rl.Known() {
+		c.last, c.lastAt = rl, o.At
+		req := rl.Requests.PerSecond()
+		if rl.Requests.Per > time.Hour {
+			req = 0 // a daily limit says nothing about the pace within the minute
+		}
+		tok := rl.TokenWindow().PerSecond()
+		if req > 0 || tok > 0 {
+			c.reqLimit, c.tokLimit = req, tok
+			if c.source != PaceHeaders {
+				c.source = PaceHeaders
+				c.factor = 1
+			}
+		}
+	}
+	if !o.Throttled || o.At.Before(c.holdUntil) {
+		return
+	}
+	// One decision per hold: the calls already in flight when the rate
+	// overshot are all refused together; they are one signal, not many.
+	c.throttles++
+	// The hold covers the calls reserved and in flight before the decrease
+	// took effect: their refusals arrive for a round trip or two more.
+	c.holdUntil = o.At.Add(paceHorizon + 250*time.Millisecond + 2*c.lastLatency)
+	if c.source == PaceHeaders {
+		c.factor = max(0.5, c.factor*c.cfg.Decrease)
+		return
+	}
+	base := c.rate
+	if c.acceptedRate > 0 && c.acceptedRate < base {
+		base = c.acceptedRate
+	}
+	c.wmax = base
+	c.rate = max(pacerMinRate, base*c.cfg.Decrease, c.peakAccepted/2)
+	c.source = PaceThrottles
+}
+
+// tick moves the rate up as time passes: binding says pacing held calls
+// back lately (there is demand above the rate), accepted is the fleet's
+// recent accepted requests per second.
+func (c *control) tick(now time.Time, binding bool, accepted float64) {
+	dt := now.Sub(c.lastTick).Seconds()
+	if dt <= 0 {
+		return
+	}
+	c.lastTick = now
+	c.acceptedRate = accepted
+	c.peakAccepted = max(accepted, c.peakAccepted*math.Pow(0.5, dt/30))
+	if !binding || now.Before(c.holdUntil) {
+		return
+	}
+	switch c.source {
+	case PaceStarting:
+		if c.lastLatency == 0 {
+			return // no answer yet: nothing says the rate is too low
+		}
+		rtt := max(slowStartMinRTT, c.lastLatency)
+		// At most four-fold per tick: growth counts only time in which
+		// pacing held calls back.
+		c.rate *= min(4, math.Pow(c.cfg.SlowStart, dt/rtt.Seconds()))
+	case PaceThrottles:
+		if c.rate < c.wmax {
+			c.rate += (c.wmax - c.rate) * min(1, dt/c.cfg.Recover.Seconds())
+		}
+		// The probe speeds up the longer no throttle came, so that a rate
+		// anchored too low (a process that had hardly called yet) finds
+		// the limit again in seconds, not minutes.
+		calm := 1 + now.Sub(c.holdUntil).Seconds()/c.cfg.Recover.Seconds()
+		c.rate += max(c.wmax, c.rate) * c.cfg.Probe * min(10, calm*calm) * dt
+	case PaceHeaders:
+		c.factor = min(1, c.factor+c.cfg.Probe*2*dt)
+	}
+}
+
+// adopt merges what the other live processes learned (Store.PacerHeartbeat):
+// a process that knows nothing takes the fleet's rate; processes learning
+// from throttles follow the lowest rate among them, so a decrease any of
+// them decided holds for all within a heartbeat.
+func (c *control) adopt(p PacerPeers) {
+	switch c.source {
+	case PaceStarting:
+		if p.HeaderReqRate > 0 || p.HeaderTokRate > 0 {
+			c.source, c.factor = PaceHeaders, 1
+			c.reqLimit, c.tokLimit = p.HeaderReqRate, p.HeaderTokRate
+			if c.reqLimit == 0 && p.ThrottleRate > 0 {
+				c.rate = p.ThrottleRate
+			}
+		} else if p.ThrottleRate > 0 {
+			c.source = PaceThrottles
+			c.rate, c.wmax = p.ThrottleRate, p.ThrottleRate/c.cfg.Decrease
+		} else if p.StartingRate > c.rate {
+			// The whole fleet is still looking for the limit: look together.
+			c.rate = p.StartingRate
+		}
+	case PaceThrottles:
+		if p.ThrottleRate > 0 && p.ThrottleRate < c.rate {
+			c.rate = p.ThrottleRate
+		}
+	case PaceHeaders:
+		if p.HeaderFactor > 0 && p.HeaderFactor < c.factor {
+			c.factor = p.HeaderFactor
+		}
+	}
+}
+
+// Pacer paces one key's calls in this process at its share of the key's
+// fleet-wide rate: requests per second and, when the provider names a
+// token limit, tokens per second, each a token bucket
+// (golang.org/x/time/rate). It learns the rate from the provider's
+// rate-limit headers (every response) or, without them, from throttles
+// (control). The share is the fleet rate divided by the live processes,
+// which a Pacers service learns from heartbeat rows in PostgreSQL; nothing
+// on the call path touches the database. Safe for concurrent use.
+type Pacer struct {
+	mu        sync.Mutex
+	ctl       *control
+	live      int
+	req, tok  *rate.Limiter
+	holdUntil time.Time
+	// calib is actual input tokens / estimated, smoothed: the estimate is
+	// bytes/4, the provider counts its own way.
+	calib float64
+	// maxCost is the largest token cost asked for.
+	maxCost int
+	// sawLatency: the first answer's latency has set the starting rate.
+	sawLatency bool
+	// boundAt is when a Wait last had to wait.
+	boundAt time.Time
+	// accepted counts the calls the provider accepted, per 100 ms slot over
+	// the last acceptedSlots slots (in this process).
+	accepted     [acceptedSlots]int
+	acceptedSlot int64
+	started      time.Time
+	// peersAccepted is the other processes' accepted rate at the last
+	// heartbeat (peersKnown: one has happened).
+	peersAccepted float64
+	peersKnown    bool
+	now           func() time.Time
+}
+
+const acceptedSlots = 10 // 1 s: the accepted rate is what the provider let through lately
+
+// NewPacer returns a Pacer for one key, alone in the fleet until told
+// otherwise (SetLive, or a Pacers service).
+func NewPacer(cfg PacerConfig) *Pacer {
+	return newPacer(cfg, time.Now)
+}
+
+func newPacer(cfg PacerConfig, now func() time.Time) *Pacer {
+	t := now()
+	p := &Pacer{ctl: newControl(cfg, t), live: 1, calib: 1, maxCost: 1, now: now, started: t,
+		req: rate.NewLimiter(rate.Inf, 1), tok: rate.NewLimiter(rate.Inf, 1)}
+	p.applyLocked(t)
+	return p
+}
+
+// PaceDelay is Wait's error when the pace would hold the call back longer
+// than allowed: the caller should come back after Delay.
+type PaceDelay struct{ Delay time.Duration }
+
+func (e *PaceDelay) Error() string { return "keys: paced: wait " + e.Delay.String() }
+
+// paceHorizon is how far ahead a Wait may hold a reservation. Beyond it
+// the Wait gives its reservation back and comes back later, so that a
+// decrease of the rate applies to every call not yet due, instead of
+// a queue reserved at the old rate going out anyway.
+const paceHorizon = 100 * time.Millisecond
+
+// Wait blocks until this process's share of the key's rate lets one
+// request go that sends tokens (estimated input tokens), or ctx ends. If
+// the pace would hold it longer than maxWait, nothing is taken and a
+// *PaceDelay says how long.
+func (p *Pacer) Wait(ctx context.Context, tokens int, maxWait time.Duration) error {
+	for first := true; ; first = false {
+		delay, kept, ok := p.reserve(tokens, maxWait, first)
+		if !ok {
+			return &PaceDelay{Delay: delay}
+		}
+		if delay <= 0 && kept != nil {
+			return nil
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			if kept != nil {
+				p.mu.Lock()
+				kept[0].Cancel()
+				kept[1].Cancel()
+				p.mu.Unlock()
+			}
+			return ctx.Err()
+		case <-t.C:
+		}
+		if kept != nil {
+			return nil
+		}
+	}
+}
+
+// reserve takes a reservation due within paceHorizon and returns its delay
+// and the reservation (kept); or gives it back and returns how long to
+// sleep before trying again (kept nil). ok false: the wait would exceed
+// maxWait (checked on the first try only; nothing is kept).
+func (p *Pacer) reserve(tokens int, maxWait time.Duration, first bool) (delay time.Duration, kept *[2]*rate.Reservation, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	p.tickLocked(now)
+	cost := max(1, int(math.Ceil(float64(tokens)*p.calib)))
+	if cost > p.maxCost {
+		p.maxCost = cost
+		if p.tok.Limit() != rate.Inf && cost > p.tok.Burst() {
+			p.tok.SetBurstAt(now, cost)
+		}
+	}
+	rr := p.req.ReserveN(now, 1)
+	tr := p.tok.ReserveN(now, cost)
+	hold := p.holdUntil.Sub(now)
+	delay = max(rr.DelayFrom(now), tr.DelayFrom(now), hold)
+	if delay > 0 {
+		p.boundAt = now
+	}
+	if first && delay > maxWait {
+		rr.CancelAt(now)
+		tr.CancelAt(now)
+		return delay, nil, false
+	}
+	if hold > 0 || delay > paceHorizon {
+		// The newest reservation is the last in line, so giving it back
+		// restores its tokens whole.
+		rr.CancelAt(now)
+		tr.CancelAt(now)
+		if hold > 0 && delay == hold {
+			return hold, nil, true
+		}
+		sleep := max(time.Millisecond, delay-paceHorizon/2)
+		if p.ctl.source == PaceStarting {
+			// The rate grows by the round trip while the limit is unknown:
+			// look again soon rather than sleep at the starting rate.
+			sleep = min(sleep, paceHorizon/2)
+		}
+		return sleep, nil, true
+	}
+	return delay, &[2]*rate.Reservation{rr, tr}, true
+}
+
+// Observe takes one call's outcome: headers, throttle or success, usage.
+func (p *Pacer) Observe(o PaceOutcome) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if o.At.IsZero() {
+		o.At = p.now()
+	}
+	if o.OK {
+		p.countAcceptedLocked(o.At)
+		if o.EstTokens > 0 && o.InputTokens > 0 {
+			r := float64(o.InputTokens) / float64(o.EstTokens)
+			p.calib = min(8, max(0.25, 0.9*p.calib+0.1*r))
+		}
+	}
+	if o.Hold.After(p.holdUntil) {
+		p.holdUntil = o.Hold
+	}
+	p.ctl.observe(o)
+	if o.OK && o.Latency > 0 && !p.sawLatency {
+		// The first answer tells what the workers could do unpaced; the
+		// search for an unknown limit starts at an eighth of that, so a
+		// fast endpoint is not held back for long.
+		p.sawLatency = true
+		p.ctl.startFrom(float64(max(1, p.ctl.cfg.Concurrency)*p.live) / o.Latency.Seconds() / 8)
+	}
+	p.applyLocked(o.At)
+}
+
+// SetLive sets how many processes share the key (at least 1).
+func (p *Pacer) SetLive(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.live = max(1, n)
+	p.applyLocked(p.now())
+}
+
+// adopt merges the peers' state and the live count from a heartbeat.
+func (p *Pacer) adopt(peers PacerPeers) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.live = max(1, peers.Live)
+	p.peersAccepted, p.peersKnown = peers.AcceptedRate, true
+	p.ctl.adopt(peers)
+	p.applyLocked(p.now())
+}
+
+func (p *Pacer) countAcceptedLocked(at time.Time) {
+	p.advanceSlotsLocked(at)
+	p.accepted[p.acceptedSlot%acceptedSlots]++
+}
+
+func (p *Pacer) advanceSlotsLocked(at time.Time) {
+	slot := at.UnixMilli() / 100
+	if p.acceptedSlot == 0 {
+		p.acceptedSlot = slot
+	}
+	for s := p.acceptedSlot + 1; s <= slot && s-p.acceptedSlot <= acceptedSlots; s++ {
+		p.accepted[s%acceptedSlots] = 0
+	}
+	if slot-p.acceptedSlot > acceptedSlots {
+		p.accepted = [acceptedSlots]int{}
+	}
+	if slot > p.acceptedSlot {
+		p.acceptedSlot = slot
+	}
+}
+
+// ownAcceptedLocked is this process's accepted requests per second over
+// the window.
+func (p *Pacer) ownAcceptedLocked(now time.Time) float64 {
+	p.advanceSlotsLocked(now)
+	n := 0
+	for _, c := range p.accepted {
+		n += c
+	}
+	window := min(acceptedSlots/10.0, max(0.1, now.Sub(p.started).Seconds()))
+	return float64(n) / window
+}
+
+// acceptedLocked is the fleet's accepted requests per second: this
+// process's plus what its peers said at the last heartbeat (or this
+// process's times the live processes before any heartbeat told).
+func (p *Pacer) acceptedLocked(now time.Time) float64 {
+	own := p.ownAcceptedLocked(now)
+	if p.peersKnown {
+		return own + p.peersAccepted
+	}
+	return own * float64(p.live)
+}
+
+func (p *Pacer) bindingLocked(now time.Time) bool {
+	return !p.boundAt.IsZero() && now.Sub(p.boundAt) < time.Second
+}
+
+func (p *Pacer) tickLocked(now time.Time) {
+	if now.Sub(p.ctl.lastTick) < 50*time.Millisecond {
+		return
+	}
+	p.ctl.tick(now, p.bindingLocked(now), p.acceptedLocked(now))
+	p.applyLocked(now)
+}
+
+// applyLocked sets the buckets to this process's share. A burst of a tenth
+// of a second's share lets a brief gap in demand be made up without
+// letting the fleet's bursts add up to more than the provider's; the token
+// bucket holds at least the largest request seen, or it could never pass.
+func (p *Pacer) applyLocked(now time.Time) {
+	req, tok := p.ctl.fleetRates()
+	set := func(l *rate.Limiter, fleet float64, minBurst int) {
+		if fleet <= 0 {
+			l.SetLimitAt(now, rate.Inf)
+			return
+		}
+		share := fleet / float64(p.live)
+		l.SetLimitAt(now, rate.Limit(share))
+		l.SetBurstAt(now, max(minBurst, int(math.Ceil(share/10))))
+	}
+	set(p.req, req, 1)
+	set(p.tok, tok, p.maxCost)
+}
+
+// PaceState is what a Pacer knows, for `triage keys`, /metrics, the
+// progress line and the heartbeat.
+type PaceState struct {
+	Source PaceSource
+	// FleetRate and FleetTokens are the key's requests and tokens per
+	// second for the whole fleet; 0: not limited.
+	FleetRate, FleetTokens float64
+	// Live is the processes sharing the key; ShareRate = FleetRate/Live.
+	Live      int
+	ShareRate float64
+	// Binding: pacing held calls back in the last second.
+	Binding bool
+	// Throttles counts the throttles that lowered the rate.
+	Throttles int
+	// Headers is the last rate-limit state the provider sent, at HeadersAt
+	// (zero: never).
+	Headers   provider.RateLimit
+	HeadersAt time.Time
+	// Factor is the share of the headers' limit in use after throttles.
+	Factor float64
+	// ReqLimit and TokLimit are the headers' limits per second (0: none).
+	ReqLimit, TokLimit float64
+	// AcceptedRate is this process's requests per second the provider
+	// accepted over the last second.
+	AcceptedRate float64
+}
+
+// State returns what the Pacer knows now.
+func (p *Pacer) State() PaceState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	p.tickLocked(now)
+	req, tok := p.ctl.fleetRates()
+	st := PaceState{Source: p.ctl.source, FleetRate: req, FleetTokens: tok, Live: p.live,
+		Binding: p.bindingLocked(now), Throttles: p.ctl.throttles, Headers: p.ctl.last, HeadersAt: p.ctl.lastAt, Factor: p.ctl.factor,
+		ReqLimit: p.ctl.reqLimit, TokLimit: p.ctl.tokLimit, AcceptedRate: p.ownAcceptedLocked(now)}
+	if req > 0 {
+		st.ShareRate = req / float64(p.live)
+	}
+	return st
+}
+
+// ThrottleScope says what a throttle stops.
+type ThrottleScope int
+
+const (
+	// ScopeJob: only the job that was refused waits; the pacer slows the
+	// key down.
+	ScopeJob ThrottleScope = iota
+	// ScopeHold: the provider says the key is empty for a moment too short
+	// to pause the fleet for: the job waits and this process holds its
+	// calls on the key until then (PaceOutcome.Hold).
+	ScopeHold
+	// ScopeKey: the provider says the whole key must wait: pause it
+	// fleet-wide.
+	ScopeKey
+)
+
+func (s ThrottleScope) String() string {
+	switch s {
+	case ScopeKey:
+		return "key"
+	case ScopeHold:
+		return "hold"
+	default:
+		return "job"
+	}
+}
+
+// Defaults for ThrottleScopeFor.
+const (
+	// KeyPauseAfterDefault: a retry-after longer than this is the provider
+	// saying the whole key must wait, not just this request.
+	KeyPauseAfterDefault = 5 * time.Second
+	// KeyPauseMinDefault: a key found empty for less than this is held in
+	// the process (ScopeHold), not paused fleet-wide: a fleet-wide pause
+	// costs a database write and a River queue pause and resume.
+	KeyPauseMinDefault = time.Second
+)
+
+// ThrottleScopeFor decides, from one throttled response, whether only the
+// job waits or the whole key, and for how long (0: the provider named no
+// wait; the caller picks one). retryAfter is the wait the response named
+// (retry-after, retry-after-ms, ...), rl its rate-limit headers. The key
+// waits fleet-wide when retryAfter exceeds keyPauseAfter, or when the
+// headers say a window is empty (remaining 0) and name when it refills,
+// for at least keyPauseMin; zero thresholds take the defaults. Pure.
+func ThrottleScopeFor(retryAfter time.Duration, rl provider.RateLimit, keyPauseAfter, keyPauseMin time.Duration) (ThrottleScope, time.Duration) {
+	if keyPauseAfter <= 0 {
+		keyPauseAfter = KeyPauseAfterDefault
+	}
+	if keyPauseMin <= 0 {
+		keyPauseMin = KeyPauseMinDefault
+	}
+	if retryAfter > keyPauseAfter {
+		return ScopeKey, retryAfter
+	}
+	var reset time.Duration
+	for _, w := range []provider.RateWindow{rl.Requests, rl.TokenWindow()} {
+		if w.Empty() && w.Reset > 0 && w.Per <= time.Hour {
+			reset = max(reset, w.Reset)
+		}
+	}
+	if reset > 0 {
+		// The next request passes when the provider said (retry-after), or
+		// at the latest when the window is full again.
+		wait := reset
+		if retryAfter > 0 {
+			wait = min(wait, retryAfter)
+		}
+		if wait >= keyPauseMin {
+			return ScopeKey, wait
+		}
+		return ScopeHold, wait
+	}
+	return ScopeJob, retryAfter
+}

@@ -1,0 +1,76 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/triage-dev/triage/classify"
+	"github.com/triage-dev/triage/worker/keys"
+)
+
+// paceMaxWaitDefault bounds a pacing wait when the run has no deadline.
+const paceMaxWaitDefault = 30 * time.Second
+
+// pace waits for this process's share of the key's rate (keys.Pacer) before
+// the intent row is written, so that no wait ever sits between the intent
+// and the send. A wait longer than the run can afford (River's deadline
+// less the call's own timeout) parks the job instead: nothing is spent.
+func (r *Runtime) pace(ctx context.Context, k *keyRuntime, tokens int) (park time.Duration, err error) {
+	maxWait := paceMaxWaitDefault
+	if dl, ok := ctx.Deadline(); ok {
+		maxWait = min(maxWait, time.Until(dl)-(k.cfg.Timeout+r.opts.JobMargin/4))
+	}
+	err = k.pacer.Wait(ctx, tokens, max(0, maxWait))
+	var pd *keys.PaceDelay
+	if errors.As(err, &pd) {
+		return max(pd.Delay, 100*time.Millisecond), err
+	}
+	return time.Second, err
+}
+
+// observePace tells the key's pacer what a call's answer said: its
+// rate-limit headers (successes included), a throttle or a success, and the
+// usage that calibrates the token estimate.
+func (r *Runtime) observePace(k *keyRuntime, c *call, estTokens int) {
+	k.pacer.Observe(keys.PaceOutcome{
+		At:        time.Now(),
+		Answered:  c.res.Observation.Phase == classify.PhaseResponse,
+		OK:        c.verdict.Class == classify.OK,
+		Throttled: c.verdict.Class == classify.Throttled,
+		RateLimit: c.res.RateLimit, EstTokens: estTokens, InputTokens: c.res.InputTokens,
+		Latency: c.res.Elapsed,
+	})
+}
+
+// throttleScope decides how a throttle is waited out, as
+// keys.ThrottleScopeFor says: only this job waits (the pacer has slowed the
+// key down), this process holds the key for a moment, or the whole key is
+// paused fleet-wide (keyWide) because the provider said the key must wait.
+// It returns the wait; apply carries out the decision.
+func (r *Runtime) throttleScope(c *call) (wait time.Duration, keyWide bool) {
+	k := c.key
+	scope, wait := keys.ThrottleScopeFor(retryAfter(c.verdict), c.res.RateLimit, r.opts.KeyPauseAfter, 0)
+	wait = min(wait, ThrottleWaitCap)
+	if wait <= 0 {
+		wait = k.nextThrottleWait(time.Now())
+	}
+	if scope == keys.ScopeHold {
+		k.pacer.Observe(keys.PaceOutcome{At: time.Now(), Hold: time.Now().Add(wait)})
+	}
+	return wait, scope == keys.ScopeKey
+}
+
+// Pacing returns what this process's pacer knows about key.
+func (r *Runtime) Pacing(key string) (keys.PaceState, bool) {
+	k := r.keys[key]
+	if k == nil {
+		return keys.PaceState{}, false
+	}
+	return k.pacer.State(), true
+}
+
+func newPacer(cfg keys.PacerConfig, concurrency int) *keys.Pacer {
+	cfg.Concurrency = concurrency
+	return keys.NewPacer(cfg)
+}
