@@ -149,6 +149,13 @@ var openaiTable = newTable("openai", []rule{
 	{reason: "region_not_supported", class: Exhausted, when: func(f *facts) bool {
 		return codeIn(f, "unsupported_country_region_territory")
 	}},
+	// 400 invalid_request_error, code unsupported_value, "Your organization
+	// must be verified to stream this model": an entitlement a human grants
+	// (Verify Organization), not a bad parameter. unsupported_value alone also
+	// means a genuinely bad parameter, so only the message decides.
+	{reason: "organization_not_verified", class: Exhausted, when: func(f *facts) bool {
+		return says(f, "organization must be verified")
+	}},
 	// type is invalid_request_error, which alone would read as a bad request.
 	{reason: "invalid_api_key", class: Exhausted, when: func(f *facts) bool { return codeIn(f, "invalid_api_key") }},
 	// One request larger than the per-minute bucket (OpenAI 429, Groq 413): no
@@ -190,6 +197,12 @@ var anthropicTable = newTable("anthropic", []rule{
 	// entitlement for these requests; waiting never grants it.
 	{reason: "usage_credits_required", class: Exhausted, when: func(f *facts) bool {
 		return says(f, "usage credits are required", "extra usage is required")
+	}},
+	// 400 invalid_request_error "This organization has been disabled.": the
+	// account is banned or closed, so no request on this key can succeed;
+	// rejected would dead-letter the whole batch one call at a time.
+	{reason: "organization_disabled", class: Exhausted, when: func(f *facts) bool {
+		return says(f, "organization has been disabled")
 	}},
 	{reason: "key_or_billing", class: Exhausted, when: func(f *facts) bool {
 		return typeIn(f, "authentication_error", "billing_error", "permission_error")

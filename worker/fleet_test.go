@@ -14,6 +14,7 @@ import (
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/workertest"
 )
 
 // otherEndpoint points a copy of the bundle's configuration at another fake
@@ -43,10 +44,10 @@ func (b *testBundle) startWith(t *testing.T, cfg *config.Config, id string) *wor
 // PostgreSQL, not in the process that saw the error.
 func TestFleetExhaustionStopsOtherProcessWithinASecond(t *testing.T) {
 	t.Parallel()
-	// Process A's endpoint runs out of balance; process B's never would, so
-	// B stops only because A told the fleet. A long probe interval keeps
-	// probes out of the window measured.
-	b := setup(t, fakeprovider.Scenario{Balance: &fakeprovider.Balance{USD: 0.0004}}, tweaks{concurrency: 2, probeInterval: "1m"})
+	// Process A's endpoint runs out of balance once B is working; B's never
+	// would, so B stops only because A told the fleet. A long probe interval
+	// keeps probes out of the window measured.
+	b := setup(t, fakeprovider.Scenario{}, tweaks{concurrency: 2, probeInterval: "1m"})
 	healthy := fakeprovider.New(fakeprovider.Scenario{APIKey: "sk-test-secret"})
 	t.Cleanup(func() { healthy.Close() })
 	cfgB, _ := b.otherEndpoint(t, healthy)
@@ -54,6 +55,10 @@ func TestFleetExhaustionStopsOtherProcessWithinASecond(t *testing.T) {
 
 	b.startWith(t, b.cfg, "proc-a")
 	b.startWith(t, cfgB, "proc-b")
+	// A newcomer's pacer holds its first calls for a heartbeat: run the
+	// balance out only once B is calling, so B's stop is the fleet's doing.
+	eventually(t, 30*time.Second, "process B is working", func() bool { return healthy.Stats().Requests > 0 })
+	require.NoError(t, b.fake.SetScenario(fakeprovider.Scenario{APIKey: workertest.APIKey, Balance: &fakeprovider.Balance{USD: 0}}))
 
 	var openedAt time.Time
 	eventually(t, 30*time.Second, "process A trips the shared breaker", func() bool {
