@@ -98,6 +98,8 @@ type call struct {
 	cacheKey  string
 	cached    ledger.CachedResponse
 	fromCache bool
+	// change is the job's one change (metaChange), applied by render.
+	change change
 }
 
 // Work runs one job: the checks before the call (decideBefore after each
@@ -217,7 +219,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	c.attemptID, err = ledger.ReserveAttempt(ctx, rt.pool, ledger.Intent{
 		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: prior.JobCalls + 1,
 		Key: k.cfg.Name, Model: m.Name, IdempotencyKey: c.req.IdempotencyKey, RequestHash: c.hash,
-		IsRetry: c.retry, EstCostUSD: estimateCost(m, c.req), InFlightFor: k.cfg.Timeout + rt.opts.JobMargin,
+		IsRetry: c.retry, Change: c.change.label(), EstCostUSD: estimateCost(m, c.req), InFlightFor: k.cfg.Timeout + rt.opts.JobMargin,
 	})
 	var budgetErr *ledger.BudgetError
 	if errors.As(err, &budgetErr) {
@@ -269,6 +271,9 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 			a.Unusable, a.Malformed = bad, c.res.Malformed != ""
 		}
 		rt.observePace(k, c, estTokens)
+		if c.verdict.Class == classify.Rejected {
+			a.Change = c.overflowFacts(c.res.Observation)
+		}
 		if c.verdict.Class == classify.Throttled {
 			// keys.ThrottleScopeFor decides whether only this job waits or
 			// the whole key (worker/pacing.go).
@@ -288,13 +293,15 @@ func (c *call) render() Reaction {
 		return deadLetter(classify.Rejected, ReasonConfig, "record is not a JSON object")
 	}
 	p, m := c.pipeline, c.model
+	c.change = jobChange(c.job.Metadata)
+	applyChange(c.change, record)
 	prompt, err := p.Render(record)
 	if err != nil {
 		return deadLetter(classify.Rejected, ReasonTemplate, err.Error())
 	}
 	c.req = provider.Request{
 		Model: m.Name, System: p.System, Prompt: prompt, MaxTokens: p.MaxTokens,
-		Temperature: p.Temperature, JSON: p.Output == config.OutputJSON, RecordID: c.job.Args.RecordID,
+		Temperature: p.Temperature, JSON: p.Output == config.OutputJSON && !c.change.DropJSON, RecordID: c.job.Args.RecordID,
 	}
 	c.hash = provider.RequestHash(c.req)
 	c.req.IdempotencyKey = provider.IdempotencyKey(c.job.Args.Batch, c.job.Args.RecordID, p.Name, c.hash)
@@ -360,6 +367,8 @@ func (r *Runtime) apply(ctx context.Context, c *call, rx Reaction, rep keys.Repo
 	case ReactCacheHit:
 		c.fromCache = true
 		return r.complete(ctx, c)
+	case ReactRetryChanged:
+		return r.retryChanged(ctx, c, rx)
 	}
 	_ = r.finish(ctx, c, rx.Outcome)
 	switch rx.Kind {
@@ -500,7 +509,7 @@ func (r *Runtime) deadLetter(ctx context.Context, c *call, rx Reaction) error {
 		row.Key = c.key.cfg.Name
 	}
 	if c.req.Model != "" {
-		row.Request, _ = json.Marshal(requestView(c.req))
+		row.Request, _ = json.Marshal(requestViewOf(c))
 	} else {
 		row.Request = job.Args.Record
 	}
@@ -563,6 +572,15 @@ func requestView(r provider.Request) map[string]any {
 	}
 	if r.Temperature != nil {
 		v["temperature"] = *r.Temperature
+	}
+	return v
+}
+
+// requestViewOf is requestView with the job's change named, if any.
+func requestViewOf(c *call) map[string]any {
+	v := requestView(c.req)
+	if l := c.change.label(); l != "" {
+		v["change"] = l
 	}
 	return v
 }

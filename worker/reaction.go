@@ -73,12 +73,17 @@ const (
 	// request: record a $0 cache_hit attempt, store the answer and complete
 	// the job in one transaction, without a call.
 	ReactCacheHit
+	// ReactRetryChanged: a rejection a changed request can get past (see
+	// changedRetry): keep the Change in the job and send the changed request
+	// at once, under its own idempotency key. At most once per job.
+	ReactRetryChanged
 )
 
 var reactionNames = [...]string{
 	ReactGo: "go", ReactComplete: "complete", ReactRetry: "retry", ReactSnooze: "snooze", ReactPark: "park",
 	ReactPauseKey: "pause_key", ReactTrip: "trip", ReactStorm: "storm", ReactDeadLetter: "dead_letter", ReactCancel: "cancel",
-	ReactCacheHit: "cache_hit",
+	ReactCacheHit:     "cache_hit",
+	ReactRetryChanged: "retry_changed",
 }
 
 func (k ReactionKind) String() string {
@@ -101,6 +106,8 @@ type Reaction struct {
 	// Outcome is the ledger status of this run's attempt; "" when no call
 	// was made (or its outcome is written elsewhere).
 	Outcome ledger.AttemptStatus
+	// Change of a RetryChanged.
+	Change change
 }
 
 func (r Reaction) String() string {
@@ -109,6 +116,8 @@ func (r Reaction) String() string {
 		return fmt.Sprintf("dead_letter(%s, %s)", r.Class, r.Reason)
 	case ReactGo, ReactComplete, ReactCancel, ReactCacheHit:
 		return r.Kind.String()
+	case ReactRetryChanged:
+		return fmt.Sprintf("%s(%s)", r.Kind, r.Change)
 	}
 	return fmt.Sprintf("%s(%s)", r.Kind, r.After)
 }
@@ -186,6 +195,8 @@ func decideBefore(b before) Reaction {
 		switch {
 		case p.DeadLettered:
 			return Reaction{Kind: ReactCancel}
+		case p.JobLast.Seen && !p.JobLast.Unfinished && p.JobLast.Class == classify.Rejected:
+			return changeLost()
 		case p.OKAttemptID != 0 && p.ResultStored:
 			// Stored by a run whose completion did not land: finish, don't call.
 			return Reaction{Kind: ReactComplete}
@@ -252,6 +263,8 @@ type after struct {
 	ProbeInterval time.Duration
 	// Storm: what the storm breaker says after hearing this call.
 	Storm keys.StormReport
+	// Change: what a rejection's one changed retry is decided from.
+	Change changeFacts
 }
 
 // stopped: the run was stopped before an answer arrived.
@@ -325,7 +338,10 @@ func decideAfter(a after) Reaction {
 		return r
 
 	default: // Rejected
-		r := deadLetter(classify.Rejected, v.Reason, "")
+		r, ok := changedRetry(a)
+		if !ok {
+			r = deadLetter(classify.Rejected, v.Reason, rejectedDetail(a))
+		}
 		r.Outcome = ledger.AttemptFailed
 		return r
 	}

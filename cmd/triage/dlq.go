@@ -164,6 +164,7 @@ func runDLQShow(ctx context.Context, e *env, args []string) int {
 		return exitOK
 	}
 	writeDLQShow(e.stdout, det.DeadLetter, det.Record)
+	writeDLQCalls(e.stdout, det.Calls)
 	return exitOK
 }
 
@@ -222,6 +223,40 @@ func writeDLQShow(w io.Writer, dl ledger.DeadLetter, record json.RawMessage) {
 	if dl.RequeuedAt == nil {
 		fmt.Fprintf(w, "\nafter fixing the pipeline: triage dlq requeue %d\n", dl.ID)
 	}
+}
+
+// writeDLQCalls lists the record's calls, oldest first: a request changed
+// once before it was sent again (truncated, JSON mode dropped) shows both.
+func writeDLQCalls(w io.Writer, calls []ledger.Attempt) {
+	if len(calls) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\ncalls (oldest first):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  ATTEMPT\tSTATUS\tCLASS\tREASON\tHTTP\tCHANGE\tIDEMPOTENCY KEY")
+	for _, a := range calls {
+		change := a.Change
+		if change == "" {
+			change = "-"
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Status, derefOrDash(a.Class), safe(derefOrDash(a.Reason)),
+			intOrDash(a.HTTPStatus), change, a.IdempotencyKey)
+	}
+	tw.Flush()
+}
+
+func derefOrDash(s *string) string {
+	if s == nil || *s == "" {
+		return "-"
+	}
+	return *s
+}
+
+func intOrDash(n *int) string {
+	if n == nil || *n == 0 {
+		return "-"
+	}
+	return strconv.Itoa(*n)
 }
 
 // --- dlq requeue ------------------------------------------------------------

@@ -230,6 +230,11 @@ type Pipeline struct {
 	// CacheTTL is how long a stored answer is used. Default CacheTTLDefault
 	// (30 days). Written like "720h" or "30d".
 	CacheTTL time.Duration `toml:"cache_ttl"`
+	// OnOverflow is what a context-length rejection leads to: OverflowDeadLetter
+	// or OverflowTruncate (one retry with the record's longest strings
+	// shortened to fit). Default OnOverflowDefault (dead_letter): data is
+	// never changed silently.
+	OnOverflow Overflow `toml:"on_overflow"`
 
 	ambiguousRetriesSet bool
 	tmpl                *template.Template

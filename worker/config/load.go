@@ -100,6 +100,7 @@ type rawPipeline struct {
 	SnoozeLimit      *int     `toml:"snooze_limit"`
 	Cache            bool     `toml:"cache"`
 	CacheTTL         string   `toml:"cache_ttl"`
+	OnOverflow       string   `toml:"on_overflow"`
 }
 
 func (r rawFile) config(name string) (*Config, error) {
@@ -162,6 +163,7 @@ func (r rawFile) config(name string) (*Config, error) {
 			Name: rp.Name, Model: rp.Model, System: rp.System, Prompt: rp.Prompt,
 			Output: Output(rp.Output), BudgetUSD: rp.BudgetUSD,
 			MaxTokens: rp.MaxTokens, Temperature: rp.Temperature,
+			OnOverflow: Overflow(rp.OnOverflow),
 		}
 		if rp.MaxAttempts != nil {
 			if *rp.MaxAttempts < 1 {

@@ -75,6 +75,7 @@ func (c *Config) WithDefaults() *Config {
 			p.MaxSnoozes = MaxSnoozesDefault
 		}
 		p.cacheDefaults()
+		p.overflowDefaults()
 	}
 	return &out
 }
@@ -243,6 +244,7 @@ func (c *Config) Validate() error {
 			v.addf(at, "max_snoozes must be at least 1, got %d", p.MaxSnoozes)
 		}
 		p.validateCache(&v, at)
+		p.validateOverflow(&v, at)
 	}
 	c.validateRules(&v)
 	return v.err()

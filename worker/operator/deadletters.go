@@ -99,6 +99,10 @@ type DeadLetterDetail struct {
 	ledger.DeadLetter
 	// Record is the input record as enqueued; nil when it is gone.
 	Record json.RawMessage
+	// Calls are the record's attempts in the batch, oldest first: a record
+	// whose request was changed once (truncated, JSON mode dropped) shows
+	// both calls, each with its change and idempotency key.
+	Calls []ledger.Attempt
 }
 
 // GetDeadLetter reads one dead letter and its record. An unknown id is an
@@ -119,12 +123,19 @@ func GetDeadLetter(ctx context.Context, db ledger.DBTX, id int64) (DeadLetterDet
 	if len(recs) == 1 {
 		d.Record = recs[0].Data
 	}
+	calls, err := ledger.ListAttempts(ctx, db, ledger.AttemptFilter{Batch: dl.Batch, RecordID: dl.RecordID})
+	if err != nil {
+		return DeadLetterDetail{}, err
+	}
+	slices.Reverse(calls)
+	d.Calls = calls
 	return d, nil
 }
 
 // MarshalJSON is the ledger's detail shape (the list fields, then job_id,
 // pipeline, key, request, error_excerpt, requeued_at) plus "record": the
-// input record as enqueued, null if it is gone.
+// input record as enqueued, null if it is gone, and "calls": the record's
+// attempts, oldest first, in `triage ledger`'s attempt shape.
 func (d DeadLetterDetail) MarshalJSON() ([]byte, error) {
 	b, err := json.Marshal(d.DeadLetter)
 	if err != nil {
@@ -140,7 +151,17 @@ func (d DeadLetterDetail) MarshalJSON() ([]byte, error) {
 	}
 	// b is an object: splice "record" in before its closing brace.
 	b = bytes.TrimRight(b, " \n")
+	calls := d.Calls
+	if calls == nil {
+		calls = []ledger.Attempt{}
+	}
+	cs, err := json.Marshal(calls)
+	if err != nil {
+		return nil, err
+	}
 	out := append(b[:len(b)-1:len(b)-1], `,"record":`...)
 	out = append(out, rec...)
+	out = append(out, `,"calls":`...)
+	out = append(out, cs...)
 	return append(out, '}'), nil
 }
