@@ -92,6 +92,10 @@ type call struct {
 	calls int
 	// hash is the rendered request's hash.
 	hash string
+	// partial is what a stream cut midway delivered, for the ledger; nil
+	// otherwise. partialAccepted: it is stored as the result.
+	partial         *ledger.Partial
+	partialAccepted bool
 }
 
 // Work runs one job: the checks before the call (decideBefore after each
@@ -255,6 +259,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 			c.output, bad = usableOutput(c)
 			a.Unusable, a.Malformed = bad, c.res.Malformed != ""
 		}
+		a.PartialChars, a.AcceptPartialMinChars = c.keepPartial(), p.AcceptPartialMinChars
 		if c.verdict.Class == classify.Throttled {
 			a.Throttle = min(retryAfter(c.verdict), ThrottleWaitCap)
 			if a.Throttle <= 0 {
@@ -285,6 +290,9 @@ func (c *call) render() Reaction {
 	}
 	c.hash = provider.RequestHash(c.req)
 	c.req.IdempotencyKey = provider.IdempotencyKey(c.job.Args.Batch, c.job.Args.RecordID, p.Name, c.hash)
+	// How the answer is carried is not part of the request's identity: a
+	// streamed and a plain call for the same prompt are the same request.
+	c.req.Stream, c.req.IdleTimeout = p.Stream, p.StreamIdleTimeout
 	return Reaction{Kind: ReactGo}
 }
 
@@ -337,6 +345,8 @@ func (r *Runtime) apply(ctx context.Context, c *call, rx Reaction, rep keys.Repo
 			k.limiter.OnSuccess()
 		}
 		return nil
+	case ReactCompletePartial:
+		return r.completePartial(ctx, c)
 	case ReactDeadLetter:
 		return r.deadLetter(ctx, c, rx)
 	case ReactCancel:
@@ -409,7 +419,7 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck
 	if c.attemptID != 0 {
-		if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, ledger.AttemptOK)); err != nil {
+		if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, c.completedStatus())); err != nil {
 			return fmt.Errorf("complete: finish attempt: %w", err)
 		}
 		if err := ledger.StoreResult(ctx, tx, c.job.Args.Batch, c.job.Args.RecordID, c.attemptID, c.output); err != nil {
@@ -417,7 +427,7 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 		}
 		// Earlier sends that got no answer are settled as billed once only
 		// where the endpoint is known to replay a repeated Idempotency-Key.
-		if c.hadAmbiguous && c.key.cfg.IdempotentReplay {
+		if c.hadAmbiguous && c.key.cfg.IdempotentReplay && !c.partialAccepted {
 			if _, err := ledger.ResolvePossiblyBilled(ctx, tx, c.req.IdempotencyKey); err != nil {
 				return fmt.Errorf("complete: resolve: %w", err)
 			}
@@ -455,6 +465,7 @@ func (r *Runtime) outcome(c *call, status ledger.AttemptStatus) ledger.Outcome {
 		VendorCode: deref(c.verdict.Code), Reason: c.verdict.Reason,
 		InputTokens: c.res.InputTokens, OutputTokens: c.res.OutputTokens,
 		CostUSD: cost(c.model, c.res.InputTokens, c.res.OutputTokens),
+		Partial: c.partial,
 	}
 }
 

@@ -69,11 +69,17 @@ const (
 	// ReactCancel: the record was dead-lettered by an earlier run whose
 	// cancel did not land: cancel without calling.
 	ReactCancel
+	// ReactCompletePartial: a cut stream delivered enough text for the
+	// pipeline's accept_partial_min_chars: store the partial text as the
+	// result (marked partial) and complete the job. The attempt stays
+	// possibly billed (streaming.go).
+	ReactCompletePartial
 )
 
 var reactionNames = [...]string{
 	ReactGo: "go", ReactComplete: "complete", ReactRetry: "retry", ReactSnooze: "snooze", ReactPark: "park",
 	ReactPauseKey: "pause_key", ReactTrip: "trip", ReactStorm: "storm", ReactDeadLetter: "dead_letter", ReactCancel: "cancel",
+	ReactCompletePartial: "complete_partial",
 }
 
 func (k ReactionKind) String() string {
@@ -102,7 +108,7 @@ func (r Reaction) String() string {
 	switch r.Kind {
 	case ReactDeadLetter:
 		return fmt.Sprintf("dead_letter(%s, %s)", r.Class, r.Reason)
-	case ReactGo, ReactComplete, ReactCancel:
+	case ReactGo, ReactComplete, ReactCancel, ReactCompletePartial:
 		return r.Kind.String()
 	}
 	return fmt.Sprintf("%s(%s)", r.Kind, r.After)
@@ -238,6 +244,9 @@ type after struct {
 	ProbeInterval time.Duration
 	// Storm: what the storm breaker says after hearing this call.
 	Storm keys.StormReport
+	// Partial: what a stream cut midway delivered (PartialChars characters)
+	// and the pipeline's accept_partial_min_chars (0: never accepted).
+	PartialChars, AcceptPartialMinChars int
 }
 
 // stopped: the run was stopped before an answer arrived.
@@ -261,6 +270,9 @@ func decideAfter(a after) Reaction {
 		return r
 	}
 	v := a.Verdict
+	if acceptPartial(a) {
+		return Reaction{Kind: ReactCompletePartial, Outcome: ledger.AttemptPossiblyBilled}
+	}
 	calls := a.JobCalls + 1
 	switch v.Class {
 	case classify.OK:

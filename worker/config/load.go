@@ -98,6 +98,10 @@ type rawPipeline struct {
 	AmbiguousRetries *int     `toml:"ambiguous_retries"`
 	MaxSnoozes       *int     `toml:"max_snoozes"`
 	SnoozeLimit      *int     `toml:"snooze_limit"`
+	// Streaming: see Pipeline.Stream.
+	Stream                bool   `toml:"stream"`
+	StreamIdleTimeout     string `toml:"stream_idle_timeout"`
+	AcceptPartialMinChars int    `toml:"accept_partial_min_chars"`
 }
 
 func (r rawFile) config(name string) (*Config, error) {
@@ -184,6 +188,11 @@ func (r rawFile) config(name string) (*Config, error) {
 				field = "snooze_limit"
 			}
 			return nil, fmt.Errorf("%s: %s: %s must be at least 1, got %d", name, elem("pipelines", i, rp.Name), field, p.MaxSnoozes)
+		}
+		p.Stream, p.AcceptPartialMinChars = rp.Stream, rp.AcceptPartialMinChars
+		var err error
+		if p.StreamIdleTimeout, err = parseDuration(rp.StreamIdleTimeout); err != nil {
+			return nil, fmt.Errorf("%s: %s: stream_idle_timeout %q: %w", name, elem("pipelines", i, rp.Name), rp.StreamIdleTimeout, err)
 		}
 		cfg.Pipelines = append(cfg.Pipelines, p)
 	}

@@ -74,6 +74,7 @@ func (c *Config) WithDefaults() *Config {
 		if p.MaxSnoozes == 0 {
 			p.MaxSnoozes = MaxSnoozesDefault
 		}
+		p.streamDefaults()
 	}
 	return &out
 }
@@ -241,6 +242,7 @@ func (c *Config) Validate() error {
 		if p.MaxSnoozes < 1 {
 			v.addf(at, "max_snoozes must be at least 1, got %d", p.MaxSnoozes)
 		}
+		p.validateStream(&v, at)
 	}
 	c.validateRules(&v)
 	return v.err()
