@@ -166,10 +166,10 @@ type Attempt struct {
 	EstCostUSD     float64       `json:"est_cost_usd"`
 	// PartialText is what a cut stream delivered before it broke; nil when
 	// the call was not a cut stream.
-	PartialText *string `json:"partial_text"`
-	IsRetry     bool    `json:"is_retry"`
-	StartedAt      time.Time     `json:"started_at"`
-	FinishedAt     *time.Time    `json:"finished_at"`
+	PartialText *string    `json:"partial_text"`
+	IsRetry     bool       `json:"is_retry"`
+	StartedAt   time.Time  `json:"started_at"`
+	FinishedAt  *time.Time `json:"finished_at"`
 }
 
 // AttemptFilter selects attempts for ListAttempts; empty fields match all.
