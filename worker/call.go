@@ -250,16 +250,17 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		// arrived. An answer that did arrive is used, whatever the context
 		// says: it was paid for.
 		c.verdict = classify.Verdict{Class: classify.Ambiguous, Reason: ledger.ReasonWorkerStopped, Known: true}
+		c.keepPartial()
 	default:
 		c.res, c.verdict = k.observe(c.res, rt.cfg.Classifier())
 		a.Verdict = c.verdict
+		a.PartialChars, a.AcceptPartialMinChars = c.keepPartial(), p.AcceptPartialMinChars
 		rt.observe(ctx, c)
 		if c.verdict.Class == classify.OK {
 			var bad string
 			c.output, bad = usableOutput(c)
 			a.Unusable, a.Malformed = bad, c.res.Malformed != ""
 		}
-		a.PartialChars, a.AcceptPartialMinChars = c.keepPartial(), p.AcceptPartialMinChars
 		if c.verdict.Class == classify.Throttled {
 			a.Throttle = min(retryAfter(c.verdict), ThrottleWaitCap)
 			if a.Throttle <= 0 {

@@ -264,7 +264,7 @@ func decideAfter(a after) Reaction {
 		// and come back without spending an attempt; the next send reuses
 		// its idempotency key.
 		r := Reaction{Kind: ReactPark, After: time.Second, Outcome: ledger.AttemptFailed}
-		if a.Phase == classify.PhaseSentNoResponse {
+		if a.Phase == classify.PhaseSentNoResponse || a.Phase == classify.PhaseStream {
 			r.Outcome = ledger.AttemptPossiblyBilled
 		}
 		return r

@@ -27,7 +27,13 @@ func (c *call) keepPartial() int {
 		c.res.OutputTokens = max(c.res.OutputTokens, (len(text)+3)/4)
 	}
 	received := cost(c.model, c.res.InputTokens, c.res.OutputTokens)
-	c.partial = &ledger.Partial{Text: text, RestEstimateUSD: estimateCost(c.model, c.req) - received}
+	kept := text
+	if c.key != nil && c.key.apiKey != "" {
+		// Shown by dlq show and ledger: it passes the key's boundary, as
+		// the rest of the provider's text does.
+		kept = c.key.redact.Exact(kept)
+	}
+	c.partial = &ledger.Partial{Text: kept, RestEstimateUSD: estimateCost(c.model, c.req) - received}
 	return utf8.RuneCountInString(text)
 }
 

@@ -55,8 +55,8 @@ func TestDecideAfterCutStream(t *testing.T) {
 		{"a rule that calls the broken stream rejected wins", cut(accept(10), func(a *after) {
 			a.Verdict = classify.Verdict{Class: classify.Rejected, Reason: "user_rule"}
 		}), Reaction{Kind: ReactDeadLetter, Class: classify.Rejected, Reason: "user_rule", Outcome: ledger.AttemptFailed}},
-		{"a run stopped mid-stream parks, partial or not", cut(accept(10), func(a *after) { a.Cancelled = true }),
-			Reaction{Kind: ReactPark, After: time.Second, Outcome: ledger.AttemptFailed}},
+		{"a run stopped mid-stream parks, possibly billed, partial or not", cut(accept(10), func(a *after) { a.Cancelled = true }),
+			Reaction{Kind: ReactPark, After: time.Second, Outcome: ledger.AttemptPossiblyBilled}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
