@@ -227,7 +227,8 @@ type Pipeline struct {
 	Stream bool `toml:"stream"`
 	// StreamIdleTimeout cuts a stream that sends nothing for this long, so a
 	// stalled generation ends early instead of at the key's timeout. Default
-	// StreamIdleTimeoutDefault (30s) when Stream is set.
+	// StreamIdleTimeoutDefault (30s) when Stream is set, or half the key's
+	// timeout when that is shorter; it must be shorter than the key's timeout.
 	StreamIdleTimeout time.Duration `toml:"stream_idle_timeout"`
 	// AcceptPartialMinChars, on an output = "text" pipeline with Stream,
 	// completes a record whose stream was cut once at least this many

@@ -9,16 +9,26 @@ import "time"
 // cut well before the whole call's deadline.
 const StreamIdleTimeoutDefault = 30 * time.Second
 
-func (p *Pipeline) streamDefaults() {
+// streamDefaults fills StreamIdleTimeout: StreamIdleTimeoutDefault, but at
+// most half the key's call timeout, so that the default always cuts a stall
+// before the call's own deadline would.
+func (p *Pipeline) streamDefaults(keyTimeout time.Duration) {
 	if p.Stream && p.StreamIdleTimeout == 0 {
 		p.StreamIdleTimeout = StreamIdleTimeoutDefault
+		if keyTimeout > 0 {
+			p.StreamIdleTimeout = min(p.StreamIdleTimeout, keyTimeout/2)
+		}
 	}
 }
 
-// validateStream checks the streaming options of one pipeline.
-func (p *Pipeline) validateStream(v *validator, at string) {
+// validateStream checks the streaming options of one pipeline; keyTimeout
+// is the timeout of the key its model is served by (0: unknown).
+func (p *Pipeline) validateStream(v *validator, at string, keyTimeout time.Duration) {
 	if p.StreamIdleTimeout < 0 {
 		v.addf(at, "stream_idle_timeout must be positive, got %s", p.StreamIdleTimeout)
+	}
+	if p.Stream && keyTimeout > 0 && p.StreamIdleTimeout >= keyTimeout {
+		v.addf(at, "stream_idle_timeout %s must be shorter than the key's timeout %s, or it never cuts a stall", p.StreamIdleTimeout, keyTimeout)
 	}
 	if p.StreamIdleTimeout > 0 && !p.Stream {
 		v.addf(at, "stream_idle_timeout needs stream = true")
@@ -34,4 +44,20 @@ func (p *Pipeline) validateStream(v *validator, at string) {
 			v.addf(at, "accept_partial_min_chars needs output = \"text\": a cut JSON answer is not JSON")
 		}
 	}
+}
+
+// keyTimeoutOf is the call timeout of the key serving p's model; 0 when
+// the model or key is not defined (reported elsewhere).
+func (c *Config) keyTimeoutOf(p *Pipeline) time.Duration {
+	for _, m := range c.Models {
+		if m.Name != p.Model {
+			continue
+		}
+		for _, k := range c.Keys {
+			if k.Name == m.Key {
+				return k.Timeout
+			}
+		}
+	}
+	return 0
 }

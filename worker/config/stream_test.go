@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +31,13 @@ func TestStreamOptions(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, p.Stream)
 	require.Zero(t, p.StreamIdleTimeout, "no idle timeout without a stream")
+
+	short := strings.Replace(minimal, `api_key_env = "OPENAI_API_KEY"`, "api_key_env = \"OPENAI_API_KEY\"\ntimeout = \"10s\"", 1)
+	cfg, err = Parse([]byte(short+"stream = true\n"), "triage.toml")
+	require.NoError(t, err)
+	p, err = cfg.Pipeline("enrich")
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Second, p.StreamIdleTimeout, "the default is at most half a short key timeout")
 }
 
 func TestStreamOptionErrors(t *testing.T) {
@@ -41,6 +49,8 @@ func TestStreamOptionErrors(t *testing.T) {
 		{"idle timeout not a duration", "stream = true\nstream_idle_timeout = \"soon\"\n", at + `stream_idle_timeout "soon"`},
 		{"accept partial without a stream", "output = \"text\"\naccept_partial_min_chars = 10\n", at + "accept_partial_min_chars needs stream = true"},
 		{"accept partial on json", "stream = true\naccept_partial_min_chars = 10\n", at + `accept_partial_min_chars needs output = "text"`},
+		{"idle timeout not below the call timeout", "stream = true\nstream_idle_timeout = \"60s\"\n",
+			at + "stream_idle_timeout 1m0s must be shorter than the key's timeout 1m0s"},
 		{"negative accept partial", "output = \"text\"\nstream = true\naccept_partial_min_chars = -1\n", at + "accept_partial_min_chars must be 0"},
 	} {
 		_, err := Parse([]byte(minimal+tc.extra), "triage.toml")

@@ -74,7 +74,7 @@ func (c *Config) WithDefaults() *Config {
 		if p.MaxSnoozes == 0 {
 			p.MaxSnoozes = MaxSnoozesDefault
 		}
-		p.streamDefaults()
+		p.streamDefaults(out.keyTimeoutOf(p))
 	}
 	return &out
 }
@@ -242,7 +242,7 @@ func (c *Config) Validate() error {
 		if p.MaxSnoozes < 1 {
 			v.addf(at, "max_snoozes must be at least 1, got %d", p.MaxSnoozes)
 		}
-		p.validateStream(&v, at)
+		p.validateStream(&v, at, c.keyTimeoutOf(p))
 	}
 	c.validateRules(&v)
 	return v.err()
