@@ -74,7 +74,8 @@ func FinishAttempt(ctx context.Context, db DBTX, attemptID int64, out Outcome) e
 		UPDATE triage_attempt SET
 			status = $2, class = $3, http_status = $4, vendor_code = $5, reason = $6,
 			input_tokens = $7, output_tokens = $8, cost_usd = $9,
-			finished_at = coalesce($10, now())
+			finished_at = coalesce($10, now()),
+			partial_text = $11, est_cost_usd = coalesce($12, est_cost_usd)
 		WHERE id = $1 AND status = 'intent'
 		RETURNING batch, key, cost_usd
 	), spend AS (
@@ -83,7 +84,8 @@ func FinishAttempt(ctx context.Context, db DBTX, attemptID int64, out Outcome) e
 	)
 	SELECT EXISTS (SELECT 1 FROM upd), prev.status FROM prev`,
 		attemptID, string(out.Status), out.Class.String(), nullInt(out.HTTPStatus), nullString(out.VendorCode),
-		nullString(out.Reason), out.InputTokens, out.OutputTokens, out.CostUSD, nowArg(out.Now)).Scan(&updated, &status)
+		nullString(out.Reason), out.InputTokens, out.OutputTokens, out.CostUSD, nowArg(out.Now),
+		out.Partial.text(), out.Partial.rest()).Scan(&updated, &status)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("ledger: finish attempt %d: %w", attemptID, ErrNotFound)
@@ -198,7 +200,7 @@ func ListAttempts(ctx context.Context, db DBTX, f AttemptFilter) ([]Attempt, err
 	}
 	rows, err := db.Query(ctx, `SELECT id, batch, record_id, job_id, attempt, key, model, idempotency_key,
 			request_hash, status, class, http_status, vendor_code, reason, input_tokens, output_tokens,
-			cost_usd::float8, est_cost_usd::float8, is_retry, started_at, finished_at, change
+			cost_usd::float8, est_cost_usd::float8, partial_text, is_retry, started_at, finished_at, change
 		FROM triage_attempt
 		WHERE ($1 = '' OR batch = $1) AND ($2 = '' OR key = $2) AND ($4 = '' OR record_id = $4)
 		ORDER BY id DESC
@@ -210,7 +212,7 @@ func ListAttempts(ctx context.Context, db DBTX, f AttemptFilter) ([]Attempt, err
 		var a Attempt
 		err := r.Scan(&a.ID, &a.Batch, &a.RecordID, &a.JobID, &a.Attempt, &a.Key, &a.Model, &a.IdempotencyKey,
 			&a.RequestHash, &a.Status, &a.Class, &a.HTTPStatus, &a.VendorCode, &a.Reason, &a.InputTokens,
-			&a.OutputTokens, &a.CostUSD, &a.EstCostUSD, &a.IsRetry, &a.StartedAt, &a.FinishedAt, &a.Change)
+			&a.OutputTokens, &a.CostUSD, &a.EstCostUSD, &a.PartialText, &a.IsRetry, &a.StartedAt, &a.FinishedAt, &a.Change)
 		return a, err
 	})
 	if err != nil {

@@ -164,6 +164,8 @@ type Outcome struct {
 	CostUSD      float64
 	// Now pins finished_at; zero: the database clock.
 	Now time.Time
+	// Partial: a stream cut midway (stream.go).
+	Partial *Partial
 }
 
 // Attempt is one row of the attempt ledger (`triage ledger`).
@@ -186,9 +188,12 @@ type Attempt struct {
 	OutputTokens   int           `json:"output_tokens"`
 	CostUSD        float64       `json:"cost_usd"`
 	EstCostUSD     float64       `json:"est_cost_usd"`
-	IsRetry        bool          `json:"is_retry"`
-	StartedAt      time.Time     `json:"started_at"`
-	FinishedAt     *time.Time    `json:"finished_at"`
+	// PartialText is what a cut stream delivered before it broke; nil when
+	// the call was not a cut stream.
+	PartialText *string    `json:"partial_text"`
+	IsRetry     bool       `json:"is_retry"`
+	StartedAt   time.Time  `json:"started_at"`
+	FinishedAt  *time.Time `json:"finished_at"`
 	// Change: how the request was changed before it was sent; "" (omitted):
 	// sent as rendered.
 	Change string `json:"change,omitempty"`
@@ -330,6 +335,9 @@ type ResultRow struct {
 	AttemptID int64 // 0 when Output is nil
 	// Change of the attempt whose answer Output is; "": sent as rendered.
 	Change string
+	// Partial: Output is a cut stream's partial text, accepted by the
+	// pipeline's accept_partial_min_chars.
+	Partial bool
 }
 
 // DeadLetterRow is what AddDeadLetter writes.

@@ -100,6 +100,10 @@ type call struct {
 	fromCache bool
 	// change is the job's one change (metaChange), applied by render.
 	change change
+	// partial is what a stream cut midway delivered, for the ledger; nil
+	// otherwise. partialAccepted: it is stored as the result.
+	partial         *ledger.Partial
+	partialAccepted bool
 }
 
 // Work runs one job: the checks before the call (decideBefore after each
@@ -261,9 +265,11 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		// arrived. An answer that did arrive is used, whatever the context
 		// says: it was paid for.
 		c.verdict = classify.Verdict{Class: classify.Ambiguous, Reason: ledger.ReasonWorkerStopped, Known: true}
+		c.keepPartial()
 	default:
 		c.res, c.verdict = k.observe(c.res, rt.cfg.Classifier())
 		a.Verdict = c.verdict
+		a.PartialChars, a.AcceptPartialMinChars = c.keepPartial(), p.AcceptPartialMinChars
 		rt.observe(ctx, c)
 		if c.verdict.Class == classify.OK {
 			var bad string
@@ -306,6 +312,9 @@ func (c *call) render() Reaction {
 	c.hash = provider.RequestHash(c.req)
 	c.req.IdempotencyKey = provider.IdempotencyKey(c.job.Args.Batch, c.job.Args.RecordID, p.Name, c.hash)
 	c.setCacheKey()
+	// How the answer is carried is not part of the request's identity: a
+	// streamed and a plain call for the same prompt are the same request.
+	c.req.Stream, c.req.IdleTimeout = p.Stream, p.StreamIdleTimeout
 	return Reaction{Kind: ReactGo}
 }
 
@@ -358,6 +367,8 @@ func (r *Runtime) apply(ctx context.Context, c *call, rx Reaction, rep keys.Repo
 			k.limiter.OnSuccess()
 		}
 		return nil
+	case ReactCompletePartial:
+		return r.completePartial(ctx, c)
 	case ReactDeadLetter:
 		return r.deadLetter(ctx, c, rx)
 	case ReactCancel:
@@ -435,7 +446,7 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck
 	if c.attemptID != 0 {
-		if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, ledger.AttemptOK)); err != nil {
+		if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, c.completedStatus())); err != nil {
 			return fmt.Errorf("complete: finish attempt: %w", err)
 		}
 		if err := r.storeResult(ctx, tx, c); err != nil {
@@ -443,7 +454,7 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 		}
 		// Earlier sends that got no answer are settled as billed once only
 		// where the endpoint is known to replay a repeated Idempotency-Key.
-		if c.hadAmbiguous && c.key.cfg.IdempotentReplay {
+		if c.hadAmbiguous && c.key.cfg.IdempotentReplay && !c.partialAccepted {
 			if _, err := ledger.ResolvePossiblyBilled(ctx, tx, c.req.IdempotencyKey); err != nil {
 				return fmt.Errorf("complete: resolve: %w", err)
 			}
@@ -485,6 +496,7 @@ func (r *Runtime) outcome(c *call, status ledger.AttemptStatus) ledger.Outcome {
 		VendorCode: deref(c.verdict.Code), Reason: c.verdict.Reason,
 		InputTokens: c.res.InputTokens, OutputTokens: c.res.OutputTokens,
 		CostUSD: cost(c.model, c.res.InputTokens, c.res.OutputTokens),
+		Partial: c.partial,
 	}
 }
 

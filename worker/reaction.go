@@ -77,13 +77,19 @@ const (
 	// changedRetry): keep the Change in the job and send the changed request
 	// at once, under its own idempotency key. At most once per job.
 	ReactRetryChanged
+	// ReactCompletePartial: a cut stream delivered enough text for the
+	// pipeline's accept_partial_min_chars: store the partial text as the
+	// result (marked partial) and complete the job. The attempt stays
+	// possibly billed (streaming.go).
+	ReactCompletePartial
 )
 
 var reactionNames = [...]string{
 	ReactGo: "go", ReactComplete: "complete", ReactRetry: "retry", ReactSnooze: "snooze", ReactPark: "park",
 	ReactPauseKey: "pause_key", ReactTrip: "trip", ReactStorm: "storm", ReactDeadLetter: "dead_letter", ReactCancel: "cancel",
-	ReactCacheHit:     "cache_hit",
-	ReactRetryChanged: "retry_changed",
+	ReactCacheHit:        "cache_hit",
+	ReactRetryChanged:    "retry_changed",
+	ReactCompletePartial: "complete_partial",
 }
 
 func (k ReactionKind) String() string {
@@ -114,7 +120,7 @@ func (r Reaction) String() string {
 	switch r.Kind {
 	case ReactDeadLetter:
 		return fmt.Sprintf("dead_letter(%s, %s)", r.Class, r.Reason)
-	case ReactGo, ReactComplete, ReactCancel, ReactCacheHit:
+	case ReactGo, ReactComplete, ReactCancel, ReactCacheHit, ReactCompletePartial:
 		return r.Kind.String()
 	case ReactRetryChanged:
 		return fmt.Sprintf("%s(%s)", r.Kind, r.Change)
@@ -265,6 +271,9 @@ type after struct {
 	Storm keys.StormReport
 	// Change: what a rejection's one changed retry is decided from.
 	Change changeFacts
+	// Partial: what a stream cut midway delivered (PartialChars characters)
+	// and the pipeline's accept_partial_min_chars (0: never accepted).
+	PartialChars, AcceptPartialMinChars int
 }
 
 // stopped: the run was stopped before an answer arrived.
@@ -282,12 +291,15 @@ func decideAfter(a after) Reaction {
 		// and come back without spending an attempt; the next send reuses
 		// its idempotency key.
 		r := Reaction{Kind: ReactPark, After: time.Second, Outcome: ledger.AttemptFailed}
-		if a.Phase == classify.PhaseSentNoResponse {
+		if a.Phase == classify.PhaseSentNoResponse || a.Phase == classify.PhaseStream {
 			r.Outcome = ledger.AttemptPossiblyBilled
 		}
 		return r
 	}
 	v := a.Verdict
+	if acceptPartial(a) {
+		return Reaction{Kind: ReactCompletePartial, Outcome: ledger.AttemptPossiblyBilled}
+	}
 	calls := a.JobCalls + 1
 	switch v.Class {
 	case classify.OK:

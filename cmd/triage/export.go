@@ -71,6 +71,9 @@ func runExport(ctx context.Context, e *env, args []string) int {
 			continue
 		}
 		line, err := enrich(row.Data, row.Output, ledger.Truncated(row.Change))
+		if err == nil && row.Partial {
+			line, err = markPartial(line)
+		}
 		if err != nil {
 			w.Flush()
 			fmt.Fprintf(e.stderr, "triage export: record %s: %v\n", row.ID, err)
@@ -90,6 +93,13 @@ func runExport(ctx context.Context, e *env, args []string) int {
 	}
 	fmt.Fprintln(e.stderr)
 	return exitOK
+}
+
+// markPartial sets "triage":{"partial":true} on an exported line: its
+// enrichment is a cut stream's partial text. The "triage" object is where
+// export marks how a result came to be (a truncated record sets "truncated").
+func markPartial(line []byte) ([]byte, error) {
+	return sjson.SetBytes(line, "triage.partial", true)
 }
 
 // enrich returns record, on one line, with "enrichment" set to output (a

@@ -77,6 +77,8 @@ type ledgerReport struct {
 	Key   *string `json:"key"`
 	ledger.ClassUsage
 	ByClass []ledger.ClassUsage `json:"by_class"`
+	// Partials are the attempts whose stream was cut midway, newest first.
+	Partials []ledger.PartialAttempt `json:"partials"`
 }
 
 func runLedger(ctx context.Context, e *env, args []string) int {
@@ -121,8 +123,15 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return failCmd(e, "ledger", err)
 	}
+	partials, err := ledger.ListPartials(ctx, d.pool, ledger.AttemptFilter{Batch: *batch, Key: *key, Limit: partialsShown})
+	if err != nil {
+		return failCmd(e, "ledger", err)
+	}
 	if *asJSON {
-		r := ledgerReport{ClassUsage: total, ByClass: byClass}
+		r := ledgerReport{ClassUsage: total, ByClass: byClass, Partials: partials}
+		if r.Partials == nil {
+			r.Partials = []ledger.PartialAttempt{}
+		}
 		if *batch != "" {
 			r.Batch = batch
 		}
@@ -139,6 +148,7 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 		return exitOK
 	}
 	writeUsageTable(e.stdout, total, byClass, true)
+	writePartials(e.stdout, partials)
 	return exitOK
 }
 

@@ -235,6 +235,21 @@ type Pipeline struct {
 	// shortened to fit). Default OnOverflowDefault (dead_letter): data is
 	// never changed silently.
 	OnOverflow Overflow `toml:"on_overflow"`
+	// Streaming (stream.go).
+	//
+	// Stream sends streaming requests (server-sent events), so that a cut
+	// generation leaves its partial text behind. Default false.
+	Stream bool `toml:"stream"`
+	// StreamIdleTimeout cuts a stream that sends nothing for this long, so a
+	// stalled generation ends early instead of at the key's timeout. Default
+	// StreamIdleTimeoutDefault (30s) when Stream is set, or half the key's
+	// timeout when that is shorter; it must be shorter than the key's timeout.
+	StreamIdleTimeout time.Duration `toml:"stream_idle_timeout"`
+	// AcceptPartialMinChars, on an output = "text" pipeline with Stream,
+	// completes a record whose stream was cut once at least this many
+	// characters arrived, marked partial. Default 0: a cut stream is never
+	// accepted as the result.
+	AcceptPartialMinChars int `toml:"accept_partial_min_chars"`
 
 	ambiguousRetriesSet bool
 	tmpl                *template.Template

@@ -101,6 +101,10 @@ type rawPipeline struct {
 	Cache            bool     `toml:"cache"`
 	CacheTTL         string   `toml:"cache_ttl"`
 	OnOverflow       string   `toml:"on_overflow"`
+	// Streaming: see Pipeline.Stream.
+	Stream                bool   `toml:"stream"`
+	StreamIdleTimeout     string `toml:"stream_idle_timeout"`
+	AcceptPartialMinChars int    `toml:"accept_partial_min_chars"`
 }
 
 func (r rawFile) config(name string) (*Config, error) {
@@ -191,6 +195,11 @@ func (r rawFile) config(name string) (*Config, error) {
 		}
 		if err := rp.cacheOptions(&p); err != nil {
 			return nil, fmt.Errorf("%s: %s: %w", name, elem("pipelines", i, rp.Name), err)
+		}
+		p.Stream, p.AcceptPartialMinChars = rp.Stream, rp.AcceptPartialMinChars
+		var err error
+		if p.StreamIdleTimeout, err = parseDuration(rp.StreamIdleTimeout); err != nil {
+			return nil, fmt.Errorf("%s: %s: stream_idle_timeout %q: %w", name, elem("pipelines", i, rp.Name), rp.StreamIdleTimeout, err)
 		}
 		cfg.Pipelines = append(cfg.Pipelines, p)
 	}

@@ -76,6 +76,7 @@ func (c *Config) WithDefaults() *Config {
 		}
 		p.cacheDefaults()
 		p.overflowDefaults()
+		p.streamDefaults(out.keyTimeoutOf(p))
 	}
 	return &out
 }
@@ -245,6 +246,7 @@ func (c *Config) Validate() error {
 		}
 		p.validateCache(&v, at)
 		p.validateOverflow(&v, at)
+		p.validateStream(&v, at, c.keyTimeoutOf(p))
 	}
 	c.validateRules(&v)
 	return v.err()

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/triage-dev/triage/ledger"
 )
@@ -103,6 +104,16 @@ type DeadLetterDetail struct {
 	// whose request was changed once (truncated, JSON mode dropped) shows
 	// both calls, each with its change and idempotency key.
 	Calls []ledger.Attempt
+	// Partial is what the job's latest cut stream delivered; nil when no
+	// attempt of the job was a cut stream.
+	Partial *StreamPartial
+}
+
+// StreamPartial is a cut stream's partial output as the ledger keeps it.
+type StreamPartial struct {
+	Text         string `json:"text"`
+	Chars        int    `json:"chars"`
+	OutputTokens int    `json:"output_tokens"`
 }
 
 // GetDeadLetter reads one dead letter and its record. An unknown id is an
@@ -129,13 +140,23 @@ func GetDeadLetter(ctx context.Context, db ledger.DBTX, id int64) (DeadLetterDet
 	}
 	slices.Reverse(calls)
 	d.Calls = calls
+	if dl.JobID != 0 {
+		text, tokens, ok, err := ledger.LatestPartial(ctx, db, dl.JobID)
+		if err != nil {
+			return DeadLetterDetail{}, err
+		}
+		if ok {
+			d.Partial = &StreamPartial{Text: text, Chars: utf8.RuneCountInString(text), OutputTokens: tokens}
+		}
+	}
 	return d, nil
 }
 
 // MarshalJSON is the ledger's detail shape (the list fields, then job_id,
 // pipeline, key, request, error_excerpt, requeued_at) plus "record": the
-// input record as enqueued, null if it is gone, and "calls": the record's
-// attempts, oldest first, in `triage ledger`'s attempt shape.
+// input record as enqueued, null if it is gone, "calls": the record's
+// attempts, oldest first, in `triage ledger`'s attempt shape, and "partial":
+// a cut stream's text and tokens, null when there was none.
 func (d DeadLetterDetail) MarshalJSON() ([]byte, error) {
 	b, err := json.Marshal(d.DeadLetter)
 	if err != nil {
@@ -163,5 +184,11 @@ func (d DeadLetterDetail) MarshalJSON() ([]byte, error) {
 	out = append(out, rec...)
 	out = append(out, `,"calls":`...)
 	out = append(out, cs...)
+	part, err := json.Marshal(d.Partial)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, `,"partial":`...)
+	out = append(out, part...)
 	return append(out, '}'), nil
 }
