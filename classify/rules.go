@@ -94,6 +94,37 @@ var modelTable = newTable("model", []rule{
 	}},
 })
 
+// requestTable names the rejections a changed request can get past, run
+// right after the model table for every vendor, so that the worker can key
+// its one changed retry on a reason that is the same whoever sent it.
+//
+// context_length: the input does not fit the model's context window. OpenAI
+// (and every OpenAI-compatible server) says so in code
+// context_length_exceeded; the others only in words: OpenAI-compatible
+// servers without the code (vLLM, DeepSeek, OpenRouter) "maximum context
+// length is M tokens", Anthropic "prompt is too long: N tokens > M maximum",
+// "input length and `max_tokens` exceed context limit: N + K > M" and a 413
+// "Request size exceeds model context window", Bedrock "Input is too long for
+// requested model", Gemini "The input token count (N) exceeds the maximum
+// number of tokens allowed (M)". ContextOverflow reads the counts.
+//
+// json_mode_refused: the endpoint refuses JSON mode (OpenAI "'response_format'
+// of type 'json_object' is not supported with this model", also through
+// Azure), or refuses it for a prompt that does not say "json": the request
+// works without response_format, so JSON mode is the droppable feature.
+var requestTable = newTable("request", []rule{
+	{reason: "context_length", class: Rejected, when: func(f *facts) bool {
+		return codeIn(f, "context_length_exceeded") ||
+			(f.status == 400 || f.status == 413) && says(f, "maximum context length is", "prompt is too long:",
+				"exceed context limit", "exceeds model context window", "input is too long for requested model",
+				"exceeds the maximum number of tokens allowed")
+	}},
+	{reason: "json_mode_refused", class: Rejected, when: func(f *facts) bool {
+		return f.status == 400 && says(f, "'response_format' of type 'json_object' is not supported",
+			"to use 'response_format' of type 'json_object'")
+	}},
+})
+
 // openaiTable holds the OpenAI rows. They read only error.code / error.type
 // values that OpenAI defined, so every OpenAI-compatible server (Groq,
 // DeepSeek, vLLM, LiteLLM, gateways, unknown vendors) runs them too.
@@ -415,25 +446,25 @@ var genericTable = newTable("generic", []rule{
 // chains says which tables run, in order, for each vendor. The model table
 // runs first everywhere (one model-not-found rule for every vendor).
 var chains = map[string][]*table{
-	"openai":                {modelTable, openaiTable, genericTable},
-	"anthropic":             {modelTable, anthropicTable, genericTable},
-	"gemini":                {modelTable, googleTable, genericTable},
-	"vertex":                {modelTable, googleTable, genericTable},
-	"azure-openai":          {modelTable, azureTable, openaiTable, genericTable},
-	"bedrock":               {modelTable, bedrockTable, genericTable},
-	"openrouter":            {modelTable, openrouterTable, openaiTable, genericTable},
-	"cloudflare-ai-gateway": {modelTable, cloudflareTable, openaiTable, genericTable},
-	"mistral":               {modelTable, mistralTable, openaiTable, genericTable},
-	"groq":                  {modelTable, groqTable, openaiTable, genericTable},
-	"deepseek":              {modelTable, openaiTable, genericTable},
-	"together":              {modelTable, openaiTable, genericTable},
-	"fireworks":             {modelTable, fireworksTable, openaiTable, genericTable},
-	"xai":                   {modelTable, xaiTable, openaiTable, genericTable},
-	"cohere":                {modelTable, openaiTable, genericTable},
-	"vllm":                  {modelTable, openaiTable, genericTable},
-	"ollama":                {modelTable, openaiTable, genericTable},
-	"litellm-proxy":         {modelTable, litellmTable, openaiTable, genericTable},
-	"other":                 {modelTable, openaiTable, genericTable},
+	"openai":                {modelTable, requestTable, openaiTable, genericTable},
+	"anthropic":             {modelTable, requestTable, anthropicTable, genericTable},
+	"gemini":                {modelTable, requestTable, googleTable, genericTable},
+	"vertex":                {modelTable, requestTable, googleTable, genericTable},
+	"azure-openai":          {modelTable, requestTable, azureTable, openaiTable, genericTable},
+	"bedrock":               {modelTable, requestTable, bedrockTable, genericTable},
+	"openrouter":            {modelTable, requestTable, openrouterTable, openaiTable, genericTable},
+	"cloudflare-ai-gateway": {modelTable, requestTable, cloudflareTable, openaiTable, genericTable},
+	"mistral":               {modelTable, requestTable, mistralTable, openaiTable, genericTable},
+	"groq":                  {modelTable, requestTable, groqTable, openaiTable, genericTable},
+	"deepseek":              {modelTable, requestTable, openaiTable, genericTable},
+	"together":              {modelTable, requestTable, openaiTable, genericTable},
+	"fireworks":             {modelTable, requestTable, fireworksTable, openaiTable, genericTable},
+	"xai":                   {modelTable, requestTable, xaiTable, openaiTable, genericTable},
+	"cohere":                {modelTable, requestTable, openaiTable, genericTable},
+	"vllm":                  {modelTable, requestTable, openaiTable, genericTable},
+	"ollama":                {modelTable, requestTable, openaiTable, genericTable},
+	"litellm-proxy":         {modelTable, requestTable, litellmTable, openaiTable, genericTable},
+	"other":                 {modelTable, requestTable, openaiTable, genericTable},
 }
 
 // Vendors lists the vendor names the classifier has rule sets for.

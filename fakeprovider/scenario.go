@@ -57,13 +57,19 @@ const (
 	// ActionGarbage bills the call and answers 200 with a body that is not JSON,
 	// as a misbehaving proxy in front of the vendor would.
 	ActionGarbage Action = "garbage"
+	// ActionStallStream bills the call, starts a 200 stream, sends `chunks`
+	// content chunks and then stops sending without closing, until the client
+	// gives up: a generation stalled upstream. On a non-streaming request it
+	// behaves like ActionHang after the status line would have been sent: the
+	// body is never finished.
+	ActionStallStream Action = "stall_stream"
 )
 
 // Actions lists every action, in documentation order.
 func Actions() []Action {
 	return []Action{ActionOK, ActionRateLimit, ActionTooLarge, ActionExhausted, ActionOverloaded,
 		ActionServerError, ActionUnauthorized, ActionContextLength, ActionInvalidParam, ActionPolicy,
-		ActionHang, ActionCutStream, ActionStreamError, ActionGarbage}
+		ActionHang, ActionCutStream, ActionStreamError, ActionGarbage, ActionStallStream}
 }
 
 func (a Action) valid() bool {

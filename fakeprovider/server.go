@@ -287,13 +287,18 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, v vendor) {
 		w.Header().Set("Content-Type", "text/plain")
 		w.WriteHeader(http.StatusOK)
 		_, _ = io.WriteString(w, garbageBody)
-	case ActionCutStream, ActionStreamError:
-		chunks := d.step.Chunks
-		if chunks == 0 {
-			chunks = ChunksDefault
-		}
+	case ActionCutStream, ActionStreamError, ActionStallStream:
+		chunks := d.step.cutChunks()
 		if !d.call.stream {
+			if d.action == ActionStallStream {
+				s.stallBody(ctx, w, d)
+				return
+			}
 			s.cutBody(w, d)
+			return
+		}
+		if d.action == ActionStallStream {
+			s.stallStream(ctx, w, d, chunks)
 			return
 		}
 		s.writeStream(ctx, w, d, chunks, d.action == ActionStreamError)
@@ -376,7 +381,7 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 	}
 
 	switch d.action {
-	case ActionOK, ActionHang, ActionCutStream, ActionStreamError, ActionGarbage:
+	case ActionOK, ActionHang, ActionCutStream, ActionStreamError, ActionGarbage, ActionStallStream:
 	case ActionPolicy:
 		if !v.refusalIsAnswer() {
 			d.reply = v.fail(d.action, d.step, e)
@@ -399,14 +404,14 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 			defer s.mu.Unlock()
 			defer s.broadcastLocked()
 			rs := s.stats.ByRecord[d.record]
-			a := s.billLocked(v, c, &rs, key, refusal, now)
+			a := s.billLocked(v, c, &rs, key, refusal, now, -1)
 			s.stats.ByRecord[d.record] = rs
 			return a
 		}
 		d.status = http.StatusOK
 		return d
 	}
-	d.ans = s.billLocked(v, c, &rs, key, d.action == ActionPolicy, e.now)
+	d.ans = s.billLocked(v, c, &rs, key, d.action == ActionPolicy, e.now, d.generated())
 	d.status = http.StatusOK
 	if d.action == ActionHang {
 		d.status = 0
@@ -466,7 +471,10 @@ func (s *Server) pickLocked(c *call, record string, n, attempt int, exhausted bo
 	return Step{Action: ActionOK}
 }
 
-func (s *Server) billLocked(v vendor, c *call, rs *RecordStats, key string, refusal bool, now time.Time) *answer {
+// billLocked bills the call: its input, and its output up to generated
+// content chunks (-1: all of it), as a vendor bills the tokens a cut stream
+// generated. The stored answer (for replay) is always whole.
+func (s *Server) billLocked(v vendor, c *call, rs *RecordStats, key string, refusal bool, now time.Time, generated int) *answer {
 	a := &answer{
 		id:          v.answerID(newRnd(s.sc.Seed, "answer", strconv.FormatUint(s.seq, 10))),
 		created:     now.Unix(),
@@ -478,11 +486,15 @@ func (s *Server) billLocked(v vendor, c *call, rs *RecordStats, key string, refu
 		a.text = answerText(c.lastUser, c.wantsJSON)
 	}
 	a.outputTokens = outputTokens(a.text)
-	cost := float64(a.inputTokens)*s.sc.Price.InputUSDPerMTok/1e6 + float64(a.outputTokens)*s.sc.Price.OutputUSDPerMTok/1e6
+	out := a.outputTokens
+	if generated >= 0 {
+		out = outputTokens(generatedText(a.text, generated))
+	}
+	cost := float64(a.inputTokens)*s.sc.Price.InputUSDPerMTok/1e6 + float64(out)*s.sc.Price.OutputUSDPerMTok/1e6
 	s.stats.BilledCalls++
 	s.stats.BilledUSD += cost
 	s.stats.InputTokens += a.inputTokens
-	s.stats.OutputTokens += a.outputTokens
+	s.stats.OutputTokens += out
 	rs.Billed++
 	if rs.Billed == 2 {
 		s.stats.DoubleBilledRecords++

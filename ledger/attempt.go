@@ -40,11 +40,11 @@ func nullInt(n int) *int {
 func BeginAttempt(ctx context.Context, db DBTX, in Intent) (int64, error) {
 	var id int64
 	err := db.QueryRow(ctx, `INSERT INTO triage_attempt
-		(batch, record_id, job_id, attempt, key, model, idempotency_key, request_hash, is_retry, est_cost_usd, started_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11, now()))
+		(batch, record_id, job_id, attempt, key, model, idempotency_key, request_hash, is_retry, est_cost_usd, started_at, change)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11, now()), $12)
 		RETURNING id`,
 		in.Batch, in.RecordID, in.JobID, in.Attempt, in.Key, in.Model, in.IdempotencyKey, in.RequestHash,
-		in.IsRetry, in.EstCostUSD, nowArg(in.Now)).Scan(&id)
+		in.IsRetry, in.EstCostUSD, nowArg(in.Now), in.Change).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("ledger: begin attempt %s/%s: %w", in.Batch, in.RecordID, err)
 	}
@@ -74,7 +74,8 @@ func FinishAttempt(ctx context.Context, db DBTX, attemptID int64, out Outcome) e
 		UPDATE triage_attempt SET
 			status = $2, class = $3, http_status = $4, vendor_code = $5, reason = $6,
 			input_tokens = $7, output_tokens = $8, cost_usd = $9,
-			finished_at = coalesce($10, now())
+			finished_at = coalesce($10, now()),
+			partial_text = $11, est_cost_usd = coalesce($12, est_cost_usd)
 		WHERE id = $1 AND status = 'intent'
 		RETURNING batch, key, cost_usd
 	), spend AS (
@@ -83,7 +84,8 @@ func FinishAttempt(ctx context.Context, db DBTX, attemptID int64, out Outcome) e
 	)
 	SELECT EXISTS (SELECT 1 FROM upd), prev.status FROM prev`,
 		attemptID, string(out.Status), out.Class.String(), nullInt(out.HTTPStatus), nullString(out.VendorCode),
-		nullString(out.Reason), out.InputTokens, out.OutputTokens, out.CostUSD, nowArg(out.Now)).Scan(&updated, &status)
+		nullString(out.Reason), out.InputTokens, out.OutputTokens, out.CostUSD, nowArg(out.Now),
+		out.Partial.text(), out.Partial.rest()).Scan(&updated, &status)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("ledger: finish attempt %d: %w", attemptID, ErrNotFound)
@@ -198,11 +200,11 @@ func ListAttempts(ctx context.Context, db DBTX, f AttemptFilter) ([]Attempt, err
 	}
 	rows, err := db.Query(ctx, `SELECT id, batch, record_id, job_id, attempt, key, model, idempotency_key,
 			request_hash, status, class, http_status, vendor_code, reason, input_tokens, output_tokens,
-			cost_usd::float8, est_cost_usd::float8, is_retry, started_at, finished_at
+			cost_usd::float8, est_cost_usd::float8, partial_text, is_retry, started_at, finished_at, change
 		FROM triage_attempt
-		WHERE ($1 = '' OR batch = $1) AND ($2 = '' OR key = $2)
+		WHERE ($1 = '' OR batch = $1) AND ($2 = '' OR key = $2) AND ($4 = '' OR record_id = $4)
 		ORDER BY id DESC
-		LIMIT $3`, f.Batch, f.Key, limit)
+		LIMIT $3`, f.Batch, f.Key, limit, f.RecordID)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: list attempts: %w", err)
 	}
@@ -210,7 +212,7 @@ func ListAttempts(ctx context.Context, db DBTX, f AttemptFilter) ([]Attempt, err
 		var a Attempt
 		err := r.Scan(&a.ID, &a.Batch, &a.RecordID, &a.JobID, &a.Attempt, &a.Key, &a.Model, &a.IdempotencyKey,
 			&a.RequestHash, &a.Status, &a.Class, &a.HTTPStatus, &a.VendorCode, &a.Reason, &a.InputTokens,
-			&a.OutputTokens, &a.CostUSD, &a.EstCostUSD, &a.IsRetry, &a.StartedAt, &a.FinishedAt)
+			&a.OutputTokens, &a.CostUSD, &a.EstCostUSD, &a.PartialText, &a.IsRetry, &a.StartedAt, &a.FinishedAt, &a.Change)
 		return a, err
 	})
 	if err != nil {

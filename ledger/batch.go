@@ -222,10 +222,11 @@ func Records(ctx context.Context, db DBTX, batch string, ids []string) ([]Record
 // yielded once as the last element.
 func Results(ctx context.Context, db DBTX, batch string) iter.Seq2[ResultRow, error] {
 	return func(yield func(ResultRow, error) bool) {
-		rows, err := db.Query(ctx, `SELECT rec.record_id, rec.line, rec.data, res.output, coalesce(res.attempt_id, 0), coalesce(t.model, '')
+		rows, err := db.Query(ctx, `SELECT rec.record_id, rec.line, rec.data, res.output, coalesce(res.attempt_id, 0),
+				coalesce(a.change, ''), coalesce(a.partial_text IS NOT NULL, false), coalesce(a.model, '')
 			FROM triage_record rec
 			LEFT JOIN triage_result res ON res.batch = rec.batch AND res.record_id = rec.record_id
-			LEFT JOIN triage_attempt t ON t.id = res.attempt_id
+			LEFT JOIN triage_attempt a ON a.id = res.attempt_id
 			WHERE rec.batch = $1
 			ORDER BY rec.line, rec.record_id`, batch)
 		if err != nil {
@@ -235,7 +236,7 @@ func Results(ctx context.Context, db DBTX, batch string) iter.Seq2[ResultRow, er
 		defer rows.Close()
 		for rows.Next() {
 			var r ResultRow
-			if err := rows.Scan(&r.ID, &r.Line, &r.Data, &r.Output, &r.AttemptID, &r.Model); err != nil {
+			if err := rows.Scan(&r.ID, &r.Line, &r.Data, &r.Output, &r.AttemptID, &r.Change, &r.Partial, &r.Model); err != nil {
 				yield(ResultRow{}, fmt.Errorf("ledger: batch %q results: %w", batch, err))
 				return
 			}

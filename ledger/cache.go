@@ -114,8 +114,8 @@ func RecordCacheHit(ctx context.Context, db DBTX, in Intent, output json.RawMess
 	err := db.QueryRow(ctx, `WITH a AS (
 		INSERT INTO triage_attempt
 			(batch, record_id, job_id, attempt, key, model, idempotency_key, request_hash,
-			 status, class, reason, started_at, finished_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'ok', 'ok', $9, coalesce($10, now()), coalesce($10, now()))
+			 status, class, reason, started_at, finished_at, change)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'ok', 'ok', $9, coalesce($10, now()), coalesce($10, now()), $12)
 		RETURNING id
 	), res AS (
 		INSERT INTO triage_result (batch, record_id, attempt_id, output)
@@ -124,7 +124,7 @@ func RecordCacheHit(ctx context.Context, db DBTX, in Intent, output json.RawMess
 	)
 	SELECT id FROM a`,
 		in.Batch, in.RecordID, in.JobID, in.Attempt, in.Key, in.Model, in.IdempotencyKey, in.RequestHash,
-		ReasonCacheHit, nowArg(in.Now), []byte(output)).Scan(&id)
+		ReasonCacheHit, nowArg(in.Now), []byte(output), in.Change).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("ledger: cache hit %s/%s: %w", in.Batch, in.RecordID, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -122,6 +123,29 @@ type Intent struct {
 	InFlightFor time.Duration
 	// Now pins started_at; zero: the database clock.
 	Now time.Time
+	// Change names how the request was changed before it was sent (a
+	// Change* value); "": sent as rendered.
+	Change string
+}
+
+// How a request was changed for its one changed retry (Intent.Change,
+// Attempt.Change, ResultRow.Change); several are joined by "+".
+const (
+	// ChangeTruncated: the record's longest strings were shortened to fit
+	// the model's context.
+	ChangeTruncated = "truncated"
+	// ChangeDroppedJSON: sent without JSON mode, which the endpoint refused.
+	ChangeDroppedJSON = "dropped_json_mode"
+)
+
+// Truncated reports whether a change label includes ChangeTruncated.
+func Truncated(change string) bool {
+	for part := range strings.SplitSeq(change, "+") {
+		if part == ChangeTruncated {
+			return true
+		}
+	}
+	return false
 }
 
 // InFlightForDefault is Intent.InFlightFor's default: the default key
@@ -140,6 +164,8 @@ type Outcome struct {
 	CostUSD      float64
 	// Now pins finished_at; zero: the database clock.
 	Now time.Time
+	// Partial: a stream cut midway (stream.go).
+	Partial *Partial
 }
 
 // Attempt is one row of the attempt ledger (`triage ledger`).
@@ -162,15 +188,23 @@ type Attempt struct {
 	OutputTokens   int           `json:"output_tokens"`
 	CostUSD        float64       `json:"cost_usd"`
 	EstCostUSD     float64       `json:"est_cost_usd"`
-	IsRetry        bool          `json:"is_retry"`
-	StartedAt      time.Time     `json:"started_at"`
-	FinishedAt     *time.Time    `json:"finished_at"`
+	// PartialText is what a cut stream delivered before it broke; nil when
+	// the call was not a cut stream.
+	PartialText *string    `json:"partial_text"`
+	IsRetry     bool       `json:"is_retry"`
+	StartedAt   time.Time  `json:"started_at"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	// Change: how the request was changed before it was sent; "" (omitted):
+	// sent as rendered.
+	Change string `json:"change,omitempty"`
 }
 
 // AttemptFilter selects attempts for ListAttempts; empty fields match all.
 type AttemptFilter struct {
 	Batch string
 	Key   string
+	// RecordID: only this record's attempts (with Batch).
+	RecordID string
 	// Limit caps the rows returned, newest first; 0: AttemptLimitDefault.
 	Limit int
 }
@@ -304,6 +338,11 @@ type ResultRow struct {
 	// dead-lettered).
 	Output    json.RawMessage
 	AttemptID int64 // 0 when Output is nil
+	// Change of the attempt whose answer Output is; "": sent as rendered.
+	Change string
+	// Partial: Output is a cut stream's partial text, accepted by the
+	// pipeline's accept_partial_min_chars.
+	Partial bool
 	// Model is the model that answered ("" when Output is nil): the
 	// pipeline's own, or the fallback the record moved to.
 	Model string

@@ -74,7 +74,7 @@ func (r *Runtime) storeCacheHit(ctx context.Context, tx pgx.Tx, c *call) error {
 	id, err := ledger.RecordCacheHit(ctx, tx, ledger.Intent{
 		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: c.calls + 1,
 		Key: c.key.cfg.Name, Model: c.model.Name, IdempotencyKey: c.req.IdempotencyKey, RequestHash: c.hash,
-		Now: r.pinnedNow(),
+		Change: c.change.label(), Now: r.pinnedNow(),
 	}, c.cached.Output)
 	if err != nil {
 		return err

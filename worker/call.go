@@ -104,6 +104,12 @@ type call struct {
 	cacheKey  string
 	cached    ledger.CachedResponse
 	fromCache bool
+	// change is the job's one change (metaChange), applied by render.
+	change change
+	// partial is what a stream cut midway delivered, for the ledger; nil
+	// otherwise. partialAccepted: it is stored as the result.
+	partial         *ledger.Partial
+	partialAccepted bool
 }
 
 // Work runs one job: the checks before the call (decideBefore after each
@@ -223,7 +229,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	c.attemptID, err = ledger.ReserveAttempt(ctx, rt.pool, ledger.Intent{
 		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: prior.JobCalls + 1,
 		Key: k.cfg.Name, Model: m.Name, IdempotencyKey: c.req.IdempotencyKey, RequestHash: c.hash,
-		IsRetry: c.retry, EstCostUSD: estimateCost(m, c.req), InFlightFor: k.cfg.Timeout + rt.opts.JobMargin,
+		IsRetry: c.retry, Change: c.change.label(), EstCostUSD: estimateCost(m, c.req), InFlightFor: k.cfg.Timeout + rt.opts.JobMargin,
 	})
 	var budgetErr *ledger.BudgetError
 	if errors.As(err, &budgetErr) {
@@ -268,9 +274,11 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		// arrived. An answer that did arrive is used, whatever the context
 		// says: it was paid for.
 		c.verdict = classify.Verdict{Class: classify.Ambiguous, Reason: ledger.ReasonWorkerStopped, Known: true}
+		c.keepPartial()
 	default:
 		c.res, c.verdict = k.observe(c.res, rt.cfg.Classifier())
 		a.Verdict = c.verdict
+		a.PartialChars, a.AcceptPartialMinChars = c.keepPartial(), p.AcceptPartialMinChars
 		rt.observe(ctx, c)
 		if c.verdict.Class == classify.OK {
 			var bad string
@@ -278,6 +286,9 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 			a.Unusable, a.Malformed = bad, c.res.Malformed != ""
 		}
 		rt.observePace(k, c, estTokens)
+		if c.verdict.Class == classify.Rejected {
+			a.Change = c.overflowFacts(c.res.Observation)
+		}
 		if c.verdict.Class == classify.Throttled {
 			// keys.ThrottleScopeFor decides whether only this job waits or
 			// the whole key (worker/pacing.go).
@@ -297,17 +308,22 @@ func (c *call) render() Reaction {
 		return deadLetter(classify.Rejected, ReasonConfig, "record is not a JSON object")
 	}
 	p, m := c.pipeline, c.model
+	c.change = jobChange(c.job.Metadata)
+	applyChange(c.change, record)
 	prompt, err := p.Render(record)
 	if err != nil {
 		return deadLetter(classify.Rejected, ReasonTemplate, err.Error())
 	}
 	c.req = provider.Request{
 		Model: m.Name, System: p.System, Prompt: prompt, MaxTokens: p.MaxTokens,
-		Temperature: p.Temperature, JSON: p.Output == config.OutputJSON, RecordID: c.job.Args.RecordID,
+		Temperature: p.Temperature, JSON: p.Output == config.OutputJSON && !c.change.DropJSON, RecordID: c.job.Args.RecordID,
 	}
 	c.hash = provider.RequestHash(c.req)
 	c.req.IdempotencyKey = provider.IdempotencyKey(c.job.Args.Batch, c.job.Args.RecordID, p.Name, c.hash)
 	c.setCacheKey()
+	// How the answer is carried is not part of the request's identity: a
+	// streamed and a plain call for the same prompt are the same request.
+	c.req.Stream, c.req.IdleTimeout = p.Stream, p.StreamIdleTimeout
 	return Reaction{Kind: ReactGo}
 }
 
@@ -360,6 +376,8 @@ func (r *Runtime) apply(ctx context.Context, c *call, rx Reaction, rep keys.Repo
 			k.limiter.OnSuccess()
 		}
 		return nil
+	case ReactCompletePartial:
+		return r.completePartial(ctx, c)
 	case ReactDeadLetter:
 		return r.deadLetter(ctx, c, rx)
 	case ReactFallback:
@@ -371,6 +389,8 @@ func (r *Runtime) apply(ctx context.Context, c *call, rx Reaction, rep keys.Repo
 	case ReactCacheHit:
 		c.fromCache = true
 		return r.complete(ctx, c)
+	case ReactRetryChanged:
+		return r.retryChanged(ctx, c, rx)
 	}
 	_ = r.finish(ctx, c, rx.Outcome)
 	switch rx.Kind {
@@ -437,7 +457,7 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck
 	if c.attemptID != 0 {
-		if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, ledger.AttemptOK)); err != nil {
+		if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, c.completedStatus())); err != nil {
 			return fmt.Errorf("complete: finish attempt: %w", err)
 		}
 		if err := r.storeResult(ctx, tx, c); err != nil {
@@ -445,7 +465,7 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 		}
 		// Earlier sends that got no answer are settled as billed once only
 		// where the endpoint is known to replay a repeated Idempotency-Key.
-		if c.hadAmbiguous && c.key.cfg.IdempotentReplay {
+		if c.hadAmbiguous && c.key.cfg.IdempotentReplay && !c.partialAccepted {
 			if _, err := ledger.ResolvePossiblyBilled(ctx, tx, c.req.IdempotencyKey); err != nil {
 				return fmt.Errorf("complete: resolve: %w", err)
 			}
@@ -487,6 +507,7 @@ func (r *Runtime) outcome(c *call, status ledger.AttemptStatus) ledger.Outcome {
 		VendorCode: deref(c.verdict.Code), Reason: c.verdict.Reason,
 		InputTokens: c.res.InputTokens, OutputTokens: c.res.OutputTokens,
 		CostUSD: cost(c.model, c.res.InputTokens, c.res.OutputTokens),
+		Partial: c.partial,
 	}
 }
 
@@ -511,7 +532,7 @@ func (r *Runtime) deadLetter(ctx context.Context, c *call, rx Reaction) error {
 		row.Key = c.key.cfg.Name
 	}
 	if c.req.Model != "" {
-		row.Request, _ = json.Marshal(requestView(c.req))
+		row.Request, _ = json.Marshal(requestViewOf(c))
 	} else {
 		row.Request = job.Args.Record
 	}
@@ -574,6 +595,15 @@ func requestView(r provider.Request) map[string]any {
 	}
 	if r.Temperature != nil {
 		v["temperature"] = *r.Temperature
+	}
+	return v
+}
+
+// requestViewOf is requestView with the job's change named, if any.
+func requestViewOf(c *call) map[string]any {
+	v := requestView(c.req)
+	if l := c.change.label(); l != "" {
+		v["change"] = l
 	}
 	return v
 }

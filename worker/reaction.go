@@ -73,6 +73,15 @@ const (
 	// request: record a $0 cache_hit attempt, store the answer and complete
 	// the job in one transaction, without a call.
 	ReactCacheHit
+	// ReactRetryChanged: a rejection a changed request can get past (see
+	// changedRetry): keep the Change in the job and send the changed request
+	// at once, under its own idempotency key. At most once per job.
+	ReactRetryChanged
+	// ReactCompletePartial: a cut stream delivered enough text for the
+	// pipeline's accept_partial_min_chars: store the partial text as the
+	// result (marked partial) and complete the job. The attempt stays
+	// possibly billed (streaming.go).
+	ReactCompletePartial
 	// ReactFallback: move the job to Fallback.Model's key queue (its
 	// breaker, pacing and prices); see worker/fallback.go.
 	ReactFallback
@@ -81,8 +90,10 @@ const (
 var reactionNames = [...]string{
 	ReactGo: "go", ReactComplete: "complete", ReactRetry: "retry", ReactSnooze: "snooze", ReactPark: "park",
 	ReactPauseKey: "pause_key", ReactTrip: "trip", ReactStorm: "storm", ReactDeadLetter: "dead_letter", ReactCancel: "cancel",
-	ReactCacheHit: "cache_hit",
-	ReactFallback: "fallback",
+	ReactCacheHit:        "cache_hit",
+	ReactRetryChanged:    "retry_changed",
+	ReactCompletePartial: "complete_partial",
+	ReactFallback:        "fallback",
 }
 
 func (k ReactionKind) String() string {
@@ -105,6 +116,8 @@ type Reaction struct {
 	// Outcome is the ledger status of this run's attempt; "" when no call
 	// was made (or its outcome is written elsewhere).
 	Outcome ledger.AttemptStatus
+	// Change of a RetryChanged.
+	Change change
 	// Fallback: where a ReactFallback goes (nil otherwise).
 	Fallback *fallbackMove
 }
@@ -115,8 +128,10 @@ func (r Reaction) String() string {
 		return fmt.Sprintf("fallback(%s)", r.Fallback.Model.Name)
 	case ReactDeadLetter:
 		return fmt.Sprintf("dead_letter(%s, %s)", r.Class, r.Reason)
-	case ReactGo, ReactComplete, ReactCancel, ReactCacheHit:
+	case ReactGo, ReactComplete, ReactCancel, ReactCacheHit, ReactCompletePartial:
 		return r.Kind.String()
+	case ReactRetryChanged:
+		return fmt.Sprintf("%s(%s)", r.Kind, r.Change)
 	}
 	return fmt.Sprintf("%s(%s)", r.Kind, r.After)
 }
@@ -199,6 +214,8 @@ func decideBefore(b before) Reaction {
 		switch {
 		case p.DeadLettered:
 			return Reaction{Kind: ReactCancel}
+		case p.JobLast.Seen && !p.JobLast.Unfinished && p.JobLast.Class == classify.Rejected:
+			return changeLost()
 		case p.OKAttemptID != 0 && p.ResultStored:
 			// Stored by a run whose completion did not land: finish, don't call.
 			return Reaction{Kind: ReactComplete}
@@ -265,6 +282,11 @@ type after struct {
 	ProbeInterval time.Duration
 	// Storm: what the storm breaker says after hearing this call.
 	Storm keys.StormReport
+	// Change: what a rejection's one changed retry is decided from.
+	Change changeFacts
+	// Partial: what a stream cut midway delivered (PartialChars characters)
+	// and the pipeline's accept_partial_min_chars (0: never accepted).
+	PartialChars, AcceptPartialMinChars int
 	// Fallback: the first capable fallback, for a job whose transient
 	// attempts are spent (only Model is read).
 	Fallback fallbackInput
@@ -285,12 +307,15 @@ func decideAfter(a after) Reaction {
 		// and come back without spending an attempt; the next send reuses
 		// its idempotency key.
 		r := Reaction{Kind: ReactPark, After: time.Second, Outcome: ledger.AttemptFailed}
-		if a.Phase == classify.PhaseSentNoResponse {
+		if a.Phase == classify.PhaseSentNoResponse || a.Phase == classify.PhaseStream {
 			r.Outcome = ledger.AttemptPossiblyBilled
 		}
 		return r
 	}
 	v := a.Verdict
+	if acceptPartial(a) {
+		return Reaction{Kind: ReactCompletePartial, Outcome: ledger.AttemptPossiblyBilled}
+	}
 	calls := a.JobCalls + 1
 	switch v.Class {
 	case classify.OK:
@@ -348,7 +373,10 @@ func decideAfter(a after) Reaction {
 		return r
 
 	default: // Rejected
-		r := deadLetter(classify.Rejected, v.Reason, "")
+		r, ok := changedRetry(a)
+		if !ok {
+			r = deadLetter(classify.Rejected, v.Reason, rejectedDetail(a))
+		}
 		r.Outcome = ledger.AttemptFailed
 		return r
 	}

@@ -163,7 +163,8 @@ func runDLQShow(ctx context.Context, e *env, args []string) int {
 		}
 		return exitOK
 	}
-	writeDLQShow(e.stdout, det.DeadLetter, det.Record)
+	writeDLQShow(e.stdout, det)
+	writeDLQCalls(e.stdout, det.Calls)
 	return exitOK
 }
 
@@ -175,7 +176,8 @@ func parseDeadLetterID(s string) (int64, error) {
 	return id, nil
 }
 
-func writeDLQShow(w io.Writer, dl ledger.DeadLetter, record json.RawMessage) {
+func writeDLQShow(w io.Writer, det operator.DeadLetterDetail) {
+	dl, record := det.DeadLetter, det.Record
 	fmt.Fprintf(w, "dead letter %d\n", dl.ID)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "  %s\t%s\n", k, safe(v)) }
@@ -219,9 +221,49 @@ func writeDLQShow(w io.Writer, dl ledger.DeadLetter, record json.RawMessage) {
 	section("record", record)
 	section("request", dl.Request)
 	section("error (redacted excerpt)", []byte(dl.ErrorExcerpt))
+	if p := det.Partial; p != nil {
+		fmt.Fprintf(w, "\npartial output (cut stream: %d chars, %d output tokens received):\n", p.Chars, p.OutputTokens)
+		for line := range strings.Lines(p.Text) {
+			fmt.Fprintf(w, "  %s\n", redact.Escape(strings.TrimRight(line, "\n"), true))
+		}
+	}
 	if dl.RequeuedAt == nil {
 		fmt.Fprintf(w, "\nafter fixing the pipeline: triage dlq requeue %d\n", dl.ID)
 	}
+}
+
+// writeDLQCalls lists the record's calls, oldest first: a request changed
+// once before it was sent again (truncated, JSON mode dropped) shows both.
+func writeDLQCalls(w io.Writer, calls []ledger.Attempt) {
+	if len(calls) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\ncalls (oldest first):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  ATTEMPT\tSTATUS\tCLASS\tREASON\tHTTP\tCHANGE\tIDEMPOTENCY KEY")
+	for _, a := range calls {
+		change := a.Change
+		if change == "" {
+			change = "-"
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Status, derefOrDash(a.Class), safe(derefOrDash(a.Reason)),
+			intOrDash(a.HTTPStatus), change, a.IdempotencyKey)
+	}
+	tw.Flush()
+}
+
+func derefOrDash(s *string) string {
+	if s == nil || *s == "" {
+		return "-"
+	}
+	return *s
+}
+
+func intOrDash(n *int) string {
+	if n == nil || *n == 0 {
+		return "-"
+	}
+	return strconv.Itoa(*n)
 }
 
 // --- dlq requeue ------------------------------------------------------------

@@ -27,7 +27,7 @@ import (
 // dlqListKeys and dlqShowKeys are the contract's JSON key sets.
 var (
 	dlqListKeys = []string{"attempts", "batch", "class", "code", "created_at", "id", "reason", "record_id", "status"}
-	dlqShowKeys = append([]string{"error_excerpt", "job_id", "key", "known", "pipeline", "record", "request", "requeued_at", "rule"}, dlqListKeys...)
+	dlqShowKeys = append([]string{"calls", "error_excerpt", "job_id", "key", "known", "partial", "pipeline", "record", "request", "requeued_at", "rule"}, dlqListKeys...)
 )
 
 func dlqKeySet(m map[string]any) []string {

@@ -29,7 +29,8 @@ func runExport(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintln(e.stderr, "usage: triage export B > enriched.jsonl")
 		fmt.Fprintln(e.stderr, "Prints each record of batch B that has a result, in input order, with an added")
 		fmt.Fprintln(e.stderr, "\"enrichment\" field: the JSON object (or text) the model returned. Records without a")
-		fmt.Fprintln(e.stderr, "result (dead-lettered or pending) are skipped and counted on stderr.")
+		fmt.Fprintln(e.stderr, "result (dead-lettered or pending) are skipped and counted on stderr. A record answered")
+		fmt.Fprintln(e.stderr, "from a truncated request (on_overflow = \"truncate\") also gets \"triage\":{\"truncated\":true}.")
 	}
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -69,7 +70,13 @@ func runExport(ctx context.Context, e *env, args []string) int {
 			skipped++
 			continue
 		}
-		line, err := enrich(row.Data, row.Output, row.Model)
+		line, err := enrich(row.Data, row.Output, ledger.Truncated(row.Change))
+		if err == nil && row.Partial {
+			line, err = markPartial(line)
+		}
+		if err == nil && row.Model != "" {
+			line, err = markModel(line, row.Model)
+		}
 		if err != nil {
 			w.Flush()
 			fmt.Fprintf(e.stderr, "triage export: record %s: %v\n", row.ID, err)
@@ -91,17 +98,31 @@ func runExport(ctx context.Context, e *env, args []string) int {
 	return exitOK
 }
 
+// markPartial sets "triage":{"partial":true} on an exported line: its
+// enrichment is a cut stream's partial text. The "triage" object is where
+// export marks how a result came to be (a truncated record sets "truncated").
+func markPartial(line []byte) ([]byte, error) {
+	return sjson.SetBytes(line, "triage.partial", true)
+}
+
+// markModel sets "triage":{"model":...} on an exported line: which model
+// answered, the pipeline's own or a fallback it moved to.
+func markModel(line []byte, model string) ([]byte, error) {
+	return sjson.SetBytes(line, "triage.model", model)
+}
+
 // enrich returns record, on one line, with "enrichment" set to output (a
 // JSON object, or a JSON string for text pipelines). An "enrichment" field
-// the record already had is replaced.
-func enrich(record, output json.RawMessage, model string) ([]byte, error) {
+// the record already had is replaced. A record whose answer came from a
+// truncated request also gets "triage":{"truncated":true}, so that nobody
+// takes it for an answer to the whole record.
+func enrich(record, output json.RawMessage, truncated bool) ([]byte, error) {
 	b, err := sjson.SetRawBytes(bytes.Clone(record), "enrichment", output)
 	if err != nil {
 		return nil, err
 	}
-	// Which model answered: the pipeline's own or a fallback.
-	if model != "" {
-		if b, err = sjson.SetBytes(b, "triage.model", model); err != nil {
+	if truncated {
+		if b, err = sjson.SetRawBytes(b, "triage", []byte(`{"truncated":true}`)); err != nil {
 			return nil, err
 		}
 	}

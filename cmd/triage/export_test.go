@@ -44,13 +44,16 @@ func TestExport(t *testing.T) {
 
 func TestEnrich(t *testing.T) {
 	t.Parallel()
-	b, err := enrich(json.RawMessage(`{"id": "a", "x": [1, 2]}`), json.RawMessage(`{"k": "v"}`), "")
+	b, err := enrich(json.RawMessage(`{"id": "a", "x": [1, 2]}`), json.RawMessage(`{"k": "v"}`), false)
 	require.NoError(t, err)
 	require.Equal(t, `{"id":"a","x":[1,2],"enrichment":{"k":"v"}}`, string(b))
-	b, err = enrich(json.RawMessage(`{"enrichment": 1, "id": "a"}`), json.RawMessage(`"some text"`), "")
+	b, err = enrich(json.RawMessage(`{"enrichment": 1, "id": "a"}`), json.RawMessage(`"some text"`), false)
 	require.NoError(t, err)
 	require.Equal(t, `{"enrichment":"some text","id":"a"}`, string(b), "text output; an existing field is replaced")
-	b, err = enrich(json.RawMessage(`{"id": "a"}`), json.RawMessage(`{"k": "v"}`), "fb-model")
+	b, err = enrich(json.RawMessage(`{"id": "a"}`), json.RawMessage(`{"k": "v"}`), true)
+	require.NoError(t, err)
+	require.Equal(t, `{"id":"a","enrichment":{"k":"v"},"triage":{"truncated":true}}`, string(b), "an answer to a truncated request is marked")
+	b, err = markModel([]byte(`{"id":"a","enrichment":{"k":"v"}}`), "fb-model")
 	require.NoError(t, err)
 	require.Equal(t, `{"id":"a","enrichment":{"k":"v"},"triage":{"model":"fb-model"}}`, string(b), "the model that answered")
 }

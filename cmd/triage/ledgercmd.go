@@ -77,6 +77,8 @@ type ledgerReport struct {
 	Key   *string `json:"key"`
 	ledger.ClassUsage
 	ByClass []ledger.ClassUsage `json:"by_class"`
+	// Partials are the attempts whose stream was cut midway, newest first.
+	Partials []ledger.PartialAttempt `json:"partials"`
 	// ByModel: which model made the calls and answered the records (a
 	// fallback's calls are on its own model and key).
 	ByModel []ledger.ModelUsage `json:"by_model"`
@@ -87,9 +89,11 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 	fs.SetOutput(e.stderr)
 	batch := fs.String("batch", "", "only this batch's calls")
 	key := fs.String("key", "", "only this key's calls")
+	calls := fs.Bool("calls", false, "list the calls themselves (newest first), each with how its request was changed, instead of the sums")
+	record := fs.String("record", "", "with --batch: only this record's calls (implies --calls)")
 	asJSON := fs.Bool("json", false, `print {"batch","key","calls","records","retries","input_tokens","output_tokens","spend_usd","possibly_billed_usd","by_class":[...],"by_model":[{"model","key","calls","answered","spend_usd"}]}`)
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage ledger [--batch B] [--key K] [--json]")
+		fmt.Fprintln(e.stderr, "usage: triage ledger [--batch B [--record R]] [--key K] [--calls] [--json]")
 		fmt.Fprintln(e.stderr, "What the calls came to, by classifier class: calls, records, retries, tokens, spend and")
 		fmt.Fprintln(e.stderr, "possibly billed (sent, no answer: the provider may have billed it).")
 		fs.PrintDefaults()
@@ -108,16 +112,30 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 			return exitUsage
 		}
 	}
+	if *record != "" {
+		if *batch == "" {
+			fmt.Fprintln(e.stderr, "triage ledger: --record needs --batch (record ids are per batch)")
+			return exitUsage
+		}
+		*calls = true
+	}
+	if *calls {
+		return ledgerCalls(ctx, e, d, ledger.AttemptFilter{Batch: *batch, Key: *key, RecordID: *record}, *asJSON)
+	}
 	total, byClass, err := usageByClass(ctx, d, ledger.AttemptFilter{Batch: *batch, Key: *key})
 	if err != nil {
 		return failCmd(e, "ledger", err)
 	}
+	partials, err := ledger.ListPartials(ctx, d.pool, ledger.AttemptFilter{Batch: *batch, Key: *key, Limit: partialsShown})
 	byModel, err := ledger.UsageByModel(ctx, d.pool, ledger.AttemptFilter{Batch: *batch, Key: *key})
 	if err != nil {
 		return failCmd(e, "ledger", err)
 	}
 	if *asJSON {
-		r := ledgerReport{ClassUsage: total, ByClass: byClass, ByModel: byModel}
+		r := ledgerReport{ClassUsage: total, ByClass: byClass, Partials: partials, ByModel: byModel}
+		if r.Partials == nil {
+			r.Partials = []ledger.PartialAttempt{}
+		}
 		if *batch != "" {
 			r.Batch = batch
 		}
@@ -142,6 +160,7 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 		}
 		tw.Flush()
 	}
+	writePartials(e.stdout, partials)
 	return exitOK
 }
 
@@ -166,4 +185,39 @@ func writeUsageTable(w io.Writer, total ledger.ClassUsage, byClass []ledger.Clas
 	}
 	row("total", total)
 	tw.Flush()
+}
+
+// ledgerCalls is `triage ledger --calls`: the attempt rows themselves,
+// newest first; --json prints them as an array of the ledger's attempt
+// shape (with "change" where the request was changed before it was sent).
+func ledgerCalls(ctx context.Context, e *env, d *db, f ledger.AttemptFilter, asJSON bool) int {
+	rows, err := ledger.ListAttempts(ctx, d.pool, f)
+	if err != nil {
+		return failCmd(e, "ledger", err)
+	}
+	if asJSON {
+		if rows == nil {
+			rows = []ledger.Attempt{}
+		}
+		return writeOrFail(e, "ledger", writeJSONLine(e.stdout, rows))
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(e.stderr, "no calls recorded yet")
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tBATCH\tRECORD\tATTEMPT\tSTATUS\tCLASS\tREASON\tCHANGE\tCOST USD")
+	for _, a := range rows {
+		change := a.Change
+		if change == "" {
+			change = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%.6f\n", a.ID, safe(a.Batch), safe(a.RecordID), a.Attempt, a.Status,
+			derefOrDash(a.Class), safe(derefOrDash(a.Reason)), change, a.CostUSD)
+	}
+	tw.Flush()
+	if len(rows) == ledger.AttemptLimitDefault {
+		fmt.Fprintf(e.stderr, "showing the newest %d calls; narrow with --batch, --record or --key\n", len(rows))
+	}
+	return exitOK
 }

@@ -247,6 +247,26 @@ type Pipeline struct {
 	// CacheTTL is how long a stored answer is used. Default CacheTTLDefault
 	// (30 days). Written like "720h" or "30d".
 	CacheTTL time.Duration `toml:"cache_ttl"`
+	// OnOverflow is what a context-length rejection leads to: OverflowDeadLetter
+	// or OverflowTruncate (one retry with the record's longest strings
+	// shortened to fit). Default OnOverflowDefault (dead_letter): data is
+	// never changed silently.
+	OnOverflow Overflow `toml:"on_overflow"`
+	// Streaming (stream.go).
+	//
+	// Stream sends streaming requests (server-sent events), so that a cut
+	// generation leaves its partial text behind. Default false.
+	Stream bool `toml:"stream"`
+	// StreamIdleTimeout cuts a stream that sends nothing for this long, so a
+	// stalled generation ends early instead of at the key's timeout. Default
+	// StreamIdleTimeoutDefault (30s) when Stream is set, or half the key's
+	// timeout when that is shorter; it must be shorter than the key's timeout.
+	StreamIdleTimeout time.Duration `toml:"stream_idle_timeout"`
+	// AcceptPartialMinChars, on an output = "text" pipeline with Stream,
+	// completes a record whose stream was cut once at least this many
+	// characters arrived, marked partial. Default 0: a cut stream is never
+	// accepted as the result.
+	AcceptPartialMinChars int `toml:"accept_partial_min_chars"`
 	// Fallback names the [[models]] a job may move to, in order, when its
 	// transient attempts on Model are spent or Model's key has a breaker
 	// open longer than FallbackGrace; only a capable one is taken (it fits

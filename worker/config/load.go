@@ -100,9 +100,14 @@ type rawPipeline struct {
 	SnoozeLimit      *int     `toml:"snooze_limit"`
 	Cache            bool     `toml:"cache"`
 	CacheTTL         string   `toml:"cache_ttl"`
-	Fallback         []string `toml:"fallback"`
-	FallbackMaxShare float64  `toml:"fallback_max_share"`
-	FallbackGrace    string   `toml:"fallback_grace"`
+	OnOverflow       string   `toml:"on_overflow"`
+	// Streaming: see Pipeline.Stream.
+	Stream                bool     `toml:"stream"`
+	StreamIdleTimeout     string   `toml:"stream_idle_timeout"`
+	AcceptPartialMinChars int      `toml:"accept_partial_min_chars"`
+	Fallback              []string `toml:"fallback"`
+	FallbackMaxShare      float64  `toml:"fallback_max_share"`
+	FallbackGrace         string   `toml:"fallback_grace"`
 }
 
 func (r rawFile) config(name string) (*Config, error) {
@@ -165,7 +170,8 @@ func (r rawFile) config(name string) (*Config, error) {
 			Name: rp.Name, Model: rp.Model, System: rp.System, Prompt: rp.Prompt,
 			Output: Output(rp.Output), BudgetUSD: rp.BudgetUSD,
 			MaxTokens: rp.MaxTokens, Temperature: rp.Temperature,
-			Fallback: rp.Fallback, FallbackMaxShare: rp.FallbackMaxShare,
+			OnOverflow: Overflow(rp.OnOverflow),
+			Fallback:   rp.Fallback, FallbackMaxShare: rp.FallbackMaxShare,
 		}
 		var err error
 		if p.FallbackGrace, err = parseDuration(rp.FallbackGrace); err != nil {
@@ -197,6 +203,10 @@ func (r rawFile) config(name string) (*Config, error) {
 		}
 		if err := rp.cacheOptions(&p); err != nil {
 			return nil, fmt.Errorf("%s: %s: %w", name, elem("pipelines", i, rp.Name), err)
+		}
+		p.Stream, p.AcceptPartialMinChars = rp.Stream, rp.AcceptPartialMinChars
+		if p.StreamIdleTimeout, err = parseDuration(rp.StreamIdleTimeout); err != nil {
+			return nil, fmt.Errorf("%s: %s: stream_idle_timeout %q: %w", name, elem("pipelines", i, rp.Name), rp.StreamIdleTimeout, err)
 		}
 		cfg.Pipelines = append(cfg.Pipelines, p)
 	}

@@ -75,6 +75,8 @@ func (c *Config) WithDefaults() *Config {
 			p.MaxSnoozes = MaxSnoozesDefault
 		}
 		p.cacheDefaults()
+		p.overflowDefaults()
+		p.streamDefaults(out.keyTimeoutOf(p))
 		if p.FallbackGrace == 0 {
 			p.FallbackGrace = FallbackGraceDefault
 		}
@@ -246,6 +248,8 @@ func (c *Config) Validate() error {
 			v.addf(at, "max_snoozes must be at least 1, got %d", p.MaxSnoozes)
 		}
 		p.validateCache(&v, at)
+		p.validateOverflow(&v, at)
+		p.validateStream(&v, at, c.keyTimeoutOf(p))
 	}
 	c.validateRules(&v)
 	c.validateFallback(&v)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/triage-dev/triage/ledger"
 )
@@ -99,6 +100,20 @@ type DeadLetterDetail struct {
 	ledger.DeadLetter
 	// Record is the input record as enqueued; nil when it is gone.
 	Record json.RawMessage
+	// Calls are the record's attempts in the batch, oldest first: a record
+	// whose request was changed once (truncated, JSON mode dropped) shows
+	// both calls, each with its change and idempotency key.
+	Calls []ledger.Attempt
+	// Partial is what the job's latest cut stream delivered; nil when no
+	// attempt of the job was a cut stream.
+	Partial *StreamPartial
+}
+
+// StreamPartial is a cut stream's partial output as the ledger keeps it.
+type StreamPartial struct {
+	Text         string `json:"text"`
+	Chars        int    `json:"chars"`
+	OutputTokens int    `json:"output_tokens"`
 }
 
 // GetDeadLetter reads one dead letter and its record. An unknown id is an
@@ -119,12 +134,29 @@ func GetDeadLetter(ctx context.Context, db ledger.DBTX, id int64) (DeadLetterDet
 	if len(recs) == 1 {
 		d.Record = recs[0].Data
 	}
+	calls, err := ledger.ListAttempts(ctx, db, ledger.AttemptFilter{Batch: dl.Batch, RecordID: dl.RecordID})
+	if err != nil {
+		return DeadLetterDetail{}, err
+	}
+	slices.Reverse(calls)
+	d.Calls = calls
+	if dl.JobID != 0 {
+		text, tokens, ok, err := ledger.LatestPartial(ctx, db, dl.JobID)
+		if err != nil {
+			return DeadLetterDetail{}, err
+		}
+		if ok {
+			d.Partial = &StreamPartial{Text: text, Chars: utf8.RuneCountInString(text), OutputTokens: tokens}
+		}
+	}
 	return d, nil
 }
 
 // MarshalJSON is the ledger's detail shape (the list fields, then job_id,
 // pipeline, key, request, error_excerpt, requeued_at) plus "record": the
-// input record as enqueued, null if it is gone.
+// input record as enqueued, null if it is gone, "calls": the record's
+// attempts, oldest first, in `triage ledger`'s attempt shape, and "partial":
+// a cut stream's text and tokens, null when there was none.
 func (d DeadLetterDetail) MarshalJSON() ([]byte, error) {
 	b, err := json.Marshal(d.DeadLetter)
 	if err != nil {
@@ -140,7 +172,23 @@ func (d DeadLetterDetail) MarshalJSON() ([]byte, error) {
 	}
 	// b is an object: splice "record" in before its closing brace.
 	b = bytes.TrimRight(b, " \n")
+	calls := d.Calls
+	if calls == nil {
+		calls = []ledger.Attempt{}
+	}
+	cs, err := json.Marshal(calls)
+	if err != nil {
+		return nil, err
+	}
 	out := append(b[:len(b)-1:len(b)-1], `,"record":`...)
 	out = append(out, rec...)
+	out = append(out, `,"calls":`...)
+	out = append(out, cs...)
+	part, err := json.Marshal(d.Partial)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, `,"partial":`...)
+	out = append(out, part...)
 	return append(out, '}'), nil
 }

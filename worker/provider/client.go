@@ -151,7 +151,14 @@ func (c *Client) Do(ctx context.Context, r Request) (res Result, err error) {
 		return res, nil
 	}
 	if r.Stream && isEventStream(resp.Header) {
-		c.readStream(resp.Body, &res)
+		body := io.Reader(resp.Body)
+		if r.IdleTimeout > 0 {
+			idle := newIdleReader(resp.Body, r.IdleTimeout, cancel)
+			defer idle.stop()
+			body = idle
+			defer func() { res.IdleTimedOut = idle.fired() }()
+		}
+		c.readStream(body, &res)
 		return res, nil
 	}
 	b, readErr := io.ReadAll(io.LimitReader(resp.Body, maxSuccessBytes+1))

@@ -90,6 +90,9 @@ type Request struct {
 	// Stream asks for a server-sent-event stream; Result.Content is assembled
 	// from the deltas.
 	Stream bool
+	// IdleTimeout, with Stream, cuts the stream when no byte of it arrived
+	// for this long (Result.IdleTimedOut). Zero: only the client's Timeout.
+	IdleTimeout time.Duration
 	// IdempotencyKey is sent as Idempotency-Key. Required; see IdempotencyKey.
 	IdempotencyKey string
 	// RecordID is sent as X-Triage-Record. Required.
@@ -118,6 +121,9 @@ type Result struct {
 	// error and the host, e.g. "dial tcp 127.0.0.1:1: connect: connection
 	// refused (host 127.0.0.1:1)". Never the URL's query or the API key.
 	NetworkError string
+	// IdleTimedOut: a stream was cut by Request.IdleTimeout. Its phase is
+	// PhaseStream and Content holds the text received before the stall.
+	IdleTimedOut bool
 	// Elapsed is the wall time of the call.
 	Elapsed time.Duration
 	// RateLimit is what the response's rate-limit headers said, on every
