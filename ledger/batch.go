@@ -135,7 +135,11 @@ SELECT b.id, b.pipeline, b.key, b.total, ` + StateSQL + `,
        (SELECT count(*) FROM triage_dead_letter d WHERE d.batch = b.id AND d.requeued_at IS NULL),
        (SELECT count(*) FROM triage_dead_letter d WHERE d.batch = b.id AND d.requeued_at IS NULL
            AND d.reason IN ('` + ReasonCancelledByHand + `', '` + ReasonJobMissing + `')),
-       a.calls, a.spend::float8, a.possibly_billed::float8
+       a.calls, a.spend::float8, a.possibly_billed::float8,
+       b.fallback_jobs,
+       (SELECT coalesce(jsonb_object_agg(m.model, m.n), '{}') FROM (
+           SELECT t.model, count(*) AS n FROM triage_result r JOIN triage_attempt t ON t.id = r.attempt_id
+           WHERE r.batch = b.id GROUP BY t.model) m)
 FROM triage_batch b
 CROSS JOIN LATERAL (
     SELECT count(*) AS calls,
@@ -148,7 +152,7 @@ CROSS JOIN LATERAL (
 func scanStatus(row pgx.Row) (Status, error) {
 	var s Status
 	if err := row.Scan(&s.Batch, &s.Pipeline, &s.Key, &s.Total, &s.State, &s.Completed, &s.DeadLettered, &s.Cancelled,
-		&s.Calls, &s.SpendUSD, &s.PossiblyBilledUSD); err != nil {
+		&s.Calls, &s.SpendUSD, &s.PossiblyBilledUSD, &s.Fallback, &s.Models); err != nil {
 		return Status{}, err
 	}
 	s.Pending = max(s.Total-s.Completed-s.DeadLettered, 0)
@@ -219,7 +223,7 @@ func Records(ctx context.Context, db DBTX, batch string, ids []string) ([]Record
 func Results(ctx context.Context, db DBTX, batch string) iter.Seq2[ResultRow, error] {
 	return func(yield func(ResultRow, error) bool) {
 		rows, err := db.Query(ctx, `SELECT rec.record_id, rec.line, rec.data, res.output, coalesce(res.attempt_id, 0),
-				coalesce(a.change, ''), coalesce(a.partial_text IS NOT NULL, false)
+				coalesce(a.change, ''), coalesce(a.partial_text IS NOT NULL, false), coalesce(a.model, '')
 			FROM triage_record rec
 			LEFT JOIN triage_result res ON res.batch = rec.batch AND res.record_id = rec.record_id
 			LEFT JOIN triage_attempt a ON a.id = res.attempt_id
@@ -232,7 +236,7 @@ func Results(ctx context.Context, db DBTX, batch string) iter.Seq2[ResultRow, er
 		defer rows.Close()
 		for rows.Next() {
 			var r ResultRow
-			if err := rows.Scan(&r.ID, &r.Line, &r.Data, &r.Output, &r.AttemptID, &r.Change, &r.Partial); err != nil {
+			if err := rows.Scan(&r.ID, &r.Line, &r.Data, &r.Output, &r.AttemptID, &r.Change, &r.Partial, &r.Model); err != nil {
 				yield(ResultRow{}, fmt.Errorf("ledger: batch %q results: %w", batch, err))
 				return
 			}

@@ -293,6 +293,11 @@ type Status struct {
 	// whose job was cancelled or deleted by hand: reasons
 	// ReasonCancelledByHand and ReasonJobMissing.
 	Cancelled int `json:"cancelled"`
+	// Models counts the completed records by the model that answered them;
+	// Fallback is how many records moved to a fallback model (counted
+	// against the pipeline's fallback_max_share).
+	Models   map[string]int `json:"models"`
+	Fallback int            `json:"fallback"`
 	// Key is the batch's key, for joining it with the key's breaker; not part
 	// of the JSON shape.
 	Key string `json:"-"`
@@ -338,6 +343,9 @@ type ResultRow struct {
 	// Partial: Output is a cut stream's partial text, accepted by the
 	// pipeline's accept_partial_min_chars.
 	Partial bool
+	// Model is the model that answered ("" when Output is nil): the
+	// pipeline's own, or the fallback the record moved to.
+	Model string
 }
 
 // DeadLetterRow is what AddDeadLetter writes.

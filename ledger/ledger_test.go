@@ -428,12 +428,14 @@ func TestBatchStatusCounts(t *testing.T) {
 	require.Equal(t, ledger.Status{
 		Batch: "b1", Pipeline: "enrich", Total: 5, Completed: 2, DeadLettered: 1, Pending: 2, Calls: 4,
 		SpendUSD: 1.0, PossiblyBilledUSD: 0.02, State: ledger.BatchPausedBudget, Key: "main",
+		Models: map[string]int{"gpt-4o-mini": 2},
 	}, st)
 
 	out, err := json.Marshal(st)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"batch":"b1","pipeline":"enrich","total":5,"completed":2,"dead_lettered":1,"pending":2,
-		"calls":4,"spend_usd":1,"possibly_billed_usd":0.02,"state":"paused_budget","cancelled":0}`, string(out))
+		"calls":4,"spend_usd":1,"possibly_billed_usd":0.02,"state":"paused_budget","cancelled":0,
+		"models":{"gpt-4o-mini":2},"fallback":0}`, string(out))
 
 	raised := 10.0
 	require.NoError(t, ledger.SetBatchBudget(b.ctx, b.db.Pool, "b1", &raised))

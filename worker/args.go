@@ -20,6 +20,11 @@ type Args struct {
 	// cache holds an answer (`--no-cache`). It travels with the job, so a
 	// job snoozed or retried keeps asking for a fresh answer.
 	NoCache bool `json:"no_cache,omitempty"`
+
+	// Model is the fallback model the job was moved to ("": the
+	// pipeline's own). The request on it has its own idempotency key, so
+	// its calls count against max_attempts afresh.
+	Model string `json:"model,omitempty"`
 }
 
 // Kind implements river.JobArgs.

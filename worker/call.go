@@ -30,7 +30,7 @@ type callWorker struct {
 // Timeout bounds one run of a job: the key's call timeout plus time for the
 // ledger writes around it.
 func (w *callWorker) Timeout(job *river.Job[Args]) time.Duration {
-	if _, _, k, err := w.rt.lookup(job.Args.Pipeline); err == nil {
+	if _, _, k, err := w.rt.lookup(job.Args); err == nil {
 		return k.cfg.Timeout + w.rt.opts.JobMargin
 	}
 	return 0
@@ -56,12 +56,18 @@ func backoff(attempt int, base, limit time.Duration) time.Duration {
 	return half + rand.N(half+1)
 }
 
-func (r *Runtime) lookup(pipeline string) (*config.Pipeline, *config.Model, *keyRuntime, error) {
-	p, err := r.cfg.Pipeline(pipeline)
+// lookup finds the job's pipeline, the model it runs on (its own, or the
+// fallback it was moved to) and that model's key.
+func (r *Runtime) lookup(a Args) (*config.Pipeline, *config.Model, *keyRuntime, error) {
+	p, err := r.cfg.Pipeline(a.Pipeline)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	m, err := r.cfg.Model(p.Model)
+	model := p.Model
+	if a.Model != "" {
+		model = a.Model
+	}
+	m, err := r.cfg.Model(model)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -111,7 +117,7 @@ type call struct {
 // apply acts on a decision.
 func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	rt := w.rt
-	p, m, k, err := rt.lookup(job.Args.Pipeline)
+	p, m, k, err := rt.lookup(job.Args)
 	if err != nil {
 		return rt.apply(ctx, &call{job: job}, deadLetter(classify.Rejected, ReasonConfig, err.Error()), keys.Report{})
 	}
@@ -254,6 +260,9 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		Backoff: backoff(prior.JobCalls+1, rt.opts.BackoffBase, rt.opts.BackoffCap), BackoffCap: rt.opts.BackoffCap,
 		ProbeInterval: k.cfg.ProbeInterval,
 	}
+	if len(p.Fallback) > 0 {
+		a.Fallback.Model = firstCapable(rt.cfg, p, m.Name, c.req)
+	}
 	c.res, err = k.client.Do(ctx, c.req)
 	a.Cancelled, a.Phase = ctx.Err() != nil, c.res.Observation.Phase
 	switch {
@@ -371,6 +380,8 @@ func (r *Runtime) apply(ctx context.Context, c *call, rx Reaction, rep keys.Repo
 		return r.completePartial(ctx, c)
 	case ReactDeadLetter:
 		return r.deadLetter(ctx, c, rx)
+	case ReactFallback:
+		return r.applyFallback(ctx, c, rx)
 	case ReactCancel:
 		// An earlier run wrote the dead letter and died before its cancel
 		// landed: never call again.

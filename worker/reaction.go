@@ -82,6 +82,9 @@ const (
 	// result (marked partial) and complete the job. The attempt stays
 	// possibly billed (streaming.go).
 	ReactCompletePartial
+	// ReactFallback: move the job to Fallback.Model's key queue (its
+	// breaker, pacing and prices); see worker/fallback.go.
+	ReactFallback
 )
 
 var reactionNames = [...]string{
@@ -90,6 +93,7 @@ var reactionNames = [...]string{
 	ReactCacheHit:        "cache_hit",
 	ReactRetryChanged:    "retry_changed",
 	ReactCompletePartial: "complete_partial",
+	ReactFallback:        "fallback",
 }
 
 func (k ReactionKind) String() string {
@@ -114,10 +118,14 @@ type Reaction struct {
 	Outcome ledger.AttemptStatus
 	// Change of a RetryChanged.
 	Change change
+	// Fallback: where a ReactFallback goes (nil otherwise).
+	Fallback *fallbackMove
 }
 
 func (r Reaction) String() string {
 	switch r.Kind {
+	case ReactFallback:
+		return fmt.Sprintf("fallback(%s)", r.Fallback.Model.Name)
 	case ReactDeadLetter:
 		return fmt.Sprintf("dead_letter(%s, %s)", r.Class, r.Reason)
 	case ReactGo, ReactComplete, ReactCancel, ReactCacheHit, ReactCompletePartial:
@@ -164,6 +172,8 @@ type before struct {
 	// SlotLate: the wait for a concurrency slot left too little of the run's
 	// deadline for the call.
 	SlotLate bool
+	// Fallback: where the job could go while its key's breaker is open.
+	Fallback fallbackInput
 }
 
 // decideBefore decides, from what a run knows so far, whether it ends
@@ -187,6 +197,9 @@ func decideBefore(b before) Reaction {
 			fmt.Sprintf("snoozed %d times by its own throttling (pipeline max_snoozes %d)", b.OwnSnoozes, b.MaxSnoozes))
 	}
 	if a := b.Admission; a != nil {
+		if !a.Allowed && b.Fallback.ready() {
+			return fallback(b.Fallback.Model, Reaction{Kind: ReactPark, After: max(a.Wait, time.Second)})
+		}
 		if !a.Allowed && a.Breaker == keys.BreakerStorm {
 			return Reaction{Kind: ReactPark, After: stormPark}
 		}
@@ -274,6 +287,9 @@ type after struct {
 	// Partial: what a stream cut midway delivered (PartialChars characters)
 	// and the pipeline's accept_partial_min_chars (0: never accepted).
 	PartialChars, AcceptPartialMinChars int
+	// Fallback: the first capable fallback, for a job whose transient
+	// attempts are spent (only Model is read).
+	Fallback fallbackInput
 }
 
 // stopped: the run was stopped before an answer arrived.
@@ -319,6 +335,13 @@ func decideAfter(a after) Reaction {
 	case classify.Transient:
 		var r Reaction
 		switch {
+		case (calls >= a.MaxAttempts || a.NoRetries) && a.Fallback.Model != nil:
+			// Spent on this model: a capable fallback gets the record, with
+			// attempts of its own. Refused by fallback_max_share, it is
+			// dead-lettered as it would have been.
+			r = fallback(a.Fallback.Model, deadLetter(classify.Transient, ReasonRetriesExhausted, fmt.Sprintf("%d attempts (max_attempts %d, key retry_budget %g); last: %s; fallback_max_share reached",
+				calls, a.MaxAttempts, a.RetryBudget, v.Reason)))
+			r.Fallback.Otherwise.Outcome = ledger.AttemptFailed
 		case calls >= a.MaxAttempts || a.NoRetries:
 			r = deadLetter(classify.Transient, ReasonRetriesExhausted, fmt.Sprintf("%d attempts (max_attempts %d, key retry_budget %g); last: %s",
 				calls, a.MaxAttempts, a.RetryBudget, v.Reason))

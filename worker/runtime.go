@@ -374,7 +374,11 @@ func (r *Runtime) Start(ctx context.Context) error {
 	watchCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.stopWatch = cancel
 	r.watchDone = make(chan struct{})
-	stormsDone := make(chan struct{})
+	stormsDone, fallbacksDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(fallbacksDone)
+		r.watchFallbacks(watchCtx)
+	}()
 	go func() {
 		defer close(stormsDone)
 		r.watchStorms(watchCtx)
@@ -383,6 +387,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 		defer close(r.watchDone)
 		r.watchSpend(watchCtx)
 		<-stormsDone
+		<-fallbacksDone
 	}()
 	return nil
 }

@@ -74,6 +74,9 @@ func runExport(ctx context.Context, e *env, args []string) int {
 		if err == nil && row.Partial {
 			line, err = markPartial(line)
 		}
+		if err == nil && row.Model != "" {
+			line, err = markModel(line, row.Model)
+		}
 		if err != nil {
 			w.Flush()
 			fmt.Fprintf(e.stderr, "triage export: record %s: %v\n", row.ID, err)
@@ -100,6 +103,12 @@ func runExport(ctx context.Context, e *env, args []string) int {
 // export marks how a result came to be (a truncated record sets "truncated").
 func markPartial(line []byte) ([]byte, error) {
 	return sjson.SetBytes(line, "triage.partial", true)
+}
+
+// markModel sets "triage":{"model":...} on an exported line: which model
+// answered, the pipeline's own or a fallback it moved to.
+func markModel(line []byte, model string) ([]byte, error) {
+	return sjson.SetBytes(line, "triage.model", model)
 }
 
 // enrich returns record, on one line, with "enrichment" set to output (a

@@ -53,4 +53,7 @@ func TestEnrich(t *testing.T) {
 	b, err = enrich(json.RawMessage(`{"id": "a"}`), json.RawMessage(`{"k": "v"}`), true)
 	require.NoError(t, err)
 	require.Equal(t, `{"id":"a","enrichment":{"k":"v"},"triage":{"truncated":true}}`, string(b), "an answer to a truncated request is marked")
+	b, err = markModel([]byte(`{"id":"a","enrichment":{"k":"v"}}`), "fb-model")
+	require.NoError(t, err)
+	require.Equal(t, `{"id":"a","enrichment":{"k":"v"},"triage":{"model":"fb-model"}}`, string(b), "the model that answered")
 }

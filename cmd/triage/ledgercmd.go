@@ -79,6 +79,9 @@ type ledgerReport struct {
 	ByClass []ledger.ClassUsage `json:"by_class"`
 	// Partials are the attempts whose stream was cut midway, newest first.
 	Partials []ledger.PartialAttempt `json:"partials"`
+	// ByModel: which model made the calls and answered the records (a
+	// fallback's calls are on its own model and key).
+	ByModel []ledger.ModelUsage `json:"by_model"`
 }
 
 func runLedger(ctx context.Context, e *env, args []string) int {
@@ -88,7 +91,7 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 	key := fs.String("key", "", "only this key's calls")
 	calls := fs.Bool("calls", false, "list the calls themselves (newest first), each with how its request was changed, instead of the sums")
 	record := fs.String("record", "", "with --batch: only this record's calls (implies --calls)")
-	asJSON := fs.Bool("json", false, `print {"batch","key","calls","records","retries","input_tokens","output_tokens","spend_usd","possibly_billed_usd","by_class":[...]}`)
+	asJSON := fs.Bool("json", false, `print {"batch","key","calls","records","retries","input_tokens","output_tokens","spend_usd","possibly_billed_usd","by_class":[...],"by_model":[{"model","key","calls","answered","spend_usd"}]}`)
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: triage ledger [--batch B [--record R]] [--key K] [--calls] [--json]")
 		fmt.Fprintln(e.stderr, "What the calls came to, by classifier class: calls, records, retries, tokens, spend and")
@@ -124,11 +127,12 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 		return failCmd(e, "ledger", err)
 	}
 	partials, err := ledger.ListPartials(ctx, d.pool, ledger.AttemptFilter{Batch: *batch, Key: *key, Limit: partialsShown})
+	byModel, err := ledger.UsageByModel(ctx, d.pool, ledger.AttemptFilter{Batch: *batch, Key: *key})
 	if err != nil {
 		return failCmd(e, "ledger", err)
 	}
 	if *asJSON {
-		r := ledgerReport{ClassUsage: total, ByClass: byClass, Partials: partials}
+		r := ledgerReport{ClassUsage: total, ByClass: byClass, Partials: partials, ByModel: byModel}
 		if r.Partials == nil {
 			r.Partials = []ledger.PartialAttempt{}
 		}
@@ -148,6 +152,14 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 		return exitOK
 	}
 	writeUsageTable(e.stdout, total, byClass, true)
+	if len(byModel) > 1 {
+		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "\nmodel\tkey\tcalls\tanswered\tspend_usd\t")
+		for _, u := range byModel {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.6f\t\n", safe(u.Model), safe(u.Key), u.Calls, u.Answered, u.SpendUSD)
+		}
+		tw.Flush()
+	}
 	writePartials(e.stdout, partials)
 	return exitOK
 }

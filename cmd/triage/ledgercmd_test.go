@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/triage-dev/triage/fakeprovider"
+	"github.com/triage-dev/triage/ledger"
 )
 
 func TestLedger(t *testing.T) {
@@ -36,6 +37,7 @@ func TestLedger(t *testing.T) {
 			Records int    `json:"records"`
 			Retries int    `json:"retries"`
 		} `json:"by_class"`
+		ByModel []ledger.ModelUsage `json:"by_model"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
 	require.Equal(t, "b1", *rep.Batch)
@@ -55,6 +57,8 @@ func TestLedger(t *testing.T) {
 	require.Equal(t, [3]int{3, 3, 1}, byClass["ok"])
 	require.Equal(t, [3]int{1, 1, 0}, byClass["transient"])
 	require.Equal(t, [3]int{1, 1, 0}, byClass["rejected"])
+	require.Len(t, rep.ByModel, 1)
+	require.Equal(t, ledger.ModelUsage{Model: "fake-model", Key: "main", Calls: 5, Answered: 3, SpendUSD: rep.ByModel[0].SpendUSD}, rep.ByModel[0])
 
 	r = c.run("", "ledger", "--key", "main")
 	require.Equal(t, exitOK, r.code, r.stderr)

@@ -120,7 +120,12 @@ func runRun(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "database: %s\n", d.where)
 	}
 	fmt.Fprintf(e.stderr, "enqueued %d records as batch %s\n", n, id)
-	out, err := workBatch(ctx, e, batchRun{cfg: cfg, d: d, batch: id, key: key.Name, maxWait: *maxWait, interval: *interval, dbWait: *dbWait})
+	pl, err := cfg.Pipeline(f.pipeline)
+	if err != nil {
+		return fail(usageError{err})
+	}
+	out, err := workBatch(ctx, e, batchRun{cfg: cfg, d: d, batch: id, key: key.Name, fallbackKeys: cfg.FallbackKeys(pl),
+		maxWait: *maxWait, interval: *interval, dbWait: *dbWait})
 	if err != nil {
 		return fail(err)
 	}
@@ -133,6 +138,9 @@ type batchRun struct {
 	d     *db
 	batch string
 	key   string
+	// fallbackKeys are the keys of the pipeline's fallback models: a job
+	// moved to a fallback runs on its key's queue, worked here too.
+	fallbackKeys []string
 	// maxWait stops the run with jobs still queued; 0: no limit.
 	maxWait time.Duration
 	// interval between plain progress lines (stderr not a terminal).
@@ -184,7 +192,7 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 	p := newProgress(e.stderr, tty, r.interval)
 	p.columns = func() int { return terminalWidth(e.stderr, e.getenv) }
 	opts := r.opts
-	opts.Config, opts.Pool, opts.Keys = r.cfg, r.d.pool, []string{r.key}
+	opts.Config, opts.Pool, opts.Keys = r.cfg, r.d.pool, append([]string{r.key}, r.fallbackKeys...)
 	if r.getenv == nil {
 		r.getenv = e.getenv
 	}

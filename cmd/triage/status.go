@@ -5,6 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -40,7 +43,7 @@ func batchStatus(ctx context.Context, pool *pgxpool.Pool, store *keys.Store, id 
 func runStatus(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("triage status", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	asJSON := fs.Bool("json", false, `print {"batch","pipeline","total","completed","dead_lettered","pending","calls","spend_usd","possibly_billed_usd","state","cancelled"} (an array without B); cancelled counts the dead letters of jobs cancelled or deleted by hand`)
+	asJSON := fs.Bool("json", false, `print {"batch","pipeline","total","completed","dead_lettered","pending","calls","spend_usd","possibly_billed_usd","state","cancelled","models","fallback"} (an array without B); cancelled counts the dead letters of jobs cancelled or deleted by hand; models the completed records by the model that answered; fallback the records moved to a fallback model`)
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: triage status [B] [--json]")
 		fmt.Fprintln(e.stderr, "One batch's progress, or a table of every batch. state: running | settled | paused_exhausted | paused_budget.")
@@ -122,11 +125,23 @@ func writeStatus(w io.Writer, st ledger.Status, b ledger.Batch, ks *keys.KeyStat
 		fmt.Fprintf(tw, "cancelled by hand:\t%d (dead-lettered %s or %s; `triage dlq requeue --batch %s --reason %s` sends them again)\n",
 			st.Cancelled, ledger.ReasonCancelledByHand, ledger.ReasonJobMissing, st.Batch, ledger.ReasonCancelledByHand)
 	}
+	if st.Fallback > 0 || len(st.Models) > 1 {
+		fmt.Fprintf(tw, "answered by:\t%s (%d moved to a fallback)\n", safe(modelCounts(st.Models)), st.Fallback)
+	}
 	fmt.Fprintf(tw, "pending:\t%d\n", st.Pending)
 	fmt.Fprintf(tw, "calls:\t%d\n", st.Calls)
 	fmt.Fprintf(tw, "spend:\t%s\n", usd(st.SpendUSD))
 	fmt.Fprintf(tw, "possibly billed:\t%s\n", usd(st.PossiblyBilledUSD))
 	tw.Flush()
+}
+
+// modelCounts is "gpt-4o: 80, gpt-4o-mini: 20", by name.
+func modelCounts(m map[string]int) string {
+	parts := make([]string, 0, len(m))
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s: %d", name, m[name]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // budgetLine is a budget's use: "$5.0000: $1.2500 used, $3.7500 left".

@@ -38,7 +38,7 @@ func TestStatus(t *testing.T) {
 	var st ledger.Status
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
 	require.Equal(t, ledger.Status{Batch: "b1", Pipeline: "enrich", Total: 3, Completed: 2, DeadLettered: 1,
-		Calls: 3, SpendUSD: st.SpendUSD, State: ledger.BatchSettled}, st)
+		Calls: 3, SpendUSD: st.SpendUSD, State: ledger.BatchSettled, Models: map[string]int{"fake-model": 2}}, st)
 	require.Positive(t, st.SpendUSD)
 	require.Equal(t, 1, strings.Count(r.stdout, "\n"), "one object, one line")
 
@@ -76,13 +76,14 @@ func TestStatusWithoutConfigFile(t *testing.T) {
 	r = runBare(t, c.envs, "ledger", "--json")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.JSONEq(t, `{"batch":null,"key":null,"calls":0,"records":0,"retries":0,"input_tokens":0,"output_tokens":0,
-		"spend_usd":0,"possibly_billed_usd":0,"by_class":[],"partials":[]}`, r.stdout)
+		"spend_usd":0,"possibly_billed_usd":0,"by_class":[],"partials":[],"by_model":[]}`, r.stdout)
 }
 
 // statusJSONKeys is the contract's exact `triage status B --json` shape:
 // DESIGN's ten fields, and cancelled (added by issue 9, counted in
-// dead_lettered).
-var statusJSONKeys = []string{"batch", "calls", "cancelled", "completed", "dead_lettered", "pending", "pipeline",
+// dead_lettered), models and fallback (added by issue 13: the completed
+// records by the model that answered, and how many moved to a fallback).
+var statusJSONKeys = []string{"batch", "calls", "cancelled", "completed", "dead_lettered", "fallback", "models", "pending", "pipeline",
 	"possibly_billed_usd", "spend_usd", "state", "total"}
 
 func TestStatusBudgetAndWhyPaused(t *testing.T) {

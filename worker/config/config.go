@@ -39,6 +39,12 @@ const (
 	// exhausted, paused) a job may take before it is dead-lettered as
 	// snoozed_out.
 	MaxSnoozesDefault = 100
+
+	// FallbackGraceDefault: a breaker open this long moves its key's jobs to
+	// a fallback. Longer than the storm breaker's first probes (2 s, 4 s,
+	// 8 s cooldowns), so a storm that heals at once, or an exhaustion topped
+	// up straight away, does not send the whole batch elsewhere.
+	FallbackGraceDefault = 30 * time.Second
 	// OutputDefault is Pipeline.Output's default.
 	OutputDefault = OutputJSON
 )
@@ -182,6 +188,17 @@ type Model struct {
 	InputUSDPerMTok float64 `toml:"input_usd_per_mtok"`
 	// OutputUSDPerMTok is the price of one million output tokens. Default 0.
 	OutputUSDPerMTok float64 `toml:"output_usd_per_mtok"`
+
+	// The capability table a fallback is checked against (see
+	// worker/fallback.go); ContextTokens above is part of it.
+
+	// MaxOutputTokens is the most output the model can produce in one
+	// answer. Default 0: unknown, not checked.
+	MaxOutputTokens int `toml:"max_output_tokens"`
+	// JSONMode: the model supports the vendor's JSON output mode, so it may
+	// serve output = "json" pipelines as a fallback. Default false: a model
+	// is not assumed to keep a contract nobody said it keeps.
+	JSONMode bool `toml:"json_mode"`
 }
 
 // Pipeline is one [[pipelines]] entry: how a record becomes a request and what
@@ -250,6 +267,19 @@ type Pipeline struct {
 	// characters arrived, marked partial. Default 0: a cut stream is never
 	// accepted as the result.
 	AcceptPartialMinChars int `toml:"accept_partial_min_chars"`
+	// Fallback names the [[models]] a job may move to, in order, when its
+	// transient attempts on Model are spent or Model's key has a breaker
+	// open longer than FallbackGrace; only a capable one is taken (it fits
+	// the request and supports Output). Default none.
+	Fallback []string `toml:"fallback"`
+	// FallbackMaxShare bounds the share of a batch's records that may move
+	// to a fallback (0.2: at most a fifth). Default 0: no bound, because a
+	// fallback listed is one the pipeline's owner chose to pay for.
+	FallbackMaxShare float64 `toml:"fallback_max_share"`
+	// FallbackGrace is how long a key's breaker must have been open before
+	// its queued jobs move to a fallback. Default FallbackGraceDefault
+	// (30s).
+	FallbackGrace time.Duration `toml:"-"`
 
 	ambiguousRetriesSet bool
 	tmpl                *template.Template

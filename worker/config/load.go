@@ -102,9 +102,12 @@ type rawPipeline struct {
 	CacheTTL         string   `toml:"cache_ttl"`
 	OnOverflow       string   `toml:"on_overflow"`
 	// Streaming: see Pipeline.Stream.
-	Stream                bool   `toml:"stream"`
-	StreamIdleTimeout     string `toml:"stream_idle_timeout"`
-	AcceptPartialMinChars int    `toml:"accept_partial_min_chars"`
+	Stream                bool     `toml:"stream"`
+	StreamIdleTimeout     string   `toml:"stream_idle_timeout"`
+	AcceptPartialMinChars int      `toml:"accept_partial_min_chars"`
+	Fallback              []string `toml:"fallback"`
+	FallbackMaxShare      float64  `toml:"fallback_max_share"`
+	FallbackGrace         string   `toml:"fallback_grace"`
 }
 
 func (r rawFile) config(name string) (*Config, error) {
@@ -168,6 +171,11 @@ func (r rawFile) config(name string) (*Config, error) {
 			Output: Output(rp.Output), BudgetUSD: rp.BudgetUSD,
 			MaxTokens: rp.MaxTokens, Temperature: rp.Temperature,
 			OnOverflow: Overflow(rp.OnOverflow),
+			Fallback:   rp.Fallback, FallbackMaxShare: rp.FallbackMaxShare,
+		}
+		var err error
+		if p.FallbackGrace, err = parseDuration(rp.FallbackGrace); err != nil {
+			return nil, fmt.Errorf("%s: %s: fallback_grace %q: %w", name, elem("pipelines", i, rp.Name), rp.FallbackGrace, err)
 		}
 		if rp.MaxAttempts != nil {
 			if *rp.MaxAttempts < 1 {
@@ -197,7 +205,6 @@ func (r rawFile) config(name string) (*Config, error) {
 			return nil, fmt.Errorf("%s: %s: %w", name, elem("pipelines", i, rp.Name), err)
 		}
 		p.Stream, p.AcceptPartialMinChars = rp.Stream, rp.AcceptPartialMinChars
-		var err error
 		if p.StreamIdleTimeout, err = parseDuration(rp.StreamIdleTimeout); err != nil {
 			return nil, fmt.Errorf("%s: %s: stream_idle_timeout %q: %w", name, elem("pipelines", i, rp.Name), rp.StreamIdleTimeout, err)
 		}

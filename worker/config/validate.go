@@ -77,6 +77,9 @@ func (c *Config) WithDefaults() *Config {
 		p.cacheDefaults()
 		p.overflowDefaults()
 		p.streamDefaults(out.keyTimeoutOf(p))
+		if p.FallbackGrace == 0 {
+			p.FallbackGrace = FallbackGraceDefault
+		}
 	}
 	return &out
 }
@@ -249,6 +252,7 @@ func (c *Config) Validate() error {
 		p.validateStream(&v, at, c.keyTimeoutOf(p))
 	}
 	c.validateRules(&v)
+	c.validateFallback(&v)
 	return v.err()
 }
 

@@ -1,0 +1,256 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/provider"
+	"github.com/triage-dev/triage/worker/rivertable"
+)
+
+// fallbackInput is what the decisions know about moving a job elsewhere.
+type fallbackInput struct {
+	// Model is the first capable fallback after the job's current model,
+	// nil when none is (or the pipeline lists none).
+	Model *config.Model
+	// OpenFor is how long the key's open breaker has been open; nil when
+	// not known (the per-job path does not read it: the mover does).
+	OpenFor *time.Duration
+	// Grace is the pipeline's fallback_grace.
+	Grace time.Duration
+}
+
+// ready: the key's breaker has been open past the grace and a capable
+// fallback exists.
+func (f fallbackInput) ready() bool {
+	return f.Model != nil && f.OpenFor != nil && *f.OpenFor >= f.Grace
+}
+
+// fallbackMove is a ReactFallback's payload: where to, and what to do if the
+// batch's fallback_max_share refuses the move.
+type fallbackMove struct {
+	Model     *config.Model
+	Otherwise Reaction
+}
+
+func fallback(m *config.Model, otherwise Reaction) Reaction {
+	return Reaction{Kind: ReactFallback, Fallback: &fallbackMove{Model: m, Otherwise: otherwise}}
+}
+
+// capable reports whether model m can serve request r: the prompt and
+// max_tokens fit its context window, max_tokens fits its output limit, and
+// a JSON request needs json_mode. Unknown limits (0) are not checked.
+func capable(m *config.Model, r provider.Request) bool {
+	if m.ContextTokens > 0 && estimateTokens(r)+r.MaxTokens > m.ContextTokens {
+		return false
+	}
+	if m.MaxOutputTokens > 0 && r.MaxTokens > m.MaxOutputTokens {
+		return false
+	}
+	return !r.JSON || m.JSONMode
+}
+
+// firstCapable is the first of the pipeline's fallbacks after the job's
+// current model that can serve r; nil if none. A job never moves back to
+// its primary, nor to a fallback before the one it is on.
+func firstCapable(cfg *config.Config, p *config.Pipeline, current string, r provider.Request) *config.Model {
+	names := p.Fallback
+	if i := slices.Index(names, current); i >= 0 {
+		names = names[i+1:]
+	}
+	for _, name := range names {
+		if m, err := cfg.Model(name); err == nil && capable(m, r) {
+			return m
+		}
+	}
+	return nil
+}
+
+// moveSQL moves one job to a fallback's key queue and counts the move
+// against the batch's fallback_max_share, in one statement: the count and
+// the move land together or not at all. The batch's row is locked first, so
+// two moves at once cannot both take the last place under the share; the
+// lock order (batch, then job) is that of a job's completion. $6 (share) <= 0
+// is no bound; only a job leaving its own model ($7) is counted. $8: the
+// states the job may be in (running for a job moving itself, available or
+// scheduled for the mover).
+const moveSQL = `
+WITH b AS (SELECT fallback_jobs, total FROM triage_batch WHERE id = $2 FOR UPDATE),
+moved AS (
+    UPDATE %s SET queue = $3,
+        args = args || jsonb_build_object('model', $4::text),
+        state = CASE WHEN state = 'running' THEN state ELSE 'available'::river_job_state END,
+        scheduled_at = CASE WHEN state = 'running' THEN scheduled_at ELSE now() END
+    WHERE id = $1 AND queue = $5 AND state::text = ANY($8)
+      AND (NOT $7 OR $6::float8 <= 0 OR (SELECT fallback_jobs + 1 <= floor($6::float8 * total) FROM b))
+    RETURNING id
+),
+counted AS (
+    UPDATE triage_batch SET fallback_jobs = fallback_jobs + 1
+    WHERE id = $2 AND $7 AND EXISTS (SELECT 1 FROM moved)
+    RETURNING id
+)
+SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM counted)`
+
+// moveJob moves job id (on queue from) to model m's key queue; false when
+// the batch's fallback_max_share refused it or the job was no longer there.
+func (r *Runtime) moveJob(ctx context.Context, id int64, a Args, from string, m *config.Model, share float64, states []string) (bool, error) {
+	q := fmt.Sprintf(moveSQL, rivertable.Job(r.opts.Schema))
+	var moved, counted int
+	err := r.pool.QueryRow(ctx, q, id, a.Batch, keys.QueueName(m.Key), m.Name, from, share, a.Model == "", states).Scan(&moved, &counted)
+	if err != nil {
+		return false, fmt.Errorf("move job %d to fallback %q: %w", id, m.Name, err)
+	}
+	return moved == 1, nil
+}
+
+// applyFallback carries out a ReactFallback for the running job: it moves
+// to the fallback's key queue and runs there at once (a park that charges
+// no snooze). Refused by fallback_max_share, the job reacts as it would
+// have without a fallback.
+func (r *Runtime) applyFallback(ctx context.Context, c *call, rx Reaction) error {
+	job, mv := c.job, rx.Fallback
+	ok, err := r.moveJob(context.WithoutCancel(ctx), job.ID, job.Args, job.Queue, mv.Model, c.pipeline.FallbackMaxShare, []string{"running"})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return r.apply(ctx, c, mv.Otherwise, keys.Report{})
+	}
+	_ = r.finish(ctx, c, rx.Outcome)
+	r.log.InfoContext(ctx, "fallback", "job_id", job.ID, "batch", job.Args.Batch, "record_id", job.Args.RecordID,
+		"from_model", c.model.Name, "to_model", mv.Model.Name, "to_key", mv.Model.Key)
+	return park(ctx, job, time.Millisecond)
+}
+
+// metaNoFallback marks a job the mover found no capable fallback for, with
+// the opening of the breaker it looked under, so it is looked at once per
+// opening, not every tick.
+const metaNoFallback = "triage_no_fallback"
+
+// fallbackTickDefault is how often the mover looks at the keys whose
+// breaker is open.
+const fallbackTickDefault = time.Second
+
+// watchFallbacks moves the queued jobs of keys whose breaker has been open
+// longer than their pipeline's fallback_grace to their first capable
+// fallback. Those jobs are not fetched (the key's queue is paused), so no
+// run of theirs could decide it: the mover asks decideBefore on their
+// behalf. Jobs no fallback can serve stay where they are, parked.
+func (r *Runtime) watchFallbacks(ctx context.Context) {
+	if !slices.ContainsFunc(r.cfg.Pipelines, func(p config.Pipeline) bool { return len(p.Fallback) > 0 }) {
+		return
+	}
+	tick := r.opts.SupervisorTick
+	if tick <= 0 {
+		tick = fallbackTickDefault
+	}
+	for {
+		for name := range r.keys {
+			if err := r.moveFallbacks(ctx, name); err != nil && ctx.Err() == nil {
+				r.log.WarnContext(ctx, "fallback mover", "key", name, "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(tick*4/5 + rand.N(tick*2/5+1)):
+		}
+	}
+}
+
+// moverBatch is how many of a key's jobs one tick of the mover looks at.
+const moverBatch = 500
+
+func (r *Runtime) moveFallbacks(ctx context.Context, key string) error {
+	st, err := r.store.KeyStatus(ctx, key)
+	if err != nil {
+		return err
+	}
+	breaker, opened := keys.BreakerExhausted, st.OpenedAt
+	if st.State == keys.StateClosed || opened == nil {
+		breaker, opened = keys.BreakerStorm, st.Storm.OpenedAt
+		if st.Storm.State == keys.StateClosed || opened == nil {
+			return nil
+		}
+	}
+	openFor := st.Now.Sub(*opened)
+	marker := breaker.String() + ":" + opened.UTC().Format(time.RFC3339Nano)
+	queue := keys.QueueName(key)
+	rows, err := r.pool.Query(ctx, `SELECT id, args, attempt, created_at, metadata FROM `+rivertable.Job(r.opts.Schema)+`
+		WHERE queue = $1 AND kind = $2 AND state IN ('available', 'scheduled')
+		  AND coalesce(metadata->>'`+metaNoFallback+`', '') <> $3
+		ORDER BY id LIMIT $4`, queue, Kind, marker, moverBatch)
+	if err != nil {
+		return fmt.Errorf("list queued jobs: %w", err)
+	}
+	type queued struct {
+		job  river.Job[Args]
+		args []byte
+	}
+	var jobs []queued
+	for rows.Next() {
+		var q queued
+		q.job.JobRow = &rivertype.JobRow{}
+		if err := rows.Scan(&q.job.ID, &q.args, &q.job.Attempt, &q.job.CreatedAt, &q.job.Metadata); err != nil {
+			rows.Close()
+			return fmt.Errorf("list queued jobs: %w", err)
+		}
+		jobs = append(jobs, q)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("list queued jobs: %w", err)
+	}
+	var skip []int64 // no capable fallback, or no room under the share
+	for _, q := range jobs {
+		if err := json.Unmarshal(q.args, &q.job.Args); err != nil {
+			continue
+		}
+		p, m, _, err := r.lookup(q.job.Args)
+		if err != nil || len(p.Fallback) == 0 {
+			continue
+		}
+		c := &call{job: &q.job, pipeline: p, model: m}
+		if rx := c.render(); rx.Kind != ReactGo {
+			continue // its own run dead-letters it
+		}
+		adm := keys.Admission{Breaker: breaker}
+		fb := fallbackInput{Model: firstCapable(r.cfg, p, m.Name, c.req), OpenFor: &openFor, Grace: p.FallbackGrace}
+		rx := decideBefore(before{MaxAttempts: p.MaxAttempts, MaxSnoozes: p.MaxSnoozes, Admission: &adm, Fallback: fb})
+		switch {
+		case rx.Kind == ReactFallback:
+			ok, err := r.moveJob(ctx, q.job.ID, q.job.Args, queue, rx.Fallback.Model, p.FallbackMaxShare, []string{"available", "scheduled"})
+			if err != nil {
+				return err
+			}
+			if !ok {
+				// fallback_max_share reached (the count never goes down) or
+				// the job was fetched meanwhile: not again under this opening.
+				skip = append(skip, q.job.ID)
+				continue
+			}
+			r.log.InfoContext(ctx, "fallback", "job_id", q.job.ID, "batch", q.job.Args.Batch, "record_id", q.job.Args.RecordID,
+				"from_model", m.Name, "to_model", rx.Fallback.Model.Name, "to_key", rx.Fallback.Model.Key, "breaker", breaker.String())
+		case fb.Model == nil:
+			skip = append(skip, q.job.ID)
+		}
+	}
+	if len(skip) > 0 {
+		if _, err := r.pool.Exec(ctx, `UPDATE `+rivertable.Job(r.opts.Schema)+`
+			SET metadata = metadata || jsonb_build_object('`+metaNoFallback+`', $2::text)
+			WHERE id = ANY($1) AND state IN ('available', 'scheduled')`, skip, marker); err != nil {
+			return fmt.Errorf("mark jobs without a capable fallback: %w", err)
+		}
+	}
+	return nil
+}
