@@ -589,6 +589,18 @@ func (s *Server) writeStream(ctx context.Context, w http.ResponseWriter, d *deci
 	if fail {
 		frames = append(frames, d.vendor.streamError(d.info))
 	}
+	if !s.sendFrames(ctx, w, d, frames) {
+		return
+	}
+	if cut >= 0 && !fail {
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// sendFrames writes the SSE status line and headers, then frames, one flush
+// each, chunk_latency apart. It reports false when the client went away or
+// the server is closing.
+func (s *Server) sendFrames(ctx context.Context, w http.ResponseWriter, d *decision, frames [][]byte) bool {
 	h := w.Header()
 	d.vendor.headers(h, d.info)
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
@@ -597,16 +609,14 @@ func (s *Server) writeStream(ctx context.Context, w http.ResponseWriter, d *deci
 	rc := http.NewResponseController(w)
 	for i, f := range frames {
 		if i > 0 && !s.wait(ctx, d.chunkLatency) {
-			return
+			return false
 		}
 		if _, err := w.Write(f); err != nil {
-			return
+			return false
 		}
 		_ = rc.Flush()
 	}
-	if cut >= 0 && !fail {
-		panic(http.ErrAbortHandler)
-	}
+	return true
 }
 
 func writeReply(w http.ResponseWriter, r *reply) {

@@ -40,20 +40,8 @@ func generatedText(text string, n int) string {
 func (s *Server) stallStream(ctx context.Context, w http.ResponseWriter, d *decision, n int) {
 	head, deltas, _ := d.vendor.stream(d.call, d.ans)
 	frames := append(append([][]byte{}, head...), deltas[:min(n, len(deltas))]...)
-	h := w.Header()
-	d.vendor.headers(h, d.info)
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	for i, f := range frames {
-		if i > 0 && !s.wait(ctx, d.chunkLatency) {
-			return
-		}
-		if _, err := w.Write(f); err != nil {
-			return
-		}
-		_ = rc.Flush()
+	if !s.sendFrames(ctx, w, d, frames) {
+		return
 	}
 	s.hang(ctx)
 }
