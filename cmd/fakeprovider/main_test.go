@@ -5,12 +5,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/triage-dev/triage/worker/workertest"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,29 +22,11 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// syncBuffer is stderr for a run in another goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type running struct {
 	url    string
 	cancel context.CancelFunc
 	done   chan error
-	stderr *syncBuffer
+	stderr *workertest.Buffer
 	client *http.Client
 }
 
@@ -54,7 +36,7 @@ func start(t *testing.T, args ...string) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	r := &running{cancel: cancel, done: make(chan error, 1), stderr: &syncBuffer{}}
+	r := &running{cancel: cancel, done: make(chan error, 1), stderr: &workertest.Buffer{}}
 	go func() {
 		err := run(ctx, append([]string{"--addr", "127.0.0.1:0"}, args...), pw, r.stderr)
 		pw.Close()

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,24 +19,6 @@ import (
 	"github.com/triage-dev/triage/ledger/pgcluster"
 	"github.com/triage-dev/triage/worker/workertest"
 )
-
-// syncBuffer is a bytes.Buffer a command writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // gatedProvider is a provider that does not replay a repeated
 // Idempotency-Key (like OpenAI and Anthropic: the header is dropped before
@@ -112,10 +93,10 @@ func newBlipWorld(t *testing.T, sc fakeprovider.Scenario, probeInterval string, 
 	return w
 }
 
-func (w *blipWorld) run(ctx context.Context, stderr *syncBuffer, args ...string) result {
+func (w *blipWorld) run(ctx context.Context, stderr *workertest.Buffer, args ...string) result {
 	var out bytes.Buffer
 	if stderr == nil {
-		stderr = &syncBuffer{}
+		stderr = &workertest.Buffer{}
 	}
 	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: stderr, getenv: func(k string) string { return w.envs[k] }}
 	code := run(ctx, append([]string{"--config", w.config}, args...), e)
@@ -152,7 +133,7 @@ func TestRunRidesOutADatabaseRestart(t *testing.T) {
 	in := filepath.Join(t.TempDir(), "in.jsonl")
 	require.NoError(t, os.WriteFile(in, []byte(workertest.JSONL(8)), 0o600))
 
-	stderr := &syncBuffer{}
+	stderr := &workertest.Buffer{}
 	done := make(chan result, 1)
 	go func() {
 		done <- w.run(context.Background(), stderr, "run", "--pipeline", "enrich", "--batch", "blip", "--progress-interval", "100ms", in)
@@ -207,7 +188,7 @@ func TestRunStopsWithExit4WhenTheDatabaseStaysAway(t *testing.T) {
 	in := filepath.Join(t.TempDir(), "in.jsonl")
 	require.NoError(t, os.WriteFile(in, []byte(workertest.JSONL(5)), 0o600))
 
-	stderr := &syncBuffer{}
+	stderr := &workertest.Buffer{}
 	done := make(chan result, 1)
 	go func() {
 		done <- w.run(context.Background(), stderr, "run", "--pipeline", "enrich", "--batch", "away", "--db-wait", "1s", in)
@@ -254,7 +235,7 @@ func TestWorkRidesOutADatabaseRestart(t *testing.T) {
 	r := w.run(context.Background(), nil, "enqueue", "--pipeline", "enrich", "--batch", "w1", in)
 	require.Equal(t, exitOK, r.code, r.stderr)
 
-	stderr := &syncBuffer{}
+	stderr := &workertest.Buffer{}
 	done := make(chan result, 1)
 	go func() { done <- w.run(context.Background(), stderr, "work", "--exit-when-idle") }()
 	for range 4 {

@@ -86,7 +86,7 @@ func TestDemoServesItsDeadLettersUntilInterrupted(t *testing.T) {
 	envs := map[string]string{"DATABASE_URL": db.URL}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr lockedBuffer
+	var stdout, stderr workertest.Buffer
 	done := make(chan int, 1)
 	go func() {
 		e := &env{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, getenv: func(k string) string { return envs[k] }}

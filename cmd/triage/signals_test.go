@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/triage-dev/triage/worker/workertest"
 	"os"
 	"strings"
 	"syscall"
@@ -14,7 +15,7 @@ import (
 func TestSecondInterruptForcesTheStop(t *testing.T) {
 	t.Parallel()
 	sigs := make(chan os.Signal, 2)
-	stderr := &syncBuffer{}
+	stderr := &workertest.Buffer{}
 	exited := make(chan int, 1)
 	ctx, stop := interruptible(context.Background(), sigs, stderr, func(code int) { exited <- code })
 	defer stop()

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -86,25 +85,6 @@ func TestUIServesWithToken(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a buffer written by a command and read by the test while
-// the command runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // `triage run --ui-addr` serves the batch's page while the run lasts and
 // names its URL.
 func TestRunServesUIWhileRunning(t *testing.T) {
@@ -112,7 +92,7 @@ func TestRunServesUIWhileRunning(t *testing.T) {
 	// r001's first call hangs until the key's timeout: the run lasts that long.
 	c := newCLI(t, fakeprovider.Scenario{RecordScripts: map[string][]fakeprovider.Step{"r001": {{Action: fakeprovider.ActionHang}}}}, "")
 	in := c.file("in.jsonl", jsonl(3))
-	var stderr lockedBuffer
+	var stderr workertest.Buffer
 	done := make(chan int, 1)
 	go func() {
 		e := &env{stdin: strings.NewReader(""), stdout: &bytes.Buffer{}, stderr: &stderr, getenv: func(k string) string { return c.envs[k] }}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http/httptest"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,25 +29,8 @@ type testBundle struct {
 	cfg  *config.Config
 	fake *fakeprovider.Server
 	url  string
-	logs *syncBuffer
+	logs *workertest.Buffer
 	rc   *river.Client[pgx.Tx]
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 type setupOpts struct {
@@ -64,7 +45,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	fake, baseURL := workertest.Provider(t, o.scenario)
 	cfg, err := config.Parse([]byte(workertest.Config(workertest.ConfigOptions{BaseURL: baseURL, MaxAttempts: 2})), "test.toml")
 	require.NoError(t, err)
-	logs := &syncBuffer{}
+	logs := &workertest.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	srv, err := console.New(console.Options{Pool: db.Pool, Schema: db.Schema, Config: cfg, Logger: log, Token: o.token, Refresh: 2 * time.Second})
 	require.NoError(t, err)
