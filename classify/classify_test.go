@@ -1,6 +1,7 @@
 package classify
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -27,12 +28,8 @@ func loadFixtures(tb testing.TB) map[string]fixture {
 		if d := filepath.Base(filepath.Dir(p)); d == corpusDir || d == holdoutDir {
 			continue // scored by class in corpus_test.go, not pinned verdicts
 		}
-		b, err := os.ReadFile(p)
-		require.NoError(tb, err)
 		var fx fixture
-		dec := json.NewDecoder(strings.NewReader(string(b)))
-		dec.DisallowUnknownFields()
-		require.NoError(tb, dec.Decode(&fx), p)
+		decodeStrict(tb, p, &fx)
 		require.NotEmpty(tb, fx.Source, "%s: every fixture names where its body came from", p)
 		out[p] = fx
 	}
@@ -285,4 +282,15 @@ func TestCodeIsBoundedToASafeSlug(t *testing.T) {
 	v = Classify(Observation{Vendor: "openai", Phase: PhaseResponse, Status: 429,
 		Body: `{"error":{"message":"x","type":"insufficient_quota","code":"insufficient_quota"}}`})
 	require.Equal(t, "insufficient_quota", *v.Code, "real codes are unchanged")
+}
+
+// decodeStrict reads one testdata JSON file into v, refusing fields the
+// type does not know, so a misspelt key in a fixture fails loudly.
+func decodeStrict(tb testing.TB, path string, v any) {
+	tb.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(tb, err)
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	require.NoError(tb, dec.Decode(v), path)
 }

@@ -1,8 +1,6 @@
 package classify
 
 import (
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -45,12 +43,8 @@ func loadCorpus(tb testing.TB, dir string) map[string]corpusCase {
 	require.NotEmpty(tb, paths)
 	out := make(map[string]corpusCase, len(paths))
 	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		require.NoError(tb, err)
 		var c corpusCase
-		dec := json.NewDecoder(strings.NewReader(string(b)))
-		dec.DisallowUnknownFields()
-		require.NoError(tb, dec.Decode(&c), p)
+		decodeStrict(tb, p, &c)
 		require.NotEmpty(tb, c.Source, "%s: every corpus body names where it came from", p)
 		out[p] = c
 	}
