@@ -38,7 +38,9 @@ func (p *Pipeline) UsesBatch() bool { return p.Mode == ModeBatch || p.Mode == Mo
 
 // BatchPrices returns the model's batch prices per million tokens, input
 // and output.
-func (m *Model) BatchPrices() (in, out float64) { return m.BatchInputUSDPerMTok, m.BatchOutputUSDPerMTok }
+func (m *Model) BatchPrices() (in, out float64) {
+	return m.BatchInputUSDPerMTok, m.BatchOutputUSDPerMTok
+}
 
 // batchOptions reads the pipeline's mode settings from the file.
 func (rp rawPipeline) batchOptions(p *Pipeline) error {
