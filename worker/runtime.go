@@ -134,6 +134,8 @@ type Options struct {
 	// fleet-wide; shorter ones snooze only the job. Default
 	// keys.KeyPauseAfterDefault.
 	KeyPauseAfter time.Duration
+	// BatchWait: see BatchWaitDefault.
+	BatchWait time.Duration
 }
 
 // Observer hears about every provider call this process makes, after it is
