@@ -1,0 +1,154 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/triage-dev/triage/fakeprovider"
+	"github.com/triage-dev/triage/worker/submitter"
+)
+
+// testClock is the system clock moved forward by Advance: the fake
+// provider's batches and the worker's deadlines read it, so a test skips
+// hours of batch latency without waiting for them.
+type testClock struct {
+	mu  sync.Mutex
+	off time.Duration
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.off)
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.off += d
+}
+
+// batchTuning makes the submitter's rounds and polls quick.
+var batchTuning = submitter.Tuning{Tick: 20 * time.Millisecond, Gather: 200 * time.Millisecond,
+	PollMin: 20 * time.Millisecond, PollMax: 100 * time.Millisecond, Lease: 2 * time.Second}
+
+// setupBatch is setup for a pipeline with the given mode, with the fake's
+// and the worker's clock the same testClock, replay off.
+func setupBatch(t *testing.T, sc fakeprovider.Scenario, mode string, tw tweaks) (*testBundle, *testClock) {
+	t.Helper()
+	clock := &testClock{}
+	sc.Now = clock.Now
+	sc.NoReplay = true
+	tw.extraPipeline = "mode = \"" + mode + "\"\n" + tw.extraPipeline
+	b := setup(t, sc, tw)
+	b.opts.Clock = clock
+	b.opts.Batch = batchTuning
+	return b, clock
+}
+
+// lineStates counts the batch lines by state.
+func (b *testBundle) lineStates(t testing.TB) map[string]int {
+	t.Helper()
+	rows, err := b.db.Pool.Query(context.Background(), "SELECT state, count(*) FROM triage_provider_batch_line GROUP BY 1")
+	require.NoError(t, err)
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		require.NoError(t, rows.Scan(&s, &n))
+		out[s] = n
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// ledgerBill sums the ledger: cost, what it would have cost sync, attempts
+// by mode.
+func (b *testBundle) ledgerBill(t testing.TB) (costUSD, syncUSD float64, byMode map[string]int) {
+	t.Helper()
+	byMode = map[string]int{}
+	rows, err := b.db.Pool.Query(context.Background(), `SELECT mode, count(*), coalesce(sum(cost_usd), 0)::float8,
+		coalesce(sum(sync_cost_usd), 0)::float8 FROM triage_attempt GROUP BY 1`)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			mode    string
+			n       int
+			c, sync float64
+		)
+		require.NoError(t, rows.Scan(&mode, &n, &c, &sync))
+		byMode[mode] = n
+		costUSD += c
+		syncUSD += sync
+	}
+	require.NoError(t, rows.Err())
+	return costUSD, syncUSD, byMode
+}
+
+func poisoned(every int) func(i int) string {
+	return func(i int) string {
+		if i%every == 0 {
+			return `,"note":"POISON"`
+		}
+		return ""
+	}
+}
+
+// The issue's first "done when": a 2,000-record batch-mode run with 10 %
+// poisoned records completes every good record through the Batch API,
+// dead-letters exactly the poisoned ones with the reason a synchronous call
+// gets, bills at batch prices, and the ledger matches the provider's bill
+// exactly.
+func TestBatchModeRunBillsAtBatchPricesAndDeadLettersThePoisoned(t *testing.T) {
+	t.Parallel()
+	b, _ := setupBatch(t, fakeprovider.Scenario{Poison: fakeprovider.Poison{InvalidMarker: "POISON"}}, "batch", tweaks{concurrency: 8})
+	const n = 2000
+	b.enqueue(t, "b1", records(n, poisoned(10)))
+	b.start(t)
+
+	st := b.waitSettled(t, "b1", 120*time.Second)
+	require.Equal(t, n-n/10, st.Completed, "every good record completes")
+	require.Equal(t, n/10, st.DeadLettered)
+	dls := b.deadLetters(t, "b1")
+	require.Len(t, dls, n/10)
+	for _, d := range dls {
+		var i int
+		_, err := fmt.Sscanf(d.RecordID, "r%d", &i)
+		require.NoError(t, err)
+		require.Zero(t, (i-1)%10, "only poisoned records are dead-lettered: %s", d.RecordID)
+		require.Equal(t, "rejected", d.Class)
+		require.Equal(t, 400, d.HTTPStatus)
+		require.NotEmpty(t, d.Reason)
+	}
+	// The same fault on a synchronous call gets the same reason.
+	sync := setup(t, fakeprovider.Scenario{Poison: fakeprovider.Poison{InvalidMarker: "POISON"}}, tweaks{})
+	sync.enqueue(t, "s1", records(1, poisoned(10)))
+	sync.start(t)
+	sync.waitSettled(t, "s1", 30*time.Second)
+	syncDL := sync.deadLetters(t, "s1")
+	require.Len(t, syncDL, 1)
+	require.Equal(t, syncDL[0].Reason, dls[0].Reason, "a batch line is classified as the same call made synchronously")
+	require.Equal(t, syncDL[0].VendorCode, dls[0].VendorCode)
+
+	stats := b.fake.Stats()
+	require.Zero(t, stats.Requests-stats.Batches.Succeeded-stats.Batches.Errored, "no synchronous call: every request was a batch line")
+	require.Equal(t, n, stats.Batches.Lines, "each record sent in one batch line, once")
+	require.Zero(t, stats.DoubleBilledRecords, "nothing billed twice")
+	costUSD, syncUSD, byMode := b.ledgerBill(t)
+	require.Equal(t, map[string]int{"batch": n}, byMode, "one batch attempt per record")
+	require.InDelta(t, stats.BilledUSD, costUSD, 1e-9, "the ledger is the provider's bill")
+	require.InDelta(t, stats.Batches.BilledUSD, stats.BilledUSD, 1e-12, "all of it at batch prices")
+	require.InDelta(t, 2*costUSD, syncUSD, 1e-9, "half of what the same tokens cost synchronously")
+	require.Equal(t, map[string]int{"applied": n}, b.lineStates(t))
+	var open int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM triage_attempt WHERE status IN ('intent', 'possibly_billed')`).Scan(&open))
+	require.Zero(t, open, "every attempt settled")
+}
