@@ -1,0 +1,182 @@
+package batchapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/triage-dev/triage/classify"
+	"github.com/triage-dev/triage/worker/provider"
+)
+
+// endpoint is the base URL joined with path segments, the base's query kept
+// and q added.
+func (c *Client) endpoint(q url.Values, segs ...string) string {
+	u := c.base.JoinPath(segs...)
+	if len(q) > 0 {
+		all := u.Query()
+		for k, vs := range q {
+			all[k] = vs
+		}
+		u.RawQuery = all.Encode()
+	}
+	return u.String()
+}
+
+// exchange is one HTTP call in progress.
+type exchange struct {
+	op    string
+	res   provider.Result
+	start time.Time
+}
+
+func (x *exchange) fail(phase classify.Phase) *CallError {
+	x.res.Observation.Phase = phase
+	x.res.Elapsed = time.Since(x.start)
+	return &CallError{Op: x.op, Res: x.res}
+}
+
+// send makes one call and returns its 2xx response, body unread; the caller
+// closes it. Anything else is a *CallError. A POST is not replayable, so
+// net/http never resends it by itself: a create sent twice is two batches.
+func (c *Client) send(ctx context.Context, op, method, u, contentType string, body []byte) (*http.Response, *exchange, error) {
+	x := &exchange{op: op, res: provider.Result{Observation: classify.Observation{Vendor: c.vendor, Path: c.path}}, start: time.Now()}
+	var tr writeTrace
+	ctx = httptrace.WithClientTrace(ctx, tr.clientTrace())
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		x.res.NetworkError = "cannot build the HTTP request (host " + c.base.Host + ")"
+		return nil, nil, x.fail(classify.PhaseNotSent)
+	}
+	if method != http.MethodGet {
+		req.GetBody = nil
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.format == provider.FormatAnthropic {
+		req.Header.Set("x-api-key", c.apiKey)
+		req.Header.Set("anthropic-version", provider.AnthropicVersion)
+	} else {
+		req.Header.Set("Authorization", "Bearer "+c.apiKey)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		x.res.NetworkError = c.networkError(err)
+		if tr.maybeWritten() {
+			return nil, nil, x.fail(classify.PhaseSentNoResponse)
+		}
+		return nil, nil, x.fail(classify.PhaseNotSent)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, provider.MaxBodyBytes))
+		x.res = provider.DecodeResponse(c.format, c.vendor, c.path, resp.StatusCode, lowerHeaders(resp.Header), b)
+		x.res.Elapsed = time.Since(x.start)
+		return nil, nil, &CallError{Op: op, Res: x.res}
+	}
+	x.res.Observation.Status = resp.StatusCode
+	x.res.Observation.Headers = lowerHeaders(resp.Header)
+	return resp, x, nil
+}
+
+// callJSON makes one call bounded by the client's timeout and decodes its
+// 2xx JSON answer into out; valid, when set, says whether out is the answer
+// expected.
+func (c *Client) callJSON(ctx context.Context, op, method, u, contentType string, body []byte, out any, valid func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	resp, x, err := c.send(ctx, op, method, u, contentType, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
+	x.res.Observation.Body = capBody(b)
+	if err != nil {
+		x.res.NetworkError = c.networkError(err)
+		return x.fail(classify.PhaseSentNoResponse)
+	}
+	if len(b) > maxAnswerBytes || json.Unmarshal(b, out) != nil || (valid != nil && !valid()) {
+		x.res.Malformed = "2xx body is not the " + op + " answer"
+		return x.fail(classify.PhaseResponse)
+	}
+	return nil
+}
+
+func capBody(b []byte) string {
+	if len(b) > provider.MaxBodyBytes {
+		b = b[:provider.MaxBodyBytes]
+	}
+	return string(b)
+}
+
+func lowerHeaders(h http.Header) map[string]string {
+	out := make(map[string]string, len(h))
+	for k, vs := range h {
+		out[strings.ToLower(k)] = strings.Join(vs, ", ")
+	}
+	return out
+}
+
+// networkError is provider's description of a failed round trip: the error
+// under *url.Error (which would repeat the URL) and the host.
+func (c *Client) networkError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Err != nil {
+		err = ue.Err
+	}
+	msg := err.Error()
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		msg = "no answer within the key's timeout"
+	case errors.Is(err, context.Canceled):
+		msg = "the call was cancelled"
+	}
+	return msg + " (host " + c.base.Host + ")"
+}
+
+// writeTrace tells not_sent from sent_no_response as provider does: only a
+// request whose headers never went out, or whose write failed, was not sent.
+type writeTrace struct {
+	mu                      sync.Mutex
+	wroteHeaders, wroteDone bool
+	wroteErr                error
+}
+
+func (t *writeTrace) clientTrace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		WroteHeaders: func() {
+			t.mu.Lock()
+			t.wroteHeaders = true
+			t.mu.Unlock()
+		},
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			t.mu.Lock()
+			t.wroteDone, t.wroteErr = true, info.Err
+			t.mu.Unlock()
+		},
+	}
+}
+
+func (t *writeTrace) maybeWritten() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.wroteHeaders {
+		return false
+	}
+	return !t.wroteDone || t.wroteErr == nil
+}
