@@ -2,7 +2,10 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -151,4 +154,85 @@ func TestBatchModeRunBillsAtBatchPricesAndDeadLettersThePoisoned(t *testing.T) {
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
 		`SELECT count(*) FROM triage_attempt WHERE status IN ('intent', 'possibly_billed')`).Scan(&open))
 	require.Zero(t, open, "every attempt settled")
+}
+
+// startProcess runs the bundle's configuration in a worker process of its
+// own (the test binary re-executed), to be killed with SIGKILL.
+func (b *testBundle) startProcess(t *testing.T) *exec.Cmd {
+	t.Helper()
+	spec, err := json.Marshal(helperSpec{DatabaseURL: b.db.URL, ConfigTOML: b.tomlText, Batch: b.opts.Batch})
+	require.NoError(t, err)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+string(spec))
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
+
+// providerBatches counts triage_provider_batch rows by state.
+func (b *testBundle) providerBatches(t testing.TB) map[string]int {
+	t.Helper()
+	rows, err := b.db.Pool.Query(context.Background(), "SELECT state, count(*) FROM triage_provider_batch GROUP BY 1")
+	require.NoError(t, err)
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		require.NoError(t, rows.Scan(&s, &n))
+		out[s] = n
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// requireBilledOnce checks the money: nothing billed twice, and the
+// ledger is exactly the provider's bill.
+func (b *testBundle) requireBilledOnce(t *testing.T) {
+	t.Helper()
+	stats := b.fake.Stats()
+	require.Zero(t, stats.DoubleBilledRecords, "nothing billed twice")
+	for id, r := range stats.ByRecord {
+		require.LessOrEqual(t, r.Billed, 1, "record %s billed %d times", id, r.Billed)
+	}
+	costUSD, _, _ := b.ledgerBill(t)
+	require.InDelta(t, stats.BilledUSD, costUSD, 1e-9, "the ledger is the provider's bill")
+	var open int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM triage_attempt WHERE status IN ('intent', 'possibly_billed')`).Scan(&open))
+	require.Zero(t, open, "every attempt settled")
+}
+
+// The issue's second "done when": a worker killed (SIGKILL) after it
+// submitted a provider batch and before the results arrived. The next
+// process resumes polling that same batch: nothing is submitted twice,
+// nothing billed twice.
+func TestBatchModeSurvivesSIGKILLAfterSubmit(t *testing.T) {
+	t.Parallel()
+	b, clock := setupBatch(t, fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}, "batch", tweaks{})
+	const n = 60
+	b.enqueue(t, "b1", records(n, nil))
+	cmd := b.startProcess(t)
+	eventually(t, 30*time.Second, "the worker process submitted its provider batch", func() bool {
+		return b.providerBatches(t)["submitted"] == 1 && b.fake.Stats().Batches.Created == 1
+	})
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	require.Zero(t, b.status(t, "b1").Completed, "killed before any result")
+	require.Equal(t, n, b.fake.Stats().Batches.Lines)
+
+	// The batch finishes at the provider while no worker runs.
+	clock.Advance(2 * time.Hour)
+	b.opts.RescueAfter = 3 * time.Second
+	b.opts.JobMargin = time.Second
+	b.start(t)
+	st := b.waitSettled(t, "b1", 60*time.Second)
+	require.Equal(t, n, st.Completed)
+	stats := b.fake.Stats()
+	require.Equal(t, 1, stats.Batches.Created, "the restart polled the same provider batch: nothing submitted twice")
+	require.Equal(t, n, stats.Batches.Lines)
+	require.Equal(t, n, stats.Batches.Succeeded)
+	b.requireBilledOnce(t)
+	require.Equal(t, map[string]int{"collected": 1}, b.providerBatches(t))
 }

@@ -655,20 +655,17 @@ func (s *Submitter) later(ctx context.Context, r *row, err error) error {
 // first when a cancel was asked for) and collects it once it has ended.
 func (s *Submitter) poll(ctx context.Context, r *row) error {
 	id := deref(r.providerID)
-	var (
-		b   batchapi.Batch
-		err error
-	)
-	if r.cancelRequested && !cancelling(deref(r.vstatus)) {
-		b, err = s.cfg.Client.Cancel(ctx, id)
-		if err == nil {
-			s.log.InfoContext(ctx, "provider batch cancel sent", "key", s.key, "provider_batch", r.id, "id", id)
-		}
-	} else {
-		b, err = s.cfg.Client.Get(ctx, id)
-	}
+	b, err := s.cfg.Client.Get(ctx, id)
 	if err != nil {
 		return s.later(ctx, r, err)
+	}
+	if r.cancelRequested && !b.Ended && !cancelling(b.VendorStatus) {
+		// Asked for by `triage batch cancel` or a near deadline: what ran
+		// is collected as usual, the rest comes back not run.
+		if b, err = s.cfg.Client.Cancel(ctx, id); err != nil {
+			return s.later(ctx, r, err)
+		}
+		s.log.InfoContext(ctx, "provider batch cancel sent", "key", s.key, "provider_batch", r.id, "id", id)
 	}
 	if b.Ended {
 		return s.collect(ctx, r, b)
@@ -682,13 +679,7 @@ func (s *Submitter) poll(ctx context.Context, r *row) error {
 	return nil
 }
 
-func cancelling(status string) bool {
-	switch status {
-	case "cancelling", "canceling", "cancelled", "canceled", "ended", "completed", "expired", "failed":
-		return true
-	}
-	return false
-}
+func cancelling(status string) bool { return status == "cancelling" || status == "canceling" }
 
 // collect stores the outcome of every line of an ended batch and wakes
 // their jobs: the answer of each line that ran, not_run for the others
