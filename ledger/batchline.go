@@ -134,7 +134,7 @@ func CloseBatchLine(ctx context.Context, db DBTX, lineID int64) error {
 // RequeueBatchLine puts a line that did not run back in the queue for the
 // next provider batch, with the same attempt (nothing was billed).
 func RequeueBatchLine(ctx context.Context, db DBTX, lineID int64) error {
-	if _, err := db.Exec(ctx, `UPDATE triage_provider_batch_line SET state = 'pending', provider_batch = NULL
+	if _, err := db.Exec(ctx, `UPDATE triage_provider_batch_line SET state = 'pending', provider_batch = NULL, pending_since = now()
 		WHERE id = $1 AND state = 'not_run'`, lineID); err != nil {
 		return fmt.Errorf("ledger: requeue batch line %d: %w", lineID, err)
 	}

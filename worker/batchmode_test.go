@@ -14,6 +14,7 @@ import (
 
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/worker/submitter"
+	"github.com/triage-dev/triage/worker/workertest"
 )
 
 // testClock is the system clock moved forward by Advance: the fake
@@ -235,4 +236,109 @@ func TestBatchModeSurvivesSIGKILLAfterSubmit(t *testing.T) {
 	require.Equal(t, n, stats.Batches.Succeeded)
 	b.requireBilledOnce(t)
 	require.Equal(t, map[string]int{"collected": 1}, b.providerBatches(t))
+}
+
+// setDeadline is what `triage run --deadline` writes.
+func (b *testBundle) setDeadline(t testing.TB, batch string, at time.Time) {
+	t.Helper()
+	_, err := b.db.Pool.Exec(context.Background(), `UPDATE triage_batch SET deadline = $2 WHERE id = $1`, batch, at)
+	require.NoError(t, err)
+}
+
+// The issue's third "done when": a provider batch that expires with 30 %
+// of its lines unfinished. Those lines were not billed; they go into the
+// next provider batch and every record completes, each billed once.
+func TestBatchModeExpiredLinesAreResubmitted(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour), ExpireShare: 0.3}}
+	b, clock := setupBatch(t, sc, "batch", tweaks{})
+	const n = 100
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
+	// Later batches finish whole: the next one gets the expired lines.
+	sc.Batch.ExpireShare = 0
+	sc.Now = clock.Now
+	sc.APIKey, sc.NoReplay = workertest.APIKey, true
+	require.NoError(t, b.fake.SetScenario(sc))
+	clock.Advance(25 * time.Hour)
+	eventually(t, 30*time.Second, "the expired lines are in a second provider batch", func() bool {
+		return b.fake.Stats().Batches.Created == 2
+	})
+	clock.Advance(2 * time.Hour)
+	st := b.waitSettled(t, "b1", 60*time.Second)
+	require.Equal(t, n, st.Completed, "every record completes")
+	stats := b.fake.Stats()
+	require.Equal(t, 30, stats.Batches.Expired, "30 %% of the first batch expired")
+	require.Equal(t, n+30, stats.Batches.Lines, "only the expired lines were sent again")
+	require.Equal(t, n, stats.Batches.Succeeded)
+	b.requireBilledOnce(t)
+	_, _, byMode := b.ledgerBill(t)
+	require.Equal(t, map[string]int{"batch": n}, byMode, "an expired line costs no attempt: its intent went into the next batch")
+}
+
+// The same expiry in mode "auto" with the deadline near by then: the
+// expired lines are sent synchronously (same idempotency key), not in a
+// new batch.
+func TestAutoModeExpiredLinesGoSyncNearTheDeadline(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour), ExpireShare: 0.3}}
+	b, clock := setupBatch(t, sc, "auto", tweaks{})
+	const n = 100
+	b.enqueue(t, "b1", records(n, nil))
+	deadline := clock.Now().Add(26 * time.Hour)
+	b.setDeadline(t, "b1", deadline)
+	b.start(t)
+	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
+	clock.Advance(25 * time.Hour) // expired; the deadline is an hour away, within the 3 h margin
+	st := b.waitSettled(t, "b1", 60*time.Second)
+	require.Equal(t, n, st.Completed, "every record completes")
+	require.True(t, clock.Now().Before(deadline), "before the deadline")
+	stats := b.fake.Stats()
+	require.Equal(t, 1, stats.Batches.Created, "no second provider batch")
+	require.Equal(t, 30, stats.Batches.Expired)
+	require.Equal(t, 30, stats.Requests-stats.Batches.Succeeded, "the expired lines went synchronously")
+	b.requireBilledOnce(t)
+	costUSD, syncUSD, byMode := b.ledgerBill(t)
+	require.Equal(t, 70, byMode["batch"]-notRun(t, b), "70 lines answered in the batch")
+	require.Positive(t, costUSD)
+	require.Positive(t, syncUSD)
+}
+
+// notRun counts batch attempts closed as not run (a line taken back to go
+// synchronously).
+func notRun(t *testing.T, b *testBundle) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM triage_attempt WHERE mode = 'batch' AND reason = 'batch_not_run'`).Scan(&n))
+	return n
+}
+
+// The issue's fourth "done when": in auto mode with a deadline the
+// scripted batch latency would miss, the open provider batch is cancelled
+// once the deadline is within the margin; what it answered is used, the
+// remainder goes synchronously, and the batch completes before the
+// deadline.
+func TestAutoModeMissingTheDeadlineGoesSync(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(10 * time.Hour)}}
+	b, clock := setupBatch(t, sc, "auto", tweaks{})
+	const n = 100
+	b.enqueue(t, "b1", records(n, nil))
+	deadline := clock.Now().Add(6 * time.Hour)
+	b.setDeadline(t, "b1", deadline)
+	b.start(t)
+	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
+	clock.Advance(4 * time.Hour) // 40 % done; the deadline is 2 h away, within the margin
+	st := b.waitSettled(t, "b1", 60*time.Second)
+	require.Equal(t, n, st.Completed, "every record completes")
+	require.True(t, clock.Now().Before(deadline), "before the deadline")
+	stats := b.fake.Stats()
+	require.Equal(t, 1, stats.Batches.Created)
+	require.Positive(t, stats.Batches.Canceled, "the provider batch was cancelled")
+	require.Positive(t, stats.Batches.Succeeded, "what it answered before the cancel is used")
+	require.Equal(t, n, stats.Batches.Succeeded+stats.Batches.Canceled)
+	require.Equal(t, stats.Batches.Canceled, stats.Requests-stats.Batches.Succeeded, "the canceled lines went synchronously")
+	b.requireBilledOnce(t)
 }

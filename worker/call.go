@@ -738,3 +738,4 @@ func (r *Runtime) now() time.Time {
 	}
 	return time.Now()
 }
+

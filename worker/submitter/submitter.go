@@ -291,26 +291,35 @@ func (s *Submitter) form(ctx context.Context) (bool, error) {
 		r     row
 		lines []line
 	)
+	// Ripe: no line arrived for Gather, or the oldest has waited ten times
+	// that (a steady trickle is still sent), or a batch is full.
+	var ripe bool
+	if err := s.cfg.Pool.QueryRow(ctx, `SELECT coalesce(max(l.pending_since) < now() - make_interval(secs => $5)
+			OR min(l.pending_since) < now() - make_interval(secs => 10 * $5) OR count(*) >= $6, false)
+		FROM triage_provider_batch_line l
+		WHERE l.key = $1 AND l.state = 'pending' AND NOT `+nearSQL,
+		s.key, s.autoNames, s.autoMargins, now, s.t.Gather.Seconds(), s.limit.MaxLines).Scan(&ripe); err != nil {
+		return false, fmt.Errorf("submitter: pending lines: %w", err)
+	}
+	if !ripe {
+		return false, nil
+	}
 	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT l.id, l.custom_id, l.body, l.body->>'model', l.created_at < now() - make_interval(secs => $5)
+		rows, err := tx.Query(ctx, `SELECT l.id, l.custom_id, l.body, l.body->>'model'
 			FROM triage_provider_batch_line l
 			WHERE l.key = $1 AND l.state = 'pending' AND NOT `+nearSQL+`
-			ORDER BY l.id LIMIT $6 FOR UPDATE OF l SKIP LOCKED`,
-			s.key, s.autoNames, s.autoMargins, now, s.t.Gather.Seconds(), s.limit.MaxLines)
+			ORDER BY l.id LIMIT $5 FOR UPDATE OF l SKIP LOCKED`,
+			s.key, s.autoNames, s.autoMargins, now, s.limit.MaxLines)
 		if err != nil {
 			return err
 		}
-		var (
-			bytes int64
-			ripe  bool
-		)
+		var bytes int64
 		for rows.Next() {
 			var (
 				l     line
 				model *string
-				old   bool
 			)
-			if err := rows.Scan(&l.id, &l.customID, &l.body, &model, &old); err != nil {
+			if err := rows.Scan(&l.id, &l.customID, &l.body, &model); err != nil {
 				rows.Close()
 				return err
 			}
@@ -319,7 +328,7 @@ func (s *Submitter) form(ctx context.Context) (bool, error) {
 				m = *model
 			}
 			if len(lines) == 0 {
-				r.model, ripe = m, old
+				r.model = m
 			}
 			if m != r.model {
 				continue // one model per batch (OpenAI); the next round takes it
@@ -329,7 +338,6 @@ func (s *Submitter) form(ctx context.Context) (bool, error) {
 				n = int64(len(l.body))
 			}
 			if bytes+n > s.limit.MaxBytes && len(lines) > 0 {
-				ripe = true
 				break
 			}
 			bytes += n
@@ -339,8 +347,7 @@ func (s *Submitter) form(ctx context.Context) (bool, error) {
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		if len(lines) == 0 || !ripe && len(lines) < s.limit.MaxLines {
-			lines = nil
+		if len(lines) == 0 {
 			return nil
 		}
 		r.state, r.createdAt, r.fresh = "intent", now, true
@@ -607,7 +614,7 @@ func (s *Submitter) release(ctx context.Context, r *row, state, lineState string
 		}
 		var err error
 		if lineState == ledger.LinePending {
-			_, err = tx.Exec(ctx, `UPDATE triage_provider_batch_line SET state = 'pending', provider_batch = NULL
+			_, err = tx.Exec(ctx, `UPDATE triage_provider_batch_line SET state = 'pending', provider_batch = NULL, pending_since = now()
 				WHERE provider_batch = $1 AND state = 'submitted'`, r.id)
 		} else {
 			err = s.markRest(ctx, tx, r.id)
