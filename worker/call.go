@@ -738,4 +738,3 @@ func (r *Runtime) now() time.Time {
 	}
 	return time.Now()
 }
-
