@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -341,4 +344,134 @@ func TestAutoModeMissingTheDeadlineGoesSync(t *testing.T) {
 	require.Equal(t, n, stats.Batches.Succeeded+stats.Batches.Canceled)
 	require.Equal(t, stats.Batches.Canceled, stats.Requests-stats.Batches.Succeeded, "the canceled lines went synchronously")
 	b.requireBilledOnce(t)
+}
+
+// lossyCreate forwards the first batch create to the provider and loses its
+// answer, as a connection reset after the request went out would: the
+// provider batch exists, the worker does not know its id.
+type lossyCreate struct {
+	mu   sync.Mutex
+	lost int
+}
+
+func (l *lossyCreate) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil || r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/batches") {
+		return res, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost > 0 {
+		return res, nil
+	}
+	l.lost++
+	_, _ = io.Copy(io.Discard, res.Body)
+	_ = res.Body.Close()
+	return nil, io.ErrUnexpectedEOF
+}
+
+// A create whose answer was lost leaves its intent row behind: the
+// submitter finds the provider batch (OpenAI by the row id in its metadata,
+// Anthropic by its custom_ids) instead of creating a second one.
+func TestBatchIntentRowIsFoundNotResubmitted(t *testing.T) {
+	t.Parallel()
+	for _, vendor := range []string{"openai", "anthropic"} {
+		t.Run(vendor, func(t *testing.T) {
+			t.Parallel()
+			b, _ := setupBatch(t, fakeprovider.Scenario{}, "batch", tweaks{vendor: vendor})
+			lossy := &lossyCreate{}
+			b.opts.HTTPClient = &http.Client{Transport: lossy}
+			const n = 20
+			b.enqueue(t, "b1", records(n, nil))
+			b.start(t)
+			st := b.waitSettled(t, "b1", 30*time.Second)
+			require.Equal(t, n, st.Completed)
+			require.Equal(t, 1, lossy.lost, "the create's answer was lost")
+			stats := b.fake.Stats()
+			require.Equal(t, 1, stats.Batches.Created, "the batch was found, not created again")
+			require.Equal(t, n, stats.Batches.Lines)
+			b.requireBilledOnce(t)
+		})
+	}
+}
+
+// An OpenAI batch that fails validation naming one line: that record is
+// dead-lettered as batch_validation:<code> (rejected: triage rendered a line
+// the API will never take); the other lines go into a new batch.
+func TestBatchValidationFailureDeadLettersTheNamedLine(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{ValidateFor: fakeprovider.Duration(time.Hour),
+		FailValidation: &fakeprovider.BatchError{Code: "invalid_json_line", Line: 2, Message: "This line is not parseable as valid JSON."}}}
+	b, clock := setupBatch(t, sc, "batch", tweaks{})
+	const n = 10
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
+	// The next batch validates.
+	require.NoError(t, b.fake.SetScenario(fakeprovider.Scenario{APIKey: workertest.APIKey, NoReplay: true, Now: clock.Now}))
+	clock.Advance(2 * time.Hour)
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n-1, st.Completed)
+	require.Equal(t, 1, st.DeadLettered)
+	dls := b.deadLetters(t, "b1")
+	require.Len(t, dls, 1)
+	require.Equal(t, "rejected", dls[0].Class)
+	require.Equal(t, "batch_validation:invalid_json_line", dls[0].Reason)
+	require.Contains(t, dls[0].ErrorExcerpt, "not parseable")
+	stats := b.fake.Stats()
+	require.Equal(t, 1, stats.Batches.FailedValidation)
+	require.Equal(t, 2, stats.Batches.Created, "the other lines went into a new batch")
+	require.Equal(t, n-1, stats.Batches.Succeeded)
+	b.requireBilledOnce(t)
+}
+
+// cancel_requested (what `triage batch cancel` sets) makes the submitter
+// cancel the provider batch: what ran before the cancel is used, the
+// canceled lines are requeued into a new batch and every record completes,
+// each billed once.
+func TestBatchCancelRequestedCancelsAndRequeues(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(10 * time.Hour)}}
+	b, clock := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic"})
+	const n = 40
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
+	clock.Advance(5 * time.Hour)
+	_, err := b.db.Pool.Exec(context.Background(), `UPDATE triage_provider_batch SET cancel_requested = true WHERE state = 'submitted'`)
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, "cancelled, and the canceled lines in a new batch", func() bool {
+		s := b.fake.Stats().Batches
+		return s.Canceled > 0 && s.Created == 2
+	})
+	clock.Advance(11 * time.Hour)
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.Completed)
+	stats := b.fake.Stats()
+	require.Equal(t, n, stats.Batches.Succeeded)
+	require.Equal(t, n+stats.Batches.Canceled, stats.Batches.Lines, "only the canceled lines were sent again")
+	b.requireBilledOnce(t)
+}
+
+// Batch mode on Anthropic's Message Batches: poisoned lines come back
+// errored with the ordinary error envelope and are dead-lettered as a
+// synchronous call's would be.
+func TestBatchModeAnthropic(t *testing.T) {
+	t.Parallel()
+	b, _ := setupBatch(t, fakeprovider.Scenario{Poison: fakeprovider.Poison{InvalidMarker: "POISON"}}, "batch", tweaks{vendor: "anthropic"})
+	const n = 200
+	b.enqueue(t, "b1", records(n, poisoned(10)))
+	b.start(t)
+	st := b.waitSettled(t, "b1", 60*time.Second)
+	require.Equal(t, n-n/10, st.Completed)
+	require.Equal(t, n/10, st.DeadLettered)
+	for _, d := range b.deadLetters(t, "b1") {
+		require.Equal(t, "rejected", d.Class)
+		require.Equal(t, 400, d.HTTPStatus)
+	}
+	stats := b.fake.Stats()
+	require.Equal(t, n, stats.Batches.Lines)
+	b.requireBilledOnce(t)
+	costUSD, syncUSD, _ := b.ledgerBill(t)
+	require.InDelta(t, 2*costUSD, syncUSD, 1e-9)
 }
