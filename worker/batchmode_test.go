@@ -475,3 +475,36 @@ func TestBatchModeAnthropic(t *testing.T) {
 	costUSD, syncUSD, _ := b.ledgerBill(t)
 	require.InDelta(t, 2*costUSD, syncUSD, 1e-9)
 }
+
+// The balance runs out mid-batch: the lines refused for it are not billed
+// and wait as pending, the key's breaker opens (no new provider batch, no
+// synchronous call), and once the account is topped up the submitter's
+// next create is the probe that closes it; every record completes, each
+// billed once.
+func TestBatchModeExhaustedBalanceTripsTheKeyAndResumes(t *testing.T) {
+	t.Parallel()
+	const n = 40
+	// Room for about half of the lines at batch prices.
+	sc := fakeprovider.Scenario{Balance: &fakeprovider.Balance{USD: 20 * 7.5e-6}}
+	b, _ := setupBatch(t, sc, "batch", tweaks{})
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	eventually(t, 30*time.Second, "the key trips", func() bool { return b.hooks.count("key_exhausted") == 1 || keyOpen(t, b) })
+	done := b.status(t, "b1").Completed
+	require.Less(t, done, n)
+	require.Equal(t, 1, b.fake.Stats().Batches.Created, "no new batch while the key is exhausted")
+	b.fake.TopUp(1)
+	st := b.waitSettled(t, "b1", 60*time.Second)
+	require.Equal(t, n, st.Completed)
+	stats := b.fake.Stats()
+	require.GreaterOrEqual(t, stats.Batches.Created, 2)
+	require.Equal(t, n, stats.Batches.Succeeded)
+	b.requireBilledOnce(t)
+}
+
+func keyOpen(t *testing.T, b *testBundle) bool {
+	var open bool
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT EXISTS (SELECT 1 FROM triage_key_state WHERE state <> 'closed')`).Scan(&open))
+	return open
+}

@@ -201,17 +201,35 @@ func (s *Submitter) Round(ctx context.Context) error {
 		}
 	}
 	if !s.now().Before(s.notBefore) {
-		for range 100 {
-			formed, err := s.form(ctx)
-			if err != nil {
-				errs = append(errs, err)
-			}
-			if !formed || err != nil || ctx.Err() != nil {
-				break
-			}
+		if err := s.formAll(ctx); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// formAll forms and submits provider batches while pending lines are ripe,
+// if the key's breakers admit a call. An open breaker due its probe admits
+// one: the submitter's create is then the key's probe (a batch-mode key has
+// no synchronous call to probe with), and one batch at most is formed.
+func (s *Submitter) formAll(ctx context.Context) error {
+	adm, err := s.cfg.Store.Admit(ctx, s.key, 0)
+	if err != nil {
+		return fmt.Errorf("submitter: admit: %w", err)
+	}
+	if !adm.Allowed {
+		return nil
+	}
+	for range 100 {
+		formed, err := s.form(ctx, adm)
+		if adm.Probe && !formed {
+			s.probeDone(ctx, adm, false, "")
+		}
+		if !formed || err != nil || adm.Probe || ctx.Err() != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // nearSQL is the condition "line l's triage batch has an auto pipeline
@@ -285,7 +303,7 @@ type line struct {
 // form groups pending lines of one model into a new provider batch (its
 // intent row, committed before any provider call) and submits it. It
 // reports whether it formed one.
-func (s *Submitter) form(ctx context.Context) (bool, error) {
+func (s *Submitter) form(ctx context.Context, adm keys.Admission) (bool, error) {
 	now := s.now()
 	var (
 		r     row
@@ -369,7 +387,7 @@ func (s *Submitter) form(ctx context.Context) (bool, error) {
 	if len(lines) == 0 {
 		return false, nil
 	}
-	return true, s.submit(ctx, &r, lines)
+	return true, s.submit(ctx, &r, lines, &adm)
 }
 
 // claim takes the provider batch row due a step soonest, leasing it.
@@ -458,20 +476,27 @@ func (s *Submitter) recover(ctx context.Context, r *row) error {
 		return s.release(ctx, r, "abandoned", "not_run")
 	}
 	r.fresh = true
-	return s.submit(ctx, r, lines)
+	return s.submit(ctx, r, lines, nil)
 }
 
 // submit uploads (OpenAI) and creates the provider batch of a leased intent
-// or uploaded row, recording each step before the next call.
-func (s *Submitter) submit(ctx context.Context, r *row, lines []line) error {
-	adm, err := s.cfg.Store.Admit(ctx, s.key, 0)
-	if err != nil {
+// or uploaded row, recording each step before the next call. adm is the
+// breakers' admission when the caller asked already (nil: ask).
+func (s *Submitter) submit(ctx context.Context, r *row, lines []line, admitted *keys.Admission) error {
+	var (
+		adm keys.Admission
+		err error
+	)
+	if admitted != nil {
+		adm = *admitted
+	} else if adm, err = s.cfg.Store.Admit(ctx, s.key, 0); err != nil {
 		return fmt.Errorf("submitter: admit: %w", err)
 	}
 	if !adm.Allowed {
 		// The key is exhausted (or in a storm): no new batch until its
-		// probe; running batches keep running.
-		return s.reschedule(ctx, r, max(adm.Wait, s.t.Tick))
+		// probe; running batches keep running. A probe claimed by a job
+		// can end any moment: look again within a probe interval.
+		return s.reschedule(ctx, r, min(max(adm.Wait, s.t.Tick), max(s.cfg.Key.ProbeInterval, s.t.Tick)))
 	}
 	bl := make([]batchapi.Line, len(lines))
 	for i, l := range lines {
@@ -704,9 +729,9 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 		return s.collectFailed(ctx, r, b)
 	}
 	var (
-		ids, states []string
-		answers     [][]byte
-		n           int
+		ids, states  []string
+		answers      [][]byte
+		n, exhausted int
 	)
 	flush := func() error {
 		if len(ids) == 0 {
@@ -714,7 +739,9 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 		}
 		err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
 			return s.wakeJobs(ctx, tx, `UPDATE triage_provider_batch_line l SET state = v.state, observation = v.obs,
-					answered_at = CASE WHEN v.state = 'answered' THEN now() END
+					answered_at = CASE WHEN v.state = 'answered' THEN now() END,
+					provider_batch = CASE WHEN v.state = 'pending' THEN NULL ELSE l.provider_batch END,
+					pending_since = CASE WHEN v.state = 'pending' THEN now() ELSE l.pending_since END
 				FROM unnest($2::text[], $3::text[], $4::jsonb[]) AS v(custom_id, state, obs)
 				WHERE l.provider_batch = $1 AND l.custom_id = v.custom_id AND l.state = 'submitted'
 				RETURNING l.job_id`, r.id, ids, states, answers)
@@ -736,7 +763,14 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 		}
 		n++
 		ids = append(ids, res.CustomID)
-		if res.Ran {
+		if res.Ran && s.cfg.Config.Classifier().Classify(res.Res.Observation).Class == classify.Exhausted {
+			// Ran while the balance was spent: not billed, and its job could
+			// not run while the key's breaker is open. It waits as pending
+			// (same attempt), and the breaker trips once collected; the
+			// submitter's next create is the key's probe.
+			exhausted++
+			states, answers = append(states, ledger.LinePending), append(answers, nil)
+		} else if res.Ran {
 			ans, _ := json.Marshal(ledger.BatchLineAnswer{Observation: res.Res.Observation})
 			states, answers = append(states, ledger.LineAnswered), append(answers, ans)
 		} else {
@@ -762,8 +796,29 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 		return fmt.Errorf("submitter: finish collecting %d: %w", r.id, err)
 	}
 	s.log.InfoContext(ctx, "provider batch collected", "key", s.key, "provider_batch", r.id, "id", b.ID,
-		"status", b.VendorStatus, "results", n)
+		"status", b.VendorStatus, "results", n, "exhausted", exhausted)
+	if exhausted > 0 {
+		s.tripExhausted(ctx, "batch lines: balance exhausted")
+	}
 	return nil
+}
+
+// tripExhausted opens the key's exhausted breaker from a collection that
+// found lines refused for the balance: the key's synchronous jobs stop too,
+// and the submitter sends no batch until its probe.
+func (s *Submitter) tripExhausted(ctx context.Context, reason string) {
+	st, err := s.cfg.Store.KeyStatus(ctx, s.key)
+	if err == nil && st.State == keys.StateClosed {
+		var opened bool
+		opened, err = s.cfg.Store.Trip(ctx, s.key, keys.Admission{Breaker: keys.BreakerExhausted, Generation: st.Generation},
+			reason, s.cfg.Key.ProbeInterval)
+		if opened {
+			s.log.WarnContext(ctx, "key exhausted: batch lines refused for the balance; lines wait until a probe succeeds", "key", s.key)
+		}
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "trip key", "key", s.key, "err", err)
+	}
 }
 
 // collectFailed handles an OpenAI batch that failed validation: each line
