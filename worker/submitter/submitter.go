@@ -121,6 +121,11 @@ func New(cfg Config) (*Submitter, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	// The lease must outlast the calls of one step (upload and create, each
+	// bounded by the key's timeout), or a second process could take over a
+	// row whose create is still in flight and, finding nothing yet, send it
+	// again.
+	s.t.Lease = max(s.t.Lease, 3*cfg.Key.Timeout)
 	if s.t.MaxLines > 0 && s.t.MaxLines < s.limit.MaxLines {
 		s.limit.MaxLines = s.t.MaxLines
 	}
