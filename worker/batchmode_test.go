@@ -508,3 +508,21 @@ func keyOpen(t *testing.T, b *testBundle) bool {
 		`SELECT EXISTS (SELECT 1 FROM triage_key_state WHERE state <> 'closed')`).Scan(&open))
 	return open
 }
+
+// Two worker processes on the same key: their submitters share the pending
+// lines and the provider batch rows through PostgreSQL, so each line is
+// sent in exactly one provider batch and billed once.
+func TestBatchModeFleetSendsEachLineOnce(t *testing.T) {
+	t.Parallel()
+	b, _ := setupBatch(t, fakeprovider.Scenario{}, "batch", tweaks{})
+	const n = 300
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	b.start(t)
+	st := b.waitSettled(t, "b1", 60*time.Second)
+	require.Equal(t, n, st.Completed)
+	stats := b.fake.Stats()
+	require.Equal(t, n, stats.Batches.Lines, "no line in two provider batches")
+	require.Equal(t, stats.Batches.Created, b.providerBatches(t)["collected"], "every provider batch recorded and collected once")
+	b.requireBilledOnce(t)
+}
