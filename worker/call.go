@@ -372,9 +372,12 @@ func (r *Runtime) observe(ctx context.Context, c *call) {
 			Fields:  map[string]any{"status": c.res.Observation.Status, "code": deref(c.verdict.Code), "class": c.verdict.Class.String()}})
 	}
 	if o := r.opts.Observer; o != nil {
+		spent := cost(c.model, c.res.InputTokens, c.res.OutputTokens)
+		if c.lineID != 0 {
+			spent, _ = lineCost(c.model, c.res.InputTokens, c.res.OutputTokens)
+		}
 		o.ObserveCall(CallEvent{Key: k.cfg.Name, Class: c.verdict.Class, Status: c.res.Observation.Status,
-			Known: c.verdict.Known, Retry: c.retry,
-			CostUSD: cost(c.model, c.res.InputTokens, c.res.OutputTokens), Elapsed: c.res.Elapsed})
+			Known: c.verdict.Known, Retry: c.retry, CostUSD: spent, Elapsed: c.res.Elapsed})
 	}
 }
 

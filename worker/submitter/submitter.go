@@ -87,7 +87,10 @@ type Config struct {
 	Clock keys.Clock
 	// Logger default slog.Default().
 	Logger *slog.Logger
-	Tuning Tuning
+	// Alerter, when set, hears when the submitter opens the key's
+	// exhausted breaker (the worker's alert for a call that does).
+	Alerter *keys.Alerter
+	Tuning  Tuning
 }
 
 // Submitter sends one key's pending batch lines as provider batches,
@@ -588,8 +591,10 @@ func (s *Submitter) refused(ctx context.Context, r *row, lines []line, adm keys.
 		// too); batches already running keep running.
 		if adm.Probe {
 			s.probeDone(ctx, adm, false, v.Reason)
-		} else if _, err := s.cfg.Store.Trip(ctx, s.key, adm, v.Reason, s.cfg.Key.ProbeInterval); err != nil {
+		} else if opened, err := s.cfg.Store.Trip(ctx, s.key, adm, v.Reason, s.cfg.Key.ProbeInterval); err != nil {
 			s.log.WarnContext(ctx, "trip key", "key", s.key, "err", err)
+		} else if opened {
+			s.alertExhausted(ctx, v.Reason)
 		}
 		return s.release(ctx, r, "abandoned", "pending")
 	case classify.Throttled:
@@ -808,6 +813,16 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 	return nil
 }
 
+func (s *Submitter) alertExhausted(ctx context.Context, reason string) {
+	msg := "key exhausted: no new provider batch, running ones keep running; the submitter's next create every probe_interval is the probe"
+	if s.cfg.Alerter == nil {
+		s.log.WarnContext(ctx, msg, "key", s.key, "reason", reason)
+		return
+	}
+	s.cfg.Alerter.Alert(ctx, keys.Alert{Kind: keys.AlertKeyExhausted, Key: s.key, Message: msg,
+		Fields: map[string]any{"reason": reason, "probe_interval": s.cfg.Key.ProbeInterval.String()}})
+}
+
 // tripExhausted opens the key's exhausted breaker from a collection that
 // found lines refused for the balance: the key's synchronous jobs stop too,
 // and the submitter sends no batch until its probe.
@@ -818,7 +833,7 @@ func (s *Submitter) tripExhausted(ctx context.Context, reason string) {
 		opened, err = s.cfg.Store.Trip(ctx, s.key, keys.Admission{Breaker: keys.BreakerExhausted, Generation: st.Generation},
 			reason, s.cfg.Key.ProbeInterval)
 		if opened {
-			s.log.WarnContext(ctx, "key exhausted: batch lines refused for the balance; lines wait until a probe succeeds", "key", s.key)
+			s.alertExhausted(ctx, reason)
 		}
 	}
 	if err != nil {
