@@ -527,3 +527,31 @@ func TestBatchModeFleetSendsEachLineOnce(t *testing.T) {
 	require.Equal(t, stats.Batches.Created, b.providerBatches(t)["collected"], "every provider batch recorded and collected once")
 	b.requireBilledOnce(t)
 }
+
+// Anthropic batches carry no metadata: an intent row whose create answer was
+// lost is matched by its custom_ids, which can only be read once the
+// candidate batch has ended. Until then nothing is sent again.
+func TestBatchIntentRowWaitsForAnUnconfirmedCandidate(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}
+	b, clock := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic"})
+	lossy := &lossyCreate{}
+	b.opts.HTTPClient = &http.Client{Transport: lossy}
+	const n = 20
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	eventually(t, 30*time.Second, "the create went out and its answer was lost", func() bool {
+		lossy.mu.Lock()
+		defer lossy.mu.Unlock()
+		return lossy.lost == 1
+	})
+	polls := b.fake.Stats().Batches.Polls
+	eventually(t, 30*time.Second, "the submitter looks for the batch", func() bool { return b.fake.Stats().Batches.Polls >= polls+3 })
+	require.Equal(t, 1, b.fake.Stats().Batches.Created, "an unconfirmed candidate is waited for, not sent again")
+	require.Equal(t, 1, b.providerBatches(t)["intent"])
+	clock.Advance(2 * time.Hour)
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.Completed)
+	require.Equal(t, 1, b.fake.Stats().Batches.Created)
+	b.requireBilledOnce(t)
+}
