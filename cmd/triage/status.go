@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -119,8 +118,8 @@ func writeStatus(w io.Writer, st ledger.Status, b ledger.Batch, ks *keys.KeyStat
 	if b.BudgetUSD != nil {
 		fmt.Fprintf(tw, "budget:\t%s\n", budgetLine(*b.BudgetUSD, b.SpentUSD))
 	}
-	if st.Deadline != nil {
-		fmt.Fprintf(tw, "deadline:\t%s\n", operator.DescribeDeadline(*st.Deadline, time.Now()))
+	if dl := (operator.BatchView{Status: st}).Deadline(); dl != "" {
+		fmt.Fprintf(tw, "deadline:\t%s\n", dl)
 	}
 	fmt.Fprintf(tw, "total:\t%d\n", st.Total)
 	fmt.Fprintf(tw, "completed:\t%d\n", st.Completed)
@@ -179,13 +178,12 @@ func writeProviderBatches(w io.Writer, withBatch bool, list []ledger.Status) {
 	}
 	fmt.Fprintln(tw, head)
 	for _, st := range list {
-		for _, p := range st.ProviderBatches {
+		for _, p := range operator.ProviderRows(st) {
 			if withBatch {
-				fmt.Fprintf(tw, "%s\t", cell(st.Batch))
+				fmt.Fprintf(tw, "%s\t", cell(p.Batch))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(operator.ProviderID(p)), cell(p.Vendor),
-				cell(operator.ProviderState(p)), cell(operator.DescribeCounts(p.Counts)), operator.ProviderLines(p),
-				operator.ProviderAge(p), operator.ProviderExpiresIn(p))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(p.ID), cell(p.Vendor), cell(p.State), cell(p.Counts),
+				p.Lines, p.Age, p.ExpiresIn)
 		}
 	}
 	tw.Flush()

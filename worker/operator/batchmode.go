@@ -135,3 +135,41 @@ func DescribeDeadline(at, now time.Time) string {
 	}
 	return s + " (passed " + RoundAge(now.Sub(at)) + " ago)"
 }
+
+// ProviderBatchRow is one provider batch in flight as a person reads it,
+// the same on the batch page and in `triage status`.
+type ProviderBatchRow struct {
+	Batch       string // the triage batch whose lines it holds
+	ID          string // ProviderID
+	Vendor      string
+	State       string // ProviderState
+	Counts      string // DescribeCounts
+	Lines       string // ProviderLines
+	Age         string // ProviderAge
+	ExpiresIn   string // ProviderExpiresIn
+	CancelAsked bool
+}
+
+// ProviderRows are the rows of st's provider batches in flight, oldest
+// first; none when it has none.
+func ProviderRows(st ledger.Status) []ProviderBatchRow {
+	out := make([]ProviderBatchRow, len(st.ProviderBatches))
+	for i, p := range st.ProviderBatches {
+		out[i] = ProviderBatchRow{Batch: st.Batch, ID: ProviderID(p), Vendor: p.Vendor, State: ProviderState(p),
+			Counts: DescribeCounts(p.Counts), Lines: ProviderLines(p), Age: ProviderAge(p), ExpiresIn: ProviderExpiresIn(p),
+			CancelAsked: p.CancelRequested}
+	}
+	return out
+}
+
+// ProviderRows are the view's provider batches in flight (ProviderRows).
+func (v BatchView) ProviderRows() []ProviderBatchRow { return ProviderRows(v.Status) }
+
+// Deadline is the batch's deadline with what is left (DescribeDeadline),
+// "" when it has none.
+func (v BatchView) Deadline() string {
+	if v.Status.Deadline == nil {
+		return ""
+	}
+	return DescribeDeadline(*v.Status.Deadline, time.Now())
+}
