@@ -27,6 +27,7 @@ func TestDeadlineStoredAndShown(t *testing.T) {
 	before := time.Now()
 	r := c.run(jsonl(2), "run", "--pipeline", "enrich", "--batch", "b1", "--deadline", "8h", "-")
 	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Regexp(t, `enqueued 2 records as batch b1, deadline \d{4}-\d\d-\d\d \d\d:\d\d \S+ \(in 7h5\dm\)\n`, r.stderr)
 	b, err := ledger.GetBatch(ctx, c.db.Pool, "b1")
 	require.NoError(t, err)
 	require.NotNil(t, b.Deadline)
@@ -35,6 +36,7 @@ func TestDeadlineStoredAndShown(t *testing.T) {
 
 	r = c.run(jsonl(2), "enqueue", "--pipeline", "enrich", "--batch", "b2", "-")
 	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Regexp(t, `enqueued 2 records as batch b2, deadline \d{4}-\d\d-\d\d 06:00 `, r.stderr, "which 06:00 it became")
 	b, err = ledger.GetBatch(ctx, c.db.Pool, "b2")
 	require.NoError(t, err)
 	require.NotNil(t, b.Deadline, "the pipeline's deadline")
@@ -165,6 +167,7 @@ func TestSpendByModeShown(t *testing.T) {
 	c := newCLI(t, fakeprovider.Scenario{}, "")
 	r := c.run(jsonl(2), "run", "--pipeline", "enrich", "--batch", "b1", "-")
 	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stderr, "enqueued 2 records as batch b1\n", "no deadline, no note")
 
 	sync := c.run("", "ledger")
 	require.Equal(t, exitOK, sync.code, sync.stderr)

@@ -12,6 +12,7 @@ import (
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/operator"
 )
 
 func init() {
@@ -88,10 +89,21 @@ func runEnqueue(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return failCmd(e, "enqueue", err)
 	}
-	d.Close()
+	defer d.Close()
 	fmt.Fprintln(e.stdout, id)
-	fmt.Fprintf(e.stderr, "enqueued %d records as batch %s\n", n, id)
+	fmt.Fprintf(e.stderr, "enqueued %d records as batch %s%s\n", n, id, deadlineNote(ctx, d, id))
 	return exitOK
+}
+
+// deadlineNote is ", deadline 2026-12-02 06:00 CET (in 7h45m)" for a batch
+// with a deadline, so whoever typed "06:00" sees which 06:00 it became; ""
+// for none, or when it cannot be read (the batch is queued either way).
+func deadlineNote(ctx context.Context, d *db, id string) string {
+	b, err := ledger.GetBatch(ctx, d.pool, id)
+	if err != nil || b.Deadline == nil {
+		return ""
+	}
+	return ", deadline " + operator.DescribeDeadline(*b.Deadline, time.Now())
 }
 
 // batchFlags are the flags and the argument enqueue and run share.

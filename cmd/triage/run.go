@@ -119,7 +119,7 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	if d.shadow != "" {
 		fmt.Fprintf(e.stderr, "database: %s\n", d.where)
 	}
-	fmt.Fprintf(e.stderr, "enqueued %d records as batch %s\n", n, id)
+	fmt.Fprintf(e.stderr, "enqueued %d records as batch %s%s\n", n, id, deadlineNote(ctx, d, id))
 	pl, err := cfg.Pipeline(f.pipeline)
 	if err != nil {
 		return fail(usageError{err})
