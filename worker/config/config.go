@@ -280,6 +280,11 @@ type Pipeline struct {
 	// its queued jobs move to a fallback. Default FallbackGraceDefault
 	// (30s).
 	FallbackGrace time.Duration `toml:"-"`
+	// Deadline is when a batch of this pipeline must be done: "06:00" (the
+	// next such local time after enqueue) or a duration from enqueue
+	// ("8h"). Stored with the batch when it is enqueued; `triage run
+	// --deadline` overrides it. Default none.
+	Deadline Deadline `toml:"-"`
 
 	ambiguousRetriesSet bool
 	tmpl                *template.Template

@@ -108,6 +108,8 @@ type rawPipeline struct {
 	Fallback              []string `toml:"fallback"`
 	FallbackMaxShare      float64  `toml:"fallback_max_share"`
 	FallbackGrace         string   `toml:"fallback_grace"`
+	// Deadline: see Pipeline.Deadline.
+	Deadline string `toml:"deadline"`
 }
 
 func (r rawFile) config(name string) (*Config, error) {
@@ -202,6 +204,9 @@ func (r rawFile) config(name string) (*Config, error) {
 			return nil, fmt.Errorf("%s: %s: %s must be at least 1, got %d", name, elem("pipelines", i, rp.Name), field, p.MaxSnoozes)
 		}
 		if err := rp.cacheOptions(&p); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", name, elem("pipelines", i, rp.Name), err)
+		}
+		if err := rp.deadlineOption(&p); err != nil {
 			return nil, fmt.Errorf("%s: %s: %w", name, elem("pipelines", i, rp.Name), err)
 		}
 		p.Stream, p.AcceptPartialMinChars = rp.Stream, rp.AcceptPartialMinChars
