@@ -47,7 +47,8 @@ func (x *exchange) fail(phase classify.Phase) *CallError {
 // send makes one call and returns its 2xx response, body unread; the caller
 // closes it. Anything else is a *CallError. A POST is not replayable, so
 // net/http never resends it by itself: a create sent twice is two batches.
-func (c *Client) send(ctx context.Context, op, method, u, contentType string, body []byte) (*http.Response, *exchange, error) {
+// accept "" leaves the type to the server (downloads: JSONL, octet-stream).
+func (c *Client) send(ctx context.Context, op, method, u, accept, contentType string, body []byte) (*http.Response, *exchange, error) {
 	x := &exchange{op: op, res: provider.Result{Observation: classify.Observation{Vendor: c.vendor, Path: c.path}}, start: time.Now()}
 	var tr writeTrace
 	ctx = httptrace.WithClientTrace(ctx, tr.clientTrace())
@@ -66,7 +67,9 @@ func (c *Client) send(ctx context.Context, op, method, u, contentType string, bo
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	req.Header.Set("Accept", "application/json")
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
 	if c.format == provider.FormatAnthropic {
 		req.Header.Set("x-api-key", c.apiKey)
 		req.Header.Set("anthropic-version", provider.AnthropicVersion)
@@ -99,7 +102,7 @@ func (c *Client) send(ctx context.Context, op, method, u, contentType string, bo
 func (c *Client) callJSON(ctx context.Context, op, method, u, contentType string, body []byte, out any, valid func() bool) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	resp, x, err := c.send(ctx, op, method, u, contentType, body)
+	resp, x, err := c.send(ctx, op, method, u, "application/json", contentType, body)
 	if err != nil {
 		return err
 	}

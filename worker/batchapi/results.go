@@ -46,7 +46,7 @@ func (c *Client) streamLines(ctx context.Context, op, u string, fn func(n int, l
 		}
 		return err
 	}
-	resp, x, err := c.send(ctx, op, http.MethodGet, u, "", nil)
+	resp, x, err := c.send(ctx, op, http.MethodGet, u, "", "", nil)
 	if err != nil {
 		yield(Result{}, timedOut(err))
 		return false
