@@ -402,6 +402,25 @@ func TestFindAnthropic(t *testing.T) {
 	require.False(t, found, "created before since")
 }
 
+// Find pages through the account's batches, newest first, to one created
+// long before many others.
+func TestFindAnthropicPaginates(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "anthropic", fakeprovider.Scenario{})
+	ctx := ctxT(t)
+	since := b.clock.Now()
+	lines := linesFor(t, "anthropic", []string{"a1", "a2", "a3"}, nil)
+	target := b.submit(t, ctx, b.client, lines, "")
+	for range listPageSize + 3 {
+		b.clock.Advance(time.Second)
+		b.submit(t, ctx, b.client, linesFor(t, "anthropic", []string{"x"}, nil), "")
+	}
+	got, found, err := b.newClient(t, testKey).Find(ctx, "", since, customIDsOf(lines))
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, target.ID, got.ID)
+}
+
 func reversed(s []string) []string {
 	out := slices.Clone(s)
 	slices.Reverse(out)

@@ -249,3 +249,62 @@ func TestMalformedAnswer(t *testing.T) {
 		})
 	}
 }
+
+// An unreadable result line is reported and skipped; the lines after it
+// still come.
+func TestMalformedResultLines(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{
+		"anthropic": "not json\n" +
+			`{"custom_id":"k1","result":{"type":"something_new"}}` + "\n" +
+			`{"custom_id":"k2","result":{"type":"canceled"}}` + "\n",
+		"openai": "not json\n" +
+			`{"custom_id":"k1","response":null,"error":null}` + "\n" +
+			`{"custom_id":"k2","response":null,"error":{"code":"batch_expired","message":"..."}}` + "\n",
+	}
+	for vendor, file := range files {
+		t.Run(vendor, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.WriteString(w, file)
+			}))
+			t.Cleanup(srv.Close)
+			c, err := New(Options{Vendor: vendor, BaseURL: srv.URL + "/v1", APIKey: testKey, HTTPClient: srv.Client()})
+			require.NoError(t, err)
+			var got []Result
+			bad := 0
+			for r, err := range c.Results(ctxT(t), Batch{ID: "msgbatch_x", Ended: true, OutputFileID: "file-x"}) {
+				if err != nil {
+					require.ErrorIs(t, err, ErrMalformedResult)
+					require.NotContains(t, err.Error(), "not json", "the line itself stays out of the error")
+					bad++
+					continue
+				}
+				got = append(got, r)
+			}
+			require.Equal(t, 2, bad)
+			require.Len(t, got, 1)
+			require.Equal(t, "k2", got[0].CustomID)
+			require.False(t, got[0].Ran)
+		})
+	}
+}
+
+func TestNewChecksOptions(t *testing.T) {
+	t.Parallel()
+	for name, o := range map[string]Options{
+		"no URL":      {Vendor: "openai", APIKey: testKey},
+		"not http":    {Vendor: "openai", BaseURL: "ftp://x/v1", APIKey: testKey},
+		"no key":      {Vendor: "openai", BaseURL: "https://api.openai.com/v1"},
+		"newline key": {Vendor: "anthropic", BaseURL: "https://api.anthropic.com/v1", APIKey: testKey + "\n"},
+		"negative":    {Vendor: "anthropic", BaseURL: "https://api.anthropic.com/v1", APIKey: testKey, Timeout: -1},
+	} {
+		_, err := New(o)
+		require.ErrorIs(t, err, provider.ErrInvalidOptions, name)
+		require.NotContains(t, err.Error(), testKey, name)
+	}
+	c, err := New(Options{Vendor: "openai", BaseURL: "https://user:pw@api.openai.com/v1?x=1", APIKey: testKey})
+	require.NoError(t, err)
+	require.Equal(t, "batchapi.Client(openai https://api.openai.com/v1)", c.String())
+	require.Equal(t, provider.FormatOpenAI, c.Format())
+}
