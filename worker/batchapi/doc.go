@@ -37,6 +37,9 @@
 //     with the error envelope as body and its request_id as request-id;
 //     "expired" and "canceled" did not run and were not billed.
 //
+// As for a synchronous call, Res.Observation.Body keeps at most
+// provider.MaxBodyBytes of the answer; the decoded text is in Res.Content.
+//
 // Results come in the provider's order, not the input order. A custom_id
 // that does not come back did not run: OpenAI writes no line for a request
 // a cancelled batch never started, and a result line that cannot be read is
@@ -60,10 +63,10 @@
 //
 // # Find and its limits
 //
-// OpenAI batches carry metadata: Create sets triage_provider_batch to the
-// tag (the caller's row id) and Find lists batches, newest first, for that
-// tag, stopping at those created more than FindClockSkew before since. The
-// tag makes the match exact.
+// Both vendors list batches newest first. OpenAI batches carry metadata:
+// Create sets triage_provider_batch to the tag (the caller's row id) and
+// Find lists batches for that tag, stopping at those created more than
+// FindClockSkew before since. The tag makes the match exact.
 //
 // Anthropic batches carry no metadata and custom_ids can be read only from
 // the results of an ended batch. Find lists batches created since since
