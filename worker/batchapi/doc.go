@@ -85,9 +85,10 @@
 //
 // Limits gives the vendor's line limit and BytesPercent of its byte limit
 // (OpenAI 50,000 lines and 200 MB per file, Anthropic 100,000 requests and
-// 256 MB per create), measured with LineBytes. Timeout bounds each call; a
-// result download is bounded per silence instead, since a large file can
-// take longer than any sensible bound on the whole.
+// 256 MB per create), measured with LineBytes. Timeout bounds each silence
+// of a call (no byte moving either way, or no answer yet) rather than the
+// whole call: a 200 MB upload or result file can take longer than any
+// sensible bound on the whole, and a stalled one is still cut.
 //
 // Only the vendors openai and anthropic are spoken; the many
 // OpenAI-compatible servers do not all have the files and batches
