@@ -107,7 +107,7 @@ func (c *Client) Do(ctx context.Context, r Request) (res Result, err error) {
 	if err := r.validate(); err != nil {
 		return Result{}, err
 	}
-	body, url := c.encode(r)
+	body, url := encodeBody(c.format, r), c.endpoint()
 	res = Result{Observation: classify.Observation{Vendor: c.vendor, Path: c.path}}
 
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
@@ -162,18 +162,14 @@ func (c *Client) Do(ctx context.Context, r Request) (res Result, err error) {
 		return res, nil
 	}
 	b, readErr := io.ReadAll(io.LimitReader(resp.Body, maxSuccessBytes+1))
-	res.Observation.Body = capBody(b)
 	if readErr != nil {
 		// Written and answered 2xx, but the answer never arrived whole: the
 		// call ran and may be billed.
+		res.Observation.Body = capBody(b)
 		res.Observation.Phase = classify.PhaseSentNoResponse
 		return res, nil
 	}
-	if len(b) > maxSuccessBytes {
-		res.Malformed = fmt.Sprintf("2xx body longer than %d bytes", maxSuccessBytes)
-		return res, nil
-	}
-	c.decode(b, &res)
+	decodeAnswer(c.format, b, &res)
 	return res, nil
 }
 

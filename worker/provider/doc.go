@@ -33,6 +33,11 @@
 //
 // Redirects are not followed: a 3xx is returned as the Observation.
 //
+// RequestBody (Client.Body) and DecodeResponse are Do's request renderer and
+// answer decoder on their own, for the Batch API client (worker/batchapi): a
+// batch line carries the same body a synchronous call sends, and its embedded
+// answer becomes the same Result, so one classifier serves both modes.
+//
 // The API key never appears in an error, and neither does a response body:
 // bodies go only into Result.Observation.Body (capped at MaxBodyBytes).
 package provider

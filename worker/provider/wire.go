@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
+
+	"github.com/triage-dev/triage/classify"
 )
 
 // OpenAI chat completions, request side.
@@ -75,19 +78,40 @@ type anthropicResponse struct {
 	Usage      *anthropicUsage `json:"usage"`
 }
 
-// encode builds the request body and URL for the client's format.
-func (c *Client) encode(r Request) ([]byte, string) {
+// RequestBody renders r's JSON body in format f exactly as Client.Do sends
+// it, for callers that send the request another way (a Batch API line). It
+// returns an error wrapping ErrInvalidRequest when r is invalid, as Do does.
+func RequestBody(f Format, r Request) ([]byte, error) {
+	if f != FormatOpenAI && f != FormatAnthropic {
+		return nil, fmt.Errorf("%w: unknown wire format %q", ErrInvalidRequest, f)
+	}
+	if err := r.validate(); err != nil {
+		return nil, err
+	}
+	return encodeBody(f, r), nil
+}
+
+// Body is RequestBody in the client's format.
+func (c *Client) Body(r Request) ([]byte, error) { return RequestBody(c.format, r) }
+
+// endpoint is the URL Do posts to.
+func (c *Client) endpoint() string {
+	if c.format == FormatAnthropic {
+		return c.baseURL.JoinPath("messages").String()
+	}
+	return c.baseURL.JoinPath("chat/completions").String()
+}
+
+// encodeBody builds the request body of a validated Request.
+func encodeBody(f Format, r Request) []byte {
 	var v any
-	var url string
-	switch c.format {
+	switch f {
 	case FormatAnthropic:
-		url = c.baseURL.JoinPath("messages").String()
 		v = anthropicRequest{
 			Model: r.Model, System: r.System, MaxTokens: r.MaxTokens, Temperature: r.Temperature,
 			Messages: []anthropicMessage{{Role: "user", Content: r.Prompt}}, Stream: r.Stream,
 		}
 	default:
-		url = c.baseURL.JoinPath("chat/completions").String()
 		or := openaiRequest{Model: r.Model, MaxTokens: r.MaxTokens, Temperature: r.Temperature, Stream: r.Stream}
 		if r.System != "" {
 			or.Messages = append(or.Messages, openaiMessage{Role: "system", Content: r.System})
@@ -111,15 +135,46 @@ func (c *Client) encode(r Request) ([]byte, string) {
 		// validate) are marshalled.
 		panic(fmt.Sprintf("provider: marshal request: %v", err))
 	}
-	return b, url
+	return b
+}
+
+// DecodeResponse is what Do returns for a complete, non-streamed HTTP answer:
+// status, headers (keys lower-cased, as in Observation.Headers) and the whole
+// body. A Batch API line's embedded response goes through it so that it
+// becomes the same Result a synchronous call would have. Elapsed and
+// NetworkError stay zero.
+func DecodeResponse(f Format, vendor string, path classify.Path, status int, headers map[string]string, body []byte) Result {
+	if path == "" {
+		path = classify.PathDirect
+	}
+	res := Result{Observation: classify.Observation{Vendor: vendor, Path: path, Phase: classify.PhaseResponse,
+		Status: status, Headers: headers}}
+	res.RateLimit = ParseRateLimit(vendor, headers, time.Now())
+	decodeAnswer(f, body, &res)
+	return res
+}
+
+// decodeAnswer fills res from a complete body whose status is already in
+// res.Observation: an error status keeps the (capped) body as evidence; a 2xx
+// is decoded.
+func decodeAnswer(f Format, b []byte, res *Result) {
+	res.Observation.Body = capBody(b)
+	if s := res.Observation.Status; s < 200 || s > 299 {
+		return
+	}
+	if len(b) > maxSuccessBytes {
+		res.Malformed = fmt.Sprintf("2xx body longer than %d bytes", maxSuccessBytes)
+		return
+	}
+	decodeBody(f, b, res)
 }
 
 // decode fills Content, FinishReason and usage from a complete 2xx body, or
 // Malformed when the body is not the vendor's success shape. A 2xx body
 // carrying an error (OpenRouter) is left for the classifier: Observation.Body
 // has it.
-func (c *Client) decode(b []byte, res *Result) {
-	switch c.format {
+func decodeBody(f Format, b []byte, res *Result) {
+	switch f {
 	case FormatAnthropic:
 		var ar anthropicResponse
 		if err := json.Unmarshal(b, &ar); err != nil {
