@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -97,8 +94,8 @@ func (c *Client) send(ctx context.Context, op, method, u, accept, contentType st
 	quiet.timer = time.AfterFunc(c.timeout, func() { quiet.fired.Store(true); cancel() })
 	x := &exchange{op: op, res: provider.Result{Observation: classify.Observation{Vendor: c.vendor, Path: c.path}},
 		start: time.Now(), quiet: quiet, host: c.base.Host}
-	var tr writeTrace
-	ctx = httptrace.WithClientTrace(ctx, tr.clientTrace())
+	var tr provider.SendTrace
+	ctx = httptrace.WithClientTrace(ctx, tr.ClientTrace())
 	var rd io.Reader
 	if body != nil {
 		rd = &moving{r: bytes.NewReader(body), s: quiet}
@@ -126,8 +123,8 @@ func (c *Client) send(ctx context.Context, op, method, u, accept, contentType st
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		defer quiet.stop()
-		x.res.NetworkError = c.networkError(err)
-		if tr.maybeWritten() {
+		x.res.NetworkError = provider.NetworkError(err, c.base.Host)
+		if tr.MaybeWritten() {
 			return nil, nil, x.fail(classify.PhaseSentNoResponse)
 		}
 		return nil, nil, x.fail(classify.PhaseNotSent)
@@ -137,12 +134,12 @@ func (c *Client) send(ctx context.Context, op, method, u, accept, contentType st
 		defer quiet.stop()
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, provider.MaxBodyBytes))
-		x.res = provider.DecodeResponse(c.format, c.vendor, c.path, resp.StatusCode, lowerHeaders(resp.Header), b)
+		x.res = provider.DecodeResponse(c.format, c.vendor, c.path, resp.StatusCode, provider.LowerHeaders(resp.Header), b)
 		x.res.Elapsed = time.Since(x.start)
 		return nil, nil, &CallError{Op: op, Res: x.res}
 	}
 	x.res.Observation.Status = resp.StatusCode
-	x.res.Observation.Headers = lowerHeaders(resp.Header)
+	x.res.Observation.Headers = provider.LowerHeaders(resp.Header)
 	return resp, x, nil
 }
 
@@ -158,7 +155,7 @@ func (c *Client) callJSON(ctx context.Context, op, method, u, contentType string
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
 	x.res.Observation.Body = capBody(b)
 	if err != nil {
-		x.res.NetworkError = c.networkError(err)
+		x.res.NetworkError = provider.NetworkError(err, c.base.Host)
 		return x.fail(classify.PhaseSentNoResponse)
 	}
 	if len(b) > maxAnswerBytes || json.Unmarshal(b, out) != nil || (valid != nil && !valid()) {
@@ -173,61 +170,4 @@ func capBody(b []byte) string {
 		b = b[:provider.MaxBodyBytes]
 	}
 	return string(b)
-}
-
-func lowerHeaders(h http.Header) map[string]string {
-	out := make(map[string]string, len(h))
-	for k, vs := range h {
-		out[strings.ToLower(k)] = strings.Join(vs, ", ")
-	}
-	return out
-}
-
-// networkError is provider's description of a failed round trip: the error
-// under *url.Error (which would repeat the URL) and the host.
-func (c *Client) networkError(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) && ue.Err != nil {
-		err = ue.Err
-	}
-	msg := err.Error()
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		msg = "no answer within the key's timeout"
-	case errors.Is(err, context.Canceled):
-		msg = "the call was cancelled"
-	}
-	return msg + " (host " + c.base.Host + ")"
-}
-
-// writeTrace tells not_sent from sent_no_response as provider does: only a
-// request whose headers never went out, or whose write failed, was not sent.
-type writeTrace struct {
-	mu                      sync.Mutex
-	wroteHeaders, wroteDone bool
-	wroteErr                error
-}
-
-func (t *writeTrace) clientTrace() *httptrace.ClientTrace {
-	return &httptrace.ClientTrace{
-		WroteHeaders: func() {
-			t.mu.Lock()
-			t.wroteHeaders = true
-			t.mu.Unlock()
-		},
-		WroteRequest: func(info httptrace.WroteRequestInfo) {
-			t.mu.Lock()
-			t.wroteDone, t.wroteErr = true, info.Err
-			t.mu.Unlock()
-		},
-	}
-}
-
-func (t *writeTrace) maybeWritten() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.wroteHeaders {
-		return false
-	}
-	return !t.wroteDone || t.wroteErr == nil
 }

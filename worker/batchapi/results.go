@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/triage-dev/triage/classify"
+	"github.com/triage-dev/triage/worker/provider"
 )
 
 // streamLines downloads u and hands fn each non-empty line (1-based n)
@@ -38,7 +39,7 @@ func (c *Client) streamLines(ctx context.Context, op, u string, fn func(n int, l
 			return true
 		}
 		if err != nil {
-			x.res.NetworkError = c.networkError(err)
+			x.res.NetworkError = provider.NetworkError(err, c.base.Host)
 			yield(Result{}, x.fail(classify.PhaseSentNoResponse))
 			return false
 		}
