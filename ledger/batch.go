@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// CreateBatch inserts the batch and its records (with COPY, so 100,000 records
+// CreateBatch inserts the batch (with its deadline, if any) and its records (with COPY, so 100,000 records
 // take well under a second). It is atomic: on a pool it runs in its own
 // transaction, on a pgx.Tx in a savepoint, so it can share the transaction of
 // River's InsertManyFastTx. A reused batch id is ErrBatchExists; two records
@@ -22,8 +22,8 @@ func CreateBatch(ctx context.Context, db DBTX, b Batch, records []Record) error 
 		return fmt.Errorf("ledger: create batch: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
-	_, err = tx.Exec(ctx, `INSERT INTO triage_batch (id, pipeline, key, total, budget_usd)
-		VALUES ($1, $2, $3, $4, $5)`, b.ID, b.Pipeline, b.Key, len(records), b.BudgetUSD)
+	_, err = tx.Exec(ctx, `INSERT INTO triage_batch (id, pipeline, key, total, budget_usd, deadline)
+		VALUES ($1, $2, $3, $4, $5, $6)`, b.ID, b.Pipeline, b.Key, len(records), b.BudgetUSD, b.Deadline)
 	if err != nil {
 		return fmt.Errorf("ledger: create batch %q: %w", b.ID, mapUnique(err))
 	}
@@ -60,11 +60,11 @@ func mapUnique(err error) error {
 	return err
 }
 
-const batchColumns = `b.id, b.pipeline, b.key, b.total, b.budget_usd::float8, ` + BatchSpentSQL + `::float8, b.state, b.created_at`
+const batchColumns = `b.id, b.pipeline, b.key, b.total, b.budget_usd::float8, ` + BatchSpentSQL + `::float8, b.state, b.created_at, b.deadline`
 
 func scanBatch(row pgx.Row) (Batch, error) {
 	var b Batch
-	err := row.Scan(&b.ID, &b.Pipeline, &b.Key, &b.Total, &b.BudgetUSD, &b.SpentUSD, &b.State, &b.CreatedAt)
+	err := row.Scan(&b.ID, &b.Pipeline, &b.Key, &b.Total, &b.BudgetUSD, &b.SpentUSD, &b.State, &b.CreatedAt, &b.Deadline)
 	return b, err
 }
 
@@ -139,22 +139,30 @@ SELECT b.id, b.pipeline, b.key, b.total, ` + StateSQL + `,
        b.fallback_jobs,
        (SELECT coalesce(jsonb_object_agg(m.model, m.n), '{}') FROM (
            SELECT t.model, count(*) AS n FROM triage_result r JOIN triage_attempt t ON t.id = r.attempt_id
-           WHERE r.batch = b.id GROUP BY t.model) m)
+           WHERE r.batch = b.id GROUP BY t.model) m),
+       b.deadline,
+       a.sync_calls, a.sync_spend, a.batch_calls, a.batch_spend, a.batch_sync_cost, a.batch_saved
 FROM triage_batch b
 CROSS JOIN LATERAL (
     SELECT count(*) AS calls,
            coalesce(sum(cost_usd), 0) AS spend,
-           coalesce(sum(est_cost_usd) FILTER (WHERE status IN ('possibly_billed', 'intent')), 0) AS possibly_billed
+           coalesce(sum(est_cost_usd) FILTER (WHERE status IN ('possibly_billed', 'intent')), 0) AS possibly_billed,
+           ` + modeSumsSQL + `
     FROM triage_attempt t WHERE t.batch = b.id
 ) a
 `
 
 func scanStatus(row pgx.Row) (Status, error) {
-	var s Status
+	var (
+		s Status
+		m modeSums
+	)
 	if err := row.Scan(&s.Batch, &s.Pipeline, &s.Key, &s.Total, &s.State, &s.Completed, &s.DeadLettered, &s.Cancelled,
-		&s.Calls, &s.SpendUSD, &s.PossiblyBilledUSD, &s.Fallback, &s.Models); err != nil {
+		&s.Calls, &s.SpendUSD, &s.PossiblyBilledUSD, &s.Fallback, &s.Models, &s.Deadline,
+		&m.syncCalls, &m.syncSpend, &m.batchCalls, &m.batchSpend, &m.batchSyncCost, &m.batchSaved); err != nil {
 		return Status{}, err
 	}
+	s.ByMode, s.BatchSavedUSD = m.usage()
 	s.Pending = max(s.Total-s.Completed-s.DeadLettered, 0)
 	if s.Completed+s.DeadLettered >= s.Total {
 		s.State = BatchSettled
@@ -168,7 +176,9 @@ func scanStatus(row pgx.Row) (Status, error) {
 // hand), calls every attempt, spend_usd the billed cost, and
 // possibly_billed_usd the estimated cost of attempts still ambiguous
 // (possibly_billed, or an intent not finished). State is settled once
-// completed + dead_lettered = total, else StateSQL's. ErrNotFound.
+// completed + dead_lettered = total, else StateSQL's. The fields of batch
+// mode (deadline, by_mode, batch_saved_usd, provider_batches) are set only
+// when the batch has them. ErrNotFound.
 func BatchStatus(ctx context.Context, db DBTX, id string) (Status, error) {
 	s, err := scanStatus(db.QueryRow(ctx, statusQuery+`WHERE b.id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -177,6 +187,11 @@ func BatchStatus(ctx context.Context, db DBTX, id string) (Status, error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("ledger: batch %q status: %w", id, err)
 	}
+	inFlight, err := providerBatchesInFlight(ctx, db, []string{id})
+	if err != nil {
+		return Status{}, err
+	}
+	s.ProviderBatches = inFlight[id]
 	return s, nil
 }
 
@@ -189,6 +204,13 @@ func ListBatches(ctx context.Context, db DBTX) ([]Status, error) {
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Status, error) { return scanStatus(r) })
 	if err != nil {
 		return nil, fmt.Errorf("ledger: list batches: %w", err)
+	}
+	inFlight, err := providerBatchesInFlight(ctx, db, nil)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i].ProviderBatches = inFlight[out[i].Batch]
 	}
 	return out, nil
 }

@@ -65,6 +65,9 @@ type Batch struct {
 	// counter plus the costs not folded yet (BatchSpentSQL).
 	SpentUSD  float64
 	CreatedAt time.Time
+	// Deadline is when the whole batch must be done (a pipeline's deadline
+	// or `triage run --deadline`, resolved at enqueue); nil: none.
+	Deadline *time.Time
 }
 
 // Record is one input record of a batch, kept so export and requeue can
@@ -318,6 +321,17 @@ type Status struct {
 	// against the pipeline's fallback_max_share).
 	Models   map[string]int `json:"models"`
 	Fallback int            `json:"fallback"`
+	// Deadline is when the batch must be done; omitted when it has none.
+	Deadline *time.Time `json:"deadline,omitempty"`
+	// ByMode splits calls and spend into sync calls and provider-batch
+	// lines, and BatchSavedUSD is what the batch lines cost less than the
+	// same tokens sync; both omitted when the batch has no batch-mode
+	// attempt, so a sync-only batch reads as before.
+	ByMode        []ModeUsage `json:"by_mode,omitempty"`
+	BatchSavedUSD *float64    `json:"batch_saved_usd,omitempty"`
+	// ProviderBatches are the provider batches in flight (not collected or
+	// abandoned) holding lines of the batch, oldest first; omitted when none.
+	ProviderBatches []ProviderBatchStatus `json:"provider_batches,omitempty"`
 	// Key is the batch's key, for joining it with the key's breaker; not part
 	// of the JSON shape.
 	Key string `json:"-"`

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -128,6 +129,13 @@ type EnqueueParams struct {
 	// pipeline's response cache holds an answer (`triage run --no-cache`).
 	// Default false.
 	NoCache bool
+	// Deadline overrides the pipeline's deadline (`triage run --deadline`);
+	// zero: the pipeline's, if any. It is resolved against the enqueue
+	// moment and stored with the batch.
+	Deadline config.Deadline
+	// Now is the enqueue moment a deadline is counted from, in the
+	// location whose clock a "06:00" deadline reads; zero: time.Now().
+	Now time.Time
 }
 
 // Enqueue writes the batch, its records and one River job per record in a
@@ -168,6 +176,7 @@ func Enqueue(ctx context.Context, pool *pgxpool.Pool, schema string, cfg *config
 		b := pl.BudgetUSD
 		budget = &b
 	}
+	deadline := deadlineOf(pl, p)
 	// An insert-only client: it needs no workers and starts nothing.
 	rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Schema: schema})
 	if err != nil {
@@ -182,7 +191,7 @@ func Enqueue(ctx context.Context, pool *pgxpool.Pool, schema string, cfg *config
 		}
 	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if err := ledger.CreateBatch(ctx, tx, ledger.Batch{ID: p.Batch, Pipeline: pl.Name, Key: key.Name, BudgetUSD: budget}, p.Records); err != nil {
+		if err := ledger.CreateBatch(ctx, tx, ledger.Batch{ID: p.Batch, Pipeline: pl.Name, Key: key.Name, BudgetUSD: budget, Deadline: deadline}, p.Records); err != nil {
 			return fmt.Errorf("enqueue: %w", err)
 		}
 		if len(params) == 0 {
@@ -193,6 +202,24 @@ func Enqueue(ctx context.Context, pool *pgxpool.Pool, schema string, cfg *config
 		}
 		return nil
 	})
+}
+
+// deadlineOf is the moment the batch must be done: p's deadline, else the
+// pipeline's, counted from the enqueue moment; nil when neither has one.
+func deadlineOf(pl *config.Pipeline, p EnqueueParams) *time.Time {
+	d := p.Deadline
+	if d.IsZero() {
+		d = pl.Deadline
+	}
+	if d.IsZero() {
+		return nil
+	}
+	now := p.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	at := d.At(now)
+	return &at
 }
 
 // RiverMaxAttempts is the River max_attempts of a pipeline's jobs: the

@@ -171,3 +171,52 @@ func mustString(t *testing.T, raw json.RawMessage) string {
 	require.NoError(t, json.Unmarshal(raw, &s))
 	return s
 }
+
+// A stop that comes while streams are running lets them end the way they
+// would have (River's stop waits for calls in flight): a whole stream
+// completes its record, a stalled one is cut by its idle timeout and keeps
+// its partial on the attempt, which is finished, not left as an intent. The
+// next process resends only the cut record, and the ledger accounts for
+// every bill the provider made.
+func TestStopMidStreamFinishesStreamsAndKeepsThePartial(t *testing.T) {
+	t.Parallel()
+	stall := fakeprovider.Step{Action: fakeprovider.ActionStallStream, Chunks: 2}
+	b := setup(t, fakeprovider.Scenario{NoReplay: true, GenerationTime: fakeprovider.Duration(3 * time.Second),
+		RecordScripts: map[string][]fakeprovider.Step{"r001": {stall}}},
+		tweaks{concurrency: 4, timeout: "20s", extraPipeline: "stream = true\nstream_idle_timeout = \"2s\"\n"})
+	recs := records(3, nil)
+	b.enqueue(t, "b1", recs)
+	rt := b.newRuntime(t)
+	require.NoError(t, rt.Start(context.Background()))
+	eventually(t, 20*time.Second, "one stream stalled, two generating", func() bool {
+		s := b.fake.Stats()
+		return s.Hanging == 1 && s.InFlight == 3
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), rt.StopGrace())
+	defer cancel()
+	require.NoError(t, rt.Stop(ctx))
+	st := b.status(t, "b1")
+	require.Equal(t, 2, st.Completed, "the streams that were running whole are stored")
+	require.Zero(t, st.DeadLettered, "a cut stream is retried, not dead-lettered")
+	as := attemptsOf(t, b, "b1")
+	require.Len(t, as, 3, "one attempt per record before the restart")
+	for _, a := range as {
+		require.NotEqual(t, ledger.AttemptIntent, a.Status, "no attempt is left unfinished by the stop")
+		if a.RecordID == "r001" {
+			require.Equal(t, ledger.AttemptPossiblyBilled, a.Status)
+			require.NotNil(t, a.PartialText)
+			require.Equal(t, answerOf(t, b, recs[0])[:24], *a.PartialText, "two chunks arrived before the stall")
+		}
+	}
+
+	b.start(t)
+	st = b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, 3, st.Completed)
+	fs := b.fake.Stats()
+	require.Equal(t, 4, fs.Requests, "only the cut record was sent again")
+	require.Equal(t, 2, fs.ByRecord["r001"].Billed, "the cut stream billed what it generated, the resend its answer")
+	require.Equal(t, 1, fs.ByRecord["r002"].Billed)
+	require.Equal(t, 1, fs.ByRecord["r003"].Billed)
+	require.GreaterOrEqual(t, st.SpendUSD+st.PossiblyBilledUSD, fs.BilledUSD-1e-9, "the ledger covers what the provider billed")
+}

@@ -10,17 +10,27 @@ import (
 
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/operator"
 )
 
 func init() {
 	register(command{
 		name:    "batch",
-		summary: "change a batch: `batch budget B USD` sets its spend cap and resumes it",
+		summary: "change a batch: `batch budget B USD` sets its spend cap and resumes it; `batch cancel B` cancels its provider batches",
 		run:     runBatch,
 	})
 }
 
-const batchUsage = "usage: triage batch budget B USD   # USD 0: no cap"
+const batchUsage = `usage: triage batch budget B USD   # USD 0: no cap
+       triage batch cancel B       # cancel B's provider batches (mode = "batch" | "auto")`
+
+// batchCancelHelp is what `triage batch cancel` does, for --help.
+const batchCancelHelp = `Asks for every provider batch in flight that holds lines of batch B to be
+cancelled at the provider. The key's batch submitter (in a running
+` + "`triage work`" + ` or ` + "`triage run`" + `) sends the cancel; the lines the provider
+never ran go back to the queue once it confirms, so nothing is lost and
+nothing answered is paid twice. Exit 0 also when B has no provider batch in
+flight; 2 when there is no batch B.`
 
 func runBatch(ctx context.Context, e *env, args []string) int {
 	if len(args) == 0 {
@@ -30,11 +40,15 @@ func runBatch(ctx context.Context, e *env, args []string) int {
 	switch sub := args[0]; sub {
 	case "budget":
 		return runBatchBudget(ctx, e, args[1:])
+	case "cancel":
+		return runBatchCancel(ctx, e, args[1:])
 	case "-h", "--help", "help":
 		fmt.Fprintln(e.stdout, batchUsage)
+		fmt.Fprintln(e.stdout)
+		fmt.Fprintln(e.stdout, "batch cancel: "+batchCancelHelp)
 		return exitOK
 	default:
-		fmt.Fprintf(e.stderr, "triage batch: unknown subcommand %q (want budget)\n%s\n", sub, batchUsage)
+		fmt.Fprintf(e.stderr, "triage batch: unknown subcommand %q (want budget or cancel)\n%s\n", sub, batchUsage)
 		return exitUsage
 	}
 }
@@ -112,5 +126,43 @@ func runBatchBudget(ctx context.Context, e *env, args []string) int {
 	if after.BudgetUSD != nil && after.SpentUSD >= *after.BudgetUSD {
 		fmt.Fprintf(e.stderr, "triage batch budget: warning: batch %s has already spent $%.4f, at or over the new cap\n", id, after.SpentUSD)
 	}
+	return exitOK
+}
+
+func runBatchCancel(ctx context.Context, e *env, args []string) int {
+	const cmd = "batch cancel"
+	fs := flag.NewFlagSet("triage batch cancel", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: triage batch cancel B")
+		fmt.Fprintln(e.stderr, batchCancelHelp)
+	}
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return parseFailed(err)
+	}
+	if len(pos) != 1 {
+		return failCmd(e, cmd, usageError{errors.New("want one batch: usage: triage batch cancel B")})
+	}
+	id := pos[0]
+	_, d, err := openDBOptional(ctx, e)
+	if err != nil {
+		return failCmd(e, cmd, err)
+	}
+	defer d.Close()
+	reqs, err := operator.CancelProviderBatches(ctx, d.pool, id)
+	if err != nil {
+		return failCmd(e, cmd, err)
+	}
+	if len(reqs) == 0 {
+		fmt.Fprintf(e.stdout, "batch %s: no provider batches in flight, nothing to cancel (its records go through sync calls or wait for the next provider batch; `triage status %s`)\n", id, id)
+		return exitOK
+	}
+	what := "1 provider batch"
+	if len(reqs) != 1 {
+		what = fmt.Sprintf("%d provider batches", len(reqs))
+	}
+	fmt.Fprintf(e.stdout, "batch %s: cancel requested for %s (%s); their unfinished lines go back to the queue when the provider confirms\n",
+		id, what, safe(operator.CancelNames(reqs)))
 	return exitOK
 }

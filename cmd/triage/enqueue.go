@@ -12,12 +12,13 @@ import (
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/operator"
 )
 
 func init() {
 	register(command{
 		name:    "enqueue",
-		summary: "queue a JSONL file as one batch (--pipeline P [--batch B] FILE|-)",
+		summary: "queue a JSONL file as one batch (--pipeline P [--batch B] [--deadline D] FILE|-)",
 		run:     runEnqueue,
 	})
 }
@@ -75,7 +76,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) int {
 	var f batchFlags
 	f.define(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage enqueue --pipeline P [--batch B] [--no-cache] FILE|-")
+		fmt.Fprintln(e.stderr, "usage: triage enqueue --pipeline P [--batch B] [--deadline D] [--no-cache] FILE|-")
 		fmt.Fprintln(e.stderr, "Queues every record of the JSONL file (one object a line; id from \"id\", else the line")
 		fmt.Fprintln(e.stderr, "number) in one transaction: a bad line is reported and nothing is queued.")
 		fmt.Fprintln(e.stderr, "Prints the batch id on stdout.")
@@ -88,10 +89,21 @@ func runEnqueue(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return failCmd(e, "enqueue", err)
 	}
-	d.Close()
+	defer d.Close()
 	fmt.Fprintln(e.stdout, id)
-	fmt.Fprintf(e.stderr, "enqueued %d records as batch %s\n", n, id)
+	fmt.Fprintf(e.stderr, "enqueued %d records as batch %s%s\n", n, id, deadlineNote(ctx, d, id))
 	return exitOK
+}
+
+// deadlineNote is ", deadline 2026-12-02 06:00 CET (in 7h45m)" for a batch
+// with a deadline, so whoever typed "06:00" sees which 06:00 it became; ""
+// for none, or when it cannot be read (the batch is queued either way).
+func deadlineNote(ctx context.Context, d *db, id string) string {
+	b, err := ledger.GetBatch(ctx, d.pool, id)
+	if err != nil || b.Deadline == nil {
+		return ""
+	}
+	return ", deadline " + operator.DescribeDeadline(*b.Deadline, time.Now())
 }
 
 // batchFlags are the flags and the argument enqueue and run share.
@@ -99,6 +111,28 @@ type batchFlags struct {
 	pipeline, batch string
 	file            string // after parse: the JSONL file, "-" for stdin
 	noCache         bool
+	deadline        deadlineFlag
+}
+
+// deadlineFlag is --deadline: a clock time or a duration (config.Deadline);
+// unset is the zero Deadline (the pipeline's).
+type deadlineFlag struct {
+	d   config.Deadline
+	raw string
+}
+
+func (f *deadlineFlag) String() string { return f.raw }
+
+func (f *deadlineFlag) Set(s string) error {
+	d, err := config.ParseDeadline(s)
+	if err != nil {
+		return err
+	}
+	if d.IsZero() {
+		return errors.New(`want a clock time like "06:00" or a duration like "8h"`)
+	}
+	f.d, f.raw = d, s
+	return nil
 }
 
 // define adds --pipeline and --batch to fs.
@@ -106,6 +140,7 @@ func (f *batchFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.pipeline, "pipeline", "", "pipeline of triage.toml that processes the records (required)")
 	fs.StringVar(&f.batch, "batch", "", "batch id (default: PIPELINE-YYYYMMDDTHHMMSSZ, UTC)")
 	fs.BoolVar(&f.noCache, "no-cache", false, "call the provider for every record even when the pipeline's response cache (cache = true) holds an answer")
+	fs.Var(&f.deadline, "deadline", `when the whole batch must be done: a clock time, "06:00" (the next 06:00 local time), or a duration from now, "8h" (default: the pipeline's deadline, if any). Stored with the batch; mode = "auto" pipelines use it to choose between the provider's Batch API and sync calls`)
 }
 
 // parse parses args with fs and checks for --pipeline and exactly one file.
@@ -164,7 +199,8 @@ func enqueueFile(ctx context.Context, e *env, f batchFlags, budget *float64) (*c
 	if name == "-" {
 		name = "stdin"
 	}
-	if err := enqueueBatch(ctx, d, cfg, worker.EnqueueParams{Pipeline: f.pipeline, Batch: id, BudgetUSD: budget, Records: recs, File: name, NoCache: f.noCache}); err != nil {
+	if err := enqueueBatch(ctx, d, cfg, worker.EnqueueParams{Pipeline: f.pipeline, Batch: id, BudgetUSD: budget, Records: recs, File: name, NoCache: f.noCache,
+		Deadline: f.deadline.d}); err != nil {
 		d.Close()
 		return nil, nil, "", 0, err
 	}

@@ -82,6 +82,11 @@ type ledgerReport struct {
 	// ByModel: which model made the calls and answered the records (a
 	// fallback's calls are on its own model and key).
 	ByModel []ledger.ModelUsage `json:"by_model"`
+	// ByMode splits the calls into sync calls and provider-batch lines,
+	// and BatchSavedUSD is what the lines cost less than sync; both
+	// omitted when no call went through a provider batch.
+	ByMode        []ledger.ModeUsage `json:"by_mode,omitempty"`
+	BatchSavedUSD *float64           `json:"batch_saved_usd,omitempty"`
 }
 
 func runLedger(ctx context.Context, e *env, args []string) int {
@@ -91,7 +96,7 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 	key := fs.String("key", "", "only this key's calls")
 	calls := fs.Bool("calls", false, "list the calls themselves (newest first), each with how its request was changed, instead of the sums")
 	record := fs.String("record", "", "with --batch: only this record's calls (implies --calls)")
-	asJSON := fs.Bool("json", false, `print {"batch","key","calls","records","retries","input_tokens","output_tokens","spend_usd","possibly_billed_usd","by_class":[...],"by_model":[{"model","key","calls","answered","spend_usd"}]}`)
+	asJSON := fs.Bool("json", false, `print {"batch","key","calls","records","retries","input_tokens","output_tokens","spend_usd","possibly_billed_usd","by_class":[...],"by_model":[{"model","key","calls","answered","spend_usd"}]}; with provider-batch lines also "by_mode":[{"mode","calls","spend_usd","sync_cost_usd"}] and "batch_saved_usd"`)
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: triage ledger [--batch B [--record R]] [--key K] [--calls] [--json]")
 		fmt.Fprintln(e.stderr, "What the calls came to, by classifier class: calls, records, retries, tokens, spend and")
@@ -127,12 +132,19 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 		return failCmd(e, "ledger", err)
 	}
 	partials, err := ledger.ListPartials(ctx, d.pool, ledger.AttemptFilter{Batch: *batch, Key: *key, Limit: partialsShown})
+	if err != nil {
+		return failCmd(e, "ledger", err)
+	}
 	byModel, err := ledger.UsageByModel(ctx, d.pool, ledger.AttemptFilter{Batch: *batch, Key: *key})
 	if err != nil {
 		return failCmd(e, "ledger", err)
 	}
+	byMode, saved, err := ledger.UsageByMode(ctx, d.pool, ledger.AttemptFilter{Batch: *batch, Key: *key})
+	if err != nil {
+		return failCmd(e, "ledger", err)
+	}
 	if *asJSON {
-		r := ledgerReport{ClassUsage: total, ByClass: byClass, Partials: partials, ByModel: byModel}
+		r := ledgerReport{ClassUsage: total, ByClass: byClass, Partials: partials, ByModel: byModel, ByMode: byMode, BatchSavedUSD: saved}
 		if r.Partials == nil {
 			r.Partials = []ledger.PartialAttempt{}
 		}
@@ -159,6 +171,19 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.6f\t\n", safe(u.Model), safe(u.Key), u.Calls, u.Answered, u.SpendUSD)
 		}
 		tw.Flush()
+	}
+	if len(byMode) > 0 {
+		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "\nmode\tcalls\tspend_usd\tsync_cost_usd\t")
+		for _, m := range byMode {
+			syncCost := "-"
+			if m.SyncCostUSD != nil {
+				syncCost = fmt.Sprintf("%.6f", *m.SyncCostUSD)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%.6f\t%s\t\n", m.Mode, m.Calls, m.SpendUSD, syncCost)
+		}
+		tw.Flush()
+		fmt.Fprintf(e.stdout, "batch mode saved %s against the same calls sync\n", usd(*saved))
 	}
 	writePartials(e.stdout, partials)
 	return exitOK

@@ -23,7 +23,7 @@ func TestLookingCommandsCreateNoCluster(t *testing.T) {
 	t.Chdir(dir)
 	for _, args := range [][]string{
 		{"status"}, {"status", "b1", "--json"}, {"export", "b1"}, {"dlq", "list"}, {"dlq", "show", "1"},
-		{"keys"}, {"keys", "resume", "main"}, {"ledger"}, {"batch", "budget", "b1", "5"}, {"migrate"},
+		{"keys"}, {"keys", "resume", "main"}, {"ledger"}, {"batch", "budget", "b1", "5"}, {"batch", "cancel", "b1"}, {"migrate"},
 	} {
 		var out, errb bytes.Buffer
 		e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}

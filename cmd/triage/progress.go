@@ -154,11 +154,17 @@ func describeState(st ledger.Status, ks *keys.KeyStatus) string {
 		return "paused: the batch's budget is spent (raise it with `triage batch budget " + st.Batch + " USD`)"
 	case ledger.BatchPausedExhausted:
 		if ks != nil {
-			return "paused: " + operator.DescribeKey(ks)
+			return "paused: " + operator.DescribeKey(ks) + operator.OnFallback(st)
 		}
-		return "paused: key exhausted"
+		return "paused: key exhausted" + operator.OnFallback(st)
 	}
-	if ks != nil && ks.Pause != nil && ks.Pause.Until.After(ks.Now) {
+	if ks == nil {
+		return "running"
+	}
+	if why := operator.DescribeStorm(ks); why != "" {
+		return "waiting: " + why
+	}
+	if ks.Pause != nil && ks.Pause.Until.After(ks.Now) {
 		return fmt.Sprintf("throttled: key %s paused for %s", ks.Key, roundWait(ks.Pause.Until.Sub(ks.Now)))
 	}
 	return "running"

@@ -32,6 +32,17 @@ func TestProgressLine(t *testing.T) {
 	require.Equal(t, "throttled: key main paused for 1.2s",
 		describeState(st, &keys.KeyStatus{Key: "main", State: keys.StateClosed, Pause: pause, Now: now}))
 	require.Equal(t, "running", describeState(st, &keys.KeyStatus{Key: "main", State: keys.StateClosed, Now: now}))
+	storm := &keys.KeyStatus{Key: "main", State: keys.StateClosed, Now: now,
+		Storm: keys.StormStatus{State: keys.StateOpen, OpenedAt: &opened, NextProbe: &probe}}
+	require.Equal(t, "waiting: key main in a storm of provider failures since "+opened.Local().Format("15:04")+", next probe in 41s",
+		describeState(st, storm), "a batch held by the storm breaker says so, though its state is running")
+	storm.Storm.State = keys.StateHalfOpen
+	require.Equal(t, "waiting: key main in a storm of provider failures since "+opened.Local().Format("15:04")+", probing", describeState(st, storm))
+
+	st.State, st.Fallback = ledger.BatchPausedExhausted, 3
+	require.Equal(t, "paused: key main exhausted since "+opened.Local().Format("15:04")+", next probe in 41s; 3 records moved to a fallback model",
+		describeState(st, ks), "a paused batch going on on a fallback does not read as stopped")
+	st.State, st.Fallback = ledger.BatchRunning, 0
 	require.True(t, strings.HasPrefix(progressLine(st, nil, 0, false), "progress: 4/10 done"))
 }
 

@@ -23,7 +23,7 @@ import (
 func init() {
 	register(command{
 		name:    "run",
-		summary: "enqueue a JSONL file and work it until it settles (--pipeline P [--batch B] [--max-wait D] [--budget USD] [--no-cache] FILE|-)",
+		summary: "enqueue a JSONL file and work it until it settles (--pipeline P [--batch B] [--max-wait D] [--budget USD] [--deadline D] [--no-cache] FILE|-)",
 		run:     runRun,
 	})
 }
@@ -64,7 +64,7 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	ui.defineToken(fs)
 	dbWait := fs.Duration("db-wait", dbWaitDefault, "how long to ride out an unreachable database before stopping with exit 4 (the jobs stay queued)")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage run --pipeline P [--batch B] [--max-wait D] [--budget USD] [--no-cache] [--ui-addr ADDR [--ui-token T]] FILE|-")
+		fmt.Fprintln(e.stderr, "usage: triage run --pipeline P [--batch B] [--max-wait D] [--budget USD] [--deadline D] [--no-cache] [--ui-addr ADDR [--ui-token T]] FILE|-")
 		fmt.Fprintln(e.stderr, "Enqueues the file as one batch and works it in this process until every record is")
 		fmt.Fprintln(e.stderr, "completed or dead-lettered, then prints a summary. While the key is exhausted it waits")
 		fmt.Fprintln(e.stderr, "(one probe per probe_interval); when the batch's budget is spent it stops.")
@@ -119,7 +119,7 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	if d.shadow != "" {
 		fmt.Fprintf(e.stderr, "database: %s\n", d.where)
 	}
-	fmt.Fprintf(e.stderr, "enqueued %d records as batch %s\n", n, id)
+	fmt.Fprintf(e.stderr, "enqueued %d records as batch %s%s\n", n, id, deadlineNote(ctx, d, id))
 	pl, err := cfg.Pipeline(f.pipeline)
 	if err != nil {
 		return fail(usageError{err})

@@ -43,7 +43,7 @@ func batchStatus(ctx context.Context, pool *pgxpool.Pool, store *keys.Store, id 
 func runStatus(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("triage status", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	asJSON := fs.Bool("json", false, `print {"batch","pipeline","total","completed","dead_lettered","pending","calls","spend_usd","possibly_billed_usd","state","cancelled","models","fallback"} (an array without B); cancelled counts the dead letters of jobs cancelled or deleted by hand; models the completed records by the model that answered; fallback the records moved to a fallback model`)
+	asJSON := fs.Bool("json", false, `print {"batch","pipeline","total","completed","dead_lettered","pending","calls","spend_usd","possibly_billed_usd","state","cancelled","models","fallback"} (an array without B); cancelled counts the dead letters of jobs cancelled or deleted by hand; models the completed records by the model that answered; fallback the records moved to a fallback model. Only when the batch has them: "deadline"; "by_mode" [{"mode","calls","spend_usd","sync_cost_usd"}] and "batch_saved_usd" (batch-mode lines); "provider_batches" [{"id","provider_batch_id","vendor","state","vendor_status","counts","lines","batch_lines","cancel_requested","age_s","expires_in_s",...}] (in flight)`)
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: triage status [B] [--json]")
 		fmt.Fprintln(e.stderr, "One batch's progress, or a table of every batch. state: running | settled | paused_exhausted | paused_budget.")
@@ -118,6 +118,9 @@ func writeStatus(w io.Writer, st ledger.Status, b ledger.Batch, ks *keys.KeyStat
 	if b.BudgetUSD != nil {
 		fmt.Fprintf(tw, "budget:\t%s\n", budgetLine(*b.BudgetUSD, b.SpentUSD))
 	}
+	if dl := (operator.BatchView{Status: st}).Deadline(); dl != "" {
+		fmt.Fprintf(tw, "deadline:\t%s\n", dl)
+	}
 	fmt.Fprintf(tw, "total:\t%d\n", st.Total)
 	fmt.Fprintf(tw, "completed:\t%d\n", st.Completed)
 	fmt.Fprintf(tw, "dead-lettered:\t%d\n", st.DeadLettered)
@@ -131,7 +134,58 @@ func writeStatus(w io.Writer, st ledger.Status, b ledger.Batch, ks *keys.KeyStat
 	fmt.Fprintf(tw, "pending:\t%d\n", st.Pending)
 	fmt.Fprintf(tw, "calls:\t%d\n", st.Calls)
 	fmt.Fprintf(tw, "spend:\t%s\n", usd(st.SpendUSD))
+	writeModeSpend(tw, st.ByMode, st.BatchSavedUSD)
 	fmt.Fprintf(tw, "possibly billed:\t%s\n", usd(st.PossiblyBilledUSD))
+	tw.Flush()
+	if len(st.ProviderBatches) > 0 {
+		fmt.Fprintln(w, "\nprovider batches in flight:")
+		writeProviderBatches(w, false, []ledger.Status{st})
+	}
+}
+
+// writeModeSpend prints spend split by mode and the batch saving, under
+// "spend:"; nothing for a batch with no batch-mode attempt.
+func writeModeSpend(tw io.Writer, byMode []ledger.ModeUsage, saved *float64) {
+	for _, m := range byMode {
+		switch {
+		case m.SyncCostUSD != nil:
+			fmt.Fprintf(tw, "  %s:\t%s (%s; %s at sync prices)\n", m.Mode, usd(m.SpendUSD), count(m.Calls, "line", "lines"), usd(*m.SyncCostUSD))
+		default:
+			fmt.Fprintf(tw, "  %s:\t%s (%s)\n", m.Mode, usd(m.SpendUSD), count(m.Calls, "call", "calls"))
+		}
+	}
+	if saved != nil {
+		fmt.Fprintf(tw, "batch mode saved:\t%s\n", usd(*saved))
+	}
+}
+
+// count is "1 call", "3 calls".
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// writeProviderBatches prints the provider batches in flight of the
+// batches in list, one row each; withBatch adds the triage batch's column
+// (the table of every batch).
+func writeProviderBatches(w io.Writer, withBatch bool, list []ledger.Status) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	head := "PROVIDER ID\tVENDOR\tSTATE\tCOUNTS\tLINES\tAGE\tEXPIRES IN"
+	if withBatch {
+		head = "BATCH\t" + head
+	}
+	fmt.Fprintln(tw, head)
+	for _, st := range list {
+		for _, p := range operator.ProviderRows(st) {
+			if withBatch {
+				fmt.Fprintf(tw, "%s\t", cell(p.Batch))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(p.ID), cell(p.Vendor), cell(p.State), cell(p.Counts),
+				p.Lines, p.Age, p.ExpiresIn)
+		}
+	}
 	tw.Flush()
 }
 
@@ -157,6 +211,10 @@ func writeStatusTable(w io.Writer, list []ledger.Status) {
 			s.DeadLettered, s.Pending, s.Calls, s.SpendUSD, s.State)
 	}
 	tw.Flush()
+	if slices.ContainsFunc(list, func(s ledger.Status) bool { return len(s.ProviderBatches) > 0 }) {
+		fmt.Fprintln(w, "\nprovider batches in flight:")
+		writeProviderBatches(w, true, list)
+	}
 }
 
 // usd formats an amount of dollars with enough digits for per-call costs.

@@ -155,5 +155,11 @@ func TestPausedWhy(t *testing.T) {
 	require.Equal(t, "budget reached: spent $2.5000 of $2.0000; raise it with `triage batch budget b1 USD`",
 		operator.PausedWhy(ledger.Status{Batch: "b1", State: ledger.BatchPausedBudget}, b, nil))
 	require.Equal(t, "key main exhausted", operator.PausedWhy(ledger.Status{Batch: "b1", State: ledger.BatchPausedExhausted}, b, nil))
+	require.Equal(t, "key main exhausted; 2 records moved to a fallback model",
+		operator.PausedWhy(ledger.Status{Batch: "b1", State: ledger.BatchPausedExhausted, Fallback: 2}, b, nil))
+	now := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
+	storm := &keys.KeyStatus{Key: "main", State: keys.StateClosed, Now: now, Storm: keys.StormStatus{State: keys.StateHalfOpen}}
+	require.Equal(t, "waiting: key main in a storm of provider failures, probing",
+		operator.PausedWhy(ledger.Status{Batch: "b1", State: ledger.BatchRunning}, b, storm), "`status` says why a running batch does not move")
 	require.Equal(t, "$2.0000: $2.5000 used, $0.0000 left", budgetLine(2, 2.5), "never a negative amount left")
 }

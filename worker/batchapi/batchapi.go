@@ -76,10 +76,10 @@ type Options struct {
 	// APIKey is sent as Bearer token or x-api-key. Required; never put in an
 	// error.
 	APIKey string
-	// Timeout bounds each call; for a result download, it bounds the wait
-	// for the answer and every silence while the file streams (a 200 MB file
-	// may take longer than any sensible whole-call bound). Default
-	// provider.TimeoutDefault (60s).
+	// Timeout bounds every silence of a call: the wait for the answer once
+	// the request is written, and any stall while a request or an answer is
+	// moving. A bound on the whole call would have to fit a 200 MB upload or
+	// result file on the slowest link. Default provider.TimeoutDefault (60s).
 	Timeout time.Duration
 	// HTTPClient replaces the default client. Its Timeout should be zero.
 	HTTPClient *http.Client

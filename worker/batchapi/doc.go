@@ -37,6 +37,9 @@
 //     with the error envelope as body and its request_id as request-id;
 //     "expired" and "canceled" did not run and were not billed.
 //
+// As for a synchronous call, Res.Observation.Body keeps at most
+// provider.MaxBodyBytes of the answer; the decoded text is in Res.Content.
+//
 // Results come in the provider's order, not the input order. A custom_id
 // that does not come back did not run: OpenAI writes no line for a request
 // a cancelled batch never started, and a result line that cannot be read is
@@ -60,10 +63,10 @@
 //
 // # Find and its limits
 //
-// OpenAI batches carry metadata: Create sets triage_provider_batch to the
-// tag (the caller's row id) and Find lists batches, newest first, for that
-// tag, stopping at those created more than FindClockSkew before since. The
-// tag makes the match exact.
+// Both vendors list batches newest first. OpenAI batches carry metadata:
+// Create sets triage_provider_batch to the tag (the caller's row id) and
+// Find lists batches for that tag, stopping at those created more than
+// FindClockSkew before since. The tag makes the match exact.
 //
 // Anthropic batches carry no metadata and custom_ids can be read only from
 // the results of an ended batch. Find lists batches created since since
@@ -82,9 +85,10 @@
 //
 // Limits gives the vendor's line limit and BytesPercent of its byte limit
 // (OpenAI 50,000 lines and 200 MB per file, Anthropic 100,000 requests and
-// 256 MB per create), measured with LineBytes. Timeout bounds each call; a
-// result download is bounded per silence instead, since a large file can
-// take longer than any sensible bound on the whole.
+// 256 MB per create), measured with LineBytes. Timeout bounds each silence
+// of a call (no byte moving either way, or no answer yet) rather than the
+// whole call: a 200 MB upload or result file can take longer than any
+// sensible bound on the whole, and a stalled one is still cut.
 //
 // Only the vendors openai and anthropic are spoken; the many
 // OpenAI-compatible servers do not all have the files and batches

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
-	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/triage-dev/triage/classify"
@@ -36,37 +34,86 @@ type exchange struct {
 	op    string
 	res   provider.Result
 	start time.Time
+	quiet *silence
+	host  string
 }
 
+// fail ends the call as a *CallError in phase; a call cut by the silence
+// timer says so rather than "cancelled".
 func (x *exchange) fail(phase classify.Phase) *CallError {
 	x.res.Observation.Phase = phase
 	x.res.Elapsed = time.Since(x.start)
+	if phase != classify.PhaseResponse && x.quiet.fired.Load() {
+		x.res.NetworkError = "no answer within the key's timeout (host " + x.host + ")"
+	}
 	return &CallError{Op: x.op, Res: x.res}
 }
 
+// silence cancels a call once no byte has moved for d: the wait for the
+// answer, or a stall while a large file goes up or comes down. A bound on the
+// whole call would have to fit the biggest file any link could carry.
+type silence struct {
+	timer  *time.Timer
+	d      time.Duration
+	fired  atomic.Bool
+	cancel context.CancelFunc
+}
+
+func (s *silence) stop() {
+	s.timer.Stop()
+	s.cancel()
+}
+
+// moving re-arms the timer around each read.
+type moving struct {
+	r io.Reader
+	s *silence
+}
+
+func (m *moving) Read(p []byte) (int, error) {
+	n, err := m.r.Read(p)
+	if n > 0 {
+		m.s.timer.Reset(m.s.d)
+	}
+	return n, err
+}
+
+type movingBody struct {
+	moving
+	io.Closer
+}
+
 // send makes one call and returns its 2xx response, body unread; the caller
-// closes it. Anything else is a *CallError. A POST is not replayable, so
-// net/http never resends it by itself: a create sent twice is two batches.
-func (c *Client) send(ctx context.Context, op, method, u, contentType string, body []byte) (*http.Response, *exchange, error) {
-	x := &exchange{op: op, res: provider.Result{Observation: classify.Observation{Vendor: c.vendor, Path: c.path}}, start: time.Now()}
-	var tr writeTrace
-	ctx = httptrace.WithClientTrace(ctx, tr.clientTrace())
+// reads it and then calls x.quiet.stop. Anything else is a *CallError. A POST
+// is not replayable, so net/http never resends it by itself: a create sent
+// twice is two batches. accept "" leaves the type to the server (downloads:
+// JSONL, octet-stream).
+func (c *Client) send(ctx context.Context, op, method, u, accept, contentType string, body []byte) (*http.Response, *exchange, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	quiet := &silence{d: c.timeout, cancel: cancel}
+	quiet.timer = time.AfterFunc(c.timeout, func() { quiet.fired.Store(true); cancel() })
+	x := &exchange{op: op, res: provider.Result{Observation: classify.Observation{Vendor: c.vendor, Path: c.path}},
+		start: time.Now(), quiet: quiet, host: c.base.Host}
+	var tr provider.SendTrace
+	ctx = httptrace.WithClientTrace(ctx, tr.ClientTrace())
 	var rd io.Reader
 	if body != nil {
-		rd = bytes.NewReader(body)
+		rd = &moving{r: bytes.NewReader(body), s: quiet}
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
+		quiet.stop()
 		x.res.NetworkError = "cannot build the HTTP request (host " + c.base.Host + ")"
 		return nil, nil, x.fail(classify.PhaseNotSent)
 	}
-	if method != http.MethodGet {
-		req.GetBody = nil
-	}
+	// Not replayable (GetBody unset): net/http will not resend it itself.
+	req.ContentLength = int64(len(body))
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	req.Header.Set("Accept", "application/json")
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
 	if c.format == provider.FormatAnthropic {
 		req.Header.Set("x-api-key", c.apiKey)
 		req.Header.Set("anthropic-version", provider.AnthropicVersion)
@@ -75,39 +122,40 @@ func (c *Client) send(ctx context.Context, op, method, u, contentType string, bo
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		x.res.NetworkError = c.networkError(err)
-		if tr.maybeWritten() {
+		defer quiet.stop()
+		x.res.NetworkError = provider.NetworkError(err, c.base.Host)
+		if tr.MaybeWritten() {
 			return nil, nil, x.fail(classify.PhaseSentNoResponse)
 		}
 		return nil, nil, x.fail(classify.PhaseNotSent)
 	}
+	resp.Body = &movingBody{moving{r: resp.Body, s: quiet}, resp.Body}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer quiet.stop()
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, provider.MaxBodyBytes))
-		x.res = provider.DecodeResponse(c.format, c.vendor, c.path, resp.StatusCode, lowerHeaders(resp.Header), b)
+		x.res = provider.DecodeResponse(c.format, c.vendor, c.path, resp.StatusCode, provider.LowerHeaders(resp.Header), b)
 		x.res.Elapsed = time.Since(x.start)
 		return nil, nil, &CallError{Op: op, Res: x.res}
 	}
 	x.res.Observation.Status = resp.StatusCode
-	x.res.Observation.Headers = lowerHeaders(resp.Header)
+	x.res.Observation.Headers = provider.LowerHeaders(resp.Header)
 	return resp, x, nil
 }
 
-// callJSON makes one call bounded by the client's timeout and decodes its
-// 2xx JSON answer into out; valid, when set, says whether out is the answer
-// expected.
+// callJSON makes one call and decodes its 2xx JSON answer into out; valid,
+// when set, says whether out is the answer expected.
 func (c *Client) callJSON(ctx context.Context, op, method, u, contentType string, body []byte, out any, valid func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	resp, x, err := c.send(ctx, op, method, u, contentType, body)
+	resp, x, err := c.send(ctx, op, method, u, "application/json", contentType, body)
 	if err != nil {
 		return err
 	}
+	defer x.quiet.stop()
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
 	x.res.Observation.Body = capBody(b)
 	if err != nil {
-		x.res.NetworkError = c.networkError(err)
+		x.res.NetworkError = provider.NetworkError(err, c.base.Host)
 		return x.fail(classify.PhaseSentNoResponse)
 	}
 	if len(b) > maxAnswerBytes || json.Unmarshal(b, out) != nil || (valid != nil && !valid()) {
@@ -122,61 +170,4 @@ func capBody(b []byte) string {
 		b = b[:provider.MaxBodyBytes]
 	}
 	return string(b)
-}
-
-func lowerHeaders(h http.Header) map[string]string {
-	out := make(map[string]string, len(h))
-	for k, vs := range h {
-		out[strings.ToLower(k)] = strings.Join(vs, ", ")
-	}
-	return out
-}
-
-// networkError is provider's description of a failed round trip: the error
-// under *url.Error (which would repeat the URL) and the host.
-func (c *Client) networkError(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) && ue.Err != nil {
-		err = ue.Err
-	}
-	msg := err.Error()
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		msg = "no answer within the key's timeout"
-	case errors.Is(err, context.Canceled):
-		msg = "the call was cancelled"
-	}
-	return msg + " (host " + c.base.Host + ")"
-}
-
-// writeTrace tells not_sent from sent_no_response as provider does: only a
-// request whose headers never went out, or whose write failed, was not sent.
-type writeTrace struct {
-	mu                      sync.Mutex
-	wroteHeaders, wroteDone bool
-	wroteErr                error
-}
-
-func (t *writeTrace) clientTrace() *httptrace.ClientTrace {
-	return &httptrace.ClientTrace{
-		WroteHeaders: func() {
-			t.mu.Lock()
-			t.wroteHeaders = true
-			t.mu.Unlock()
-		},
-		WroteRequest: func(info httptrace.WroteRequestInfo) {
-			t.mu.Lock()
-			t.wroteDone, t.wroteErr = true, info.Err
-			t.mu.Unlock()
-		},
-	}
-}
-
-func (t *writeTrace) maybeWritten() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.wroteHeaders {
-		return false
-	}
-	return !t.wroteDone || t.wroteErr == nil
 }

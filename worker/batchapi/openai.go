@@ -45,7 +45,14 @@ type openAIBatchWire struct {
 		Completed int `json:"completed"`
 		Failed    int `json:"failed"`
 	} `json:"request_counts"`
-	Metadata map[string]string `json:"metadata"`
+	// Metadata values are strings on OpenAI; any is taken so that one odd
+	// batch on the account cannot make every page unreadable.
+	Metadata map[string]any `json:"metadata"`
+}
+
+func (w *openAIBatchWire) tag() string {
+	s, _ := w.Metadata[MetadataKey].(string)
+	return s
 }
 
 func unixTime(p *int64) time.Time {
@@ -66,7 +73,7 @@ func (w *openAIBatchWire) batch() Batch {
 	b := Batch{
 		ID: w.ID, VendorStatus: w.Status, InputFileID: w.InputFileID,
 		OutputFileID: deref(w.OutputFileID), ErrorFileID: deref(w.ErrorFileID),
-		Tag: w.Metadata[MetadataKey], CreatedAt: unixTime(&w.CreatedAt), ExpiresAt: unixTime(w.ExpiresAt),
+		Tag: w.tag(), CreatedAt: unixTime(&w.CreatedAt), ExpiresAt: unixTime(w.ExpiresAt),
 	}
 	for _, at := range []*int64{w.CompletedAt, w.FailedAt, w.ExpiredAt, w.CancelledAt} {
 		if t := unixTime(at); !t.IsZero() {
@@ -192,7 +199,7 @@ func (c *Client) openAIFind(ctx context.Context, tag string, since time.Time) (B
 		}
 		for i := range page.Data {
 			w := &page.Data[i]
-			if w.Metadata[MetadataKey] == tag {
+			if w.tag() == tag {
 				return w.batch(), true, nil
 			}
 			if !since.IsZero() && unixTime(&w.CreatedAt).Before(since.Add(-FindClockSkew)) {

@@ -4,55 +4,26 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"sync/atomic"
-	"time"
 
 	"github.com/triage-dev/triage/classify"
+	"github.com/triage-dev/triage/worker/provider"
 )
-
-// idleBody resets the download's timer on every read, so Timeout bounds each
-// silence rather than the whole file.
-type idleBody struct {
-	r     io.Reader
-	timer *time.Timer
-	d     time.Duration
-}
-
-func (b *idleBody) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
-	if n > 0 {
-		b.timer.Reset(b.d)
-	}
-	return n, err
-}
 
 // streamLines downloads u and hands fn each non-empty line (1-based n)
 // until fn returns false. A failed call or read is yielded as a *CallError.
 // It reports whether the whole file was read with fn never saying stop.
 func (c *Client) streamLines(ctx context.Context, op, u string, fn func(n int, line []byte) bool, yield func(Result, error) bool) bool {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var fired atomic.Bool
-	timer := time.AfterFunc(c.timeout, func() { fired.Store(true); cancel() })
-	defer timer.Stop()
-	timedOut := func(err error) error {
-		var ce *CallError
-		if fired.Load() && errors.As(err, &ce) {
-			ce.Res.NetworkError = "no answer within the key's timeout (host " + c.base.Host + ")"
-		}
-		return err
-	}
-	resp, x, err := c.send(ctx, op, http.MethodGet, u, "", nil)
+	resp, x, err := c.send(ctx, op, http.MethodGet, u, "", "", nil)
 	if err != nil {
-		yield(Result{}, timedOut(err))
+		yield(Result{}, err)
 		return false
 	}
+	defer x.quiet.stop()
 	defer resp.Body.Close()
-	br := bufio.NewReaderSize(&idleBody{r: resp.Body, timer: timer, d: c.timeout}, 64<<10)
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
 	for n := 1; ; n++ {
 		line, tooLong, err := readLine(br)
 		if len(line) > 0 || tooLong {
@@ -68,8 +39,8 @@ func (c *Client) streamLines(ctx context.Context, op, u string, fn func(n int, l
 			return true
 		}
 		if err != nil {
-			x.res.NetworkError = c.networkError(err)
-			yield(Result{}, timedOut(x.fail(classify.PhaseSentNoResponse)))
+			x.res.NetworkError = provider.NetworkError(err, c.base.Host)
+			yield(Result{}, x.fail(classify.PhaseSentNoResponse))
 			return false
 		}
 	}

@@ -294,6 +294,11 @@ type Pipeline struct {
 	// than this, what is left runs synchronously and open provider batches
 	// are cancelled. Default AutoMarginDefault (3h).
 	AutoMargin time.Duration `toml:"auto_margin"`
+	// Deadline is when a batch of this pipeline must be done: "06:00" (the
+	// next such local time after enqueue) or a duration from enqueue
+	// ("8h"). Stored with the batch when it is enqueued; `triage run
+	// --deadline` overrides it. Default none.
+	Deadline Deadline `toml:"-"`
 
 	ambiguousRetriesSet bool
 	tmpl                *template.Template

@@ -111,6 +111,8 @@ type rawPipeline struct {
 	// Batch API: see Pipeline.Mode.
 	Mode       string `toml:"mode"`
 	AutoMargin string `toml:"auto_margin"`
+	// Deadline: see Pipeline.Deadline.
+	Deadline string `toml:"deadline"`
 }
 
 func (r rawFile) config(name string) (*Config, error) {
@@ -208,6 +210,9 @@ func (r rawFile) config(name string) (*Config, error) {
 			return nil, fmt.Errorf("%s: %s: %w", name, elem("pipelines", i, rp.Name), err)
 		}
 		if err := rp.cacheOptions(&p); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", name, elem("pipelines", i, rp.Name), err)
+		}
+		if err := rp.deadlineOption(&p); err != nil {
 			return nil, fmt.Errorf("%s: %s: %w", name, elem("pipelines", i, rp.Name), err)
 		}
 		p.Stream, p.AcceptPartialMinChars = rp.Stream, rp.AcceptPartialMinChars

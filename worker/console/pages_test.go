@@ -22,6 +22,7 @@ import (
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/operator"
 	"github.com/triage-dev/triage/worker/workertest"
@@ -57,6 +58,61 @@ func TestBrowserBatchesPageShowsRunningProgress(t *testing.T) {
 	run(t, tc, chromedp.Click(css(`#batches a[href="/batches/b1"]`)), chromedp.WaitVisible(css(`#batch`)))
 	require.Equal(t, "3 completed, 0 dead-lettered, 7 pending of 10", text(t, tc, `.progress-text`))
 	screenshot(t, tc, "batch")
+}
+
+// The batch page of a batch in batch mode shows its deadline, its spend by
+// mode with the saving, and a table of its provider batches in flight; the
+// batches page says how many it has.
+func TestBrowserBatchPageShowsProviderBatches(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{})
+	eight, err := config.ParseDeadline("8h")
+	require.NoError(t, err)
+	require.NoError(t, worker.Enqueue(ctx, b.db.Pool, b.db.Schema, b.cfg, worker.EnqueueParams{Pipeline: workertest.Pipeline,
+		Batch: "b1", Records: workertest.Records(4, nil), Deadline: eight}))
+	workertest.BatchAttempt(t, b.db.Pool, "b1", "r001", 0.25, 0.5)
+	workertest.InsertProviderBatch(t, b.db.Pool, workertest.ProviderBatch{Batch: "b1", Records: []string{"r002", "r003"}, Lines: 120,
+		ProviderBatchID: "batch_abc", VendorStatus: "in_progress", Counts: `{"total":120,"completed":40,"failed":2}`,
+		SubmittedAgo: 90 * time.Minute, ExpiresIn: 22*time.Hour + 30*time.Minute + 30*time.Second})
+	workertest.InsertProviderBatch(t, b.db.Pool, workertest.ProviderBatch{Batch: "b1", Records: []string{"r004"},
+		Vendor: "anthropic", ProviderBatchID: "msgbatch_xyz", SubmittedAgo: time.Minute})
+	b.enqueue(t, "b2", workertest.Records(2, nil))
+
+	tc := tab(t, browserTimeout)
+	run(t, tc, chromedp.Navigate(b.url+"/"), chromedp.WaitVisible(css(`#batches tr[data-batch="b1"]`)))
+	require.Contains(t, text(t, tc, `#batches tr[data-batch="b1"]`), "2 provider batches in flight")
+	require.NotContains(t, text(t, tc, `#batches tr[data-batch="b2"]`), "provider")
+
+	run(t, tc, chromedp.Navigate(b.url+"/batches/b1"), chromedp.WaitVisible(css(`#provider-batches`)))
+	rows := get(t, tc, chromedp.Evaluate[int](`document.querySelectorAll("#provider-batches tbody tr").length`))
+	require.Equal(t, 2, rows)
+	row := text(t, tc, `#provider-batches tr[data-provider-batch="batch_abc"]`)
+	for _, want := range []string{"batch_abc", "openai", "submitted: in_progress", "total 120, completed 40, failed 2", "2 of 120", "1h30m", "22h30m"} {
+		require.Contains(t, row, want)
+	}
+	require.Contains(t, text(t, tc, `#provider-batches tr[data-provider-batch="msgbatch_xyz"]`), "anthropic")
+	require.Regexp(t, `\(in 7h5\dm\)$`, text(t, tc, `#deadline`))
+	require.Equal(t, "sync $0.0000 for 0 calls; batch $0.2500 for 1 line ($0.5000 at sync prices)", text(t, tc, `#by-mode`))
+	require.Equal(t, "$0.2500", text(t, tc, `#batch-saved`))
+	screenshot(t, tc, "batch-provider-batches")
+
+	// A sync-only batch's page has none of it.
+	run(t, tc, chromedp.Navigate(b.url+"/batches/b2"), chromedp.WaitVisible(css(`#batch`)))
+	missing := get(t, tc, chromedp.Evaluate[bool](`!document.querySelector("#provider-batches, #deadline, #by-mode, #batch-saved")`))
+	require.True(t, missing)
+
+	// ?format=json is `triage status B --json`, with the new fields.
+	resp, err := http.Get(b.url + "/batches/b1?format=json")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var st ledger.Status
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	require.Len(t, st.ProviderBatches, 2)
+	require.Equal(t, "batch_abc", *st.ProviderBatches[0].ProviderBatchID)
+	require.Equal(t, 2, st.ProviderBatches[0].BatchLines)
+	require.NotNil(t, st.Deadline)
+	require.Equal(t, 0.25, *st.BatchSavedUSD)
 }
 
 // The dead-letter page lists a batch's poisoned records, the filters narrow

@@ -74,22 +74,44 @@ func viewOf(ctx context.Context, pool *pgxpool.Pool, store *keys.Store, st ledge
 	return BatchView{Status: st, Batch: b, Key: ks}, nil
 }
 
-// PausedWhy says why a paused batch is paused, "" when it is not: its key
-// exhausted (since when, the next probe), or its budget reached (what was
-// spent of what, and how to raise it).
+// PausedWhy says why a batch is paused or waiting, "" when it is neither:
+// its key exhausted (since when, the next probe, what goes on on a
+// fallback), its budget reached (what was spent of what, and how to raise
+// it), or, for a running batch, its key's storm breaker open.
 func PausedWhy(st ledger.Status, b ledger.Batch, ks *keys.KeyStatus) string {
 	switch st.State {
 	case ledger.BatchPausedExhausted:
-		if ks == nil {
-			return "key " + b.Key + " exhausted"
+		s := "key " + b.Key + " exhausted"
+		if ks != nil {
+			s = DescribeKey(ks)
 		}
-		return DescribeKey(ks)
+		return s + OnFallback(st)
 	case ledger.BatchPausedBudget:
 		s := "budget reached"
 		if b.BudgetUSD != nil {
 			s += fmt.Sprintf(": spent $%.4f of $%.4f", b.SpentUSD, *b.BudgetUSD)
 		}
 		return s + "; raise it with `triage batch budget " + st.Batch + " USD`"
+	case ledger.BatchRunning:
+		if ks != nil {
+			if why := DescribeStorm(ks); why != "" {
+				return "waiting: " + why
+			}
+		}
 	}
 	return ""
+}
+
+// OnFallback is what a paused batch still does on its fallback models:
+// "; 12 records moved to a fallback model", "" when none moved. A batch
+// whose key is exhausted but whose records go on elsewhere is paused on
+// that key only, and must not read as stopped.
+func OnFallback(st ledger.Status) string {
+	if st.Fallback == 0 {
+		return ""
+	}
+	if st.Fallback == 1 {
+		return "; 1 record moved to a fallback model"
+	}
+	return fmt.Sprintf("; %d records moved to a fallback model", st.Fallback)
 }

@@ -397,6 +397,30 @@ func DescribeKey(ks *keys.KeyStatus) string {
 	return s
 }
 
+// DescribeStorm says why a key's storm breaker is not closed and what comes
+// next: "key main in a storm of provider failures since 02:13, next probe in
+// 12s". "" when it is closed: a storm is a wait, not a pause a user must act
+// on, but at 2 a.m. a batch that does not move must say why.
+func DescribeStorm(ks *keys.KeyStatus) string {
+	st := ks.Storm
+	if st.State == "" || st.State == keys.StateClosed {
+		return ""
+	}
+	s := "key " + ks.Key + " in a storm of provider failures"
+	if st.OpenedAt != nil {
+		s += " since " + st.OpenedAt.Local().Format("15:04")
+	}
+	switch {
+	case st.State == keys.StateHalfOpen:
+		s += ", probing"
+	case st.NextProbe != nil && st.NextProbe.After(ks.Now):
+		s += ", next probe in " + RoundWait(st.NextProbe.Sub(ks.Now))
+	case st.NextProbe != nil:
+		s += ", probe due"
+	}
+	return s
+}
+
 // RoundWait rounds a wait for display: tenths under ten seconds, else seconds.
 func RoundWait(d time.Duration) string {
 	if d < 10*time.Second {

@@ -10,7 +10,6 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/triage-dev/triage/classify"
@@ -113,8 +112,8 @@ func (c *Client) Do(ctx context.Context, r Request) (res Result, err error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 
-	var tr writeTrace
-	ctx = httptrace.WithClientTrace(ctx, tr.clientTrace())
+	var tr SendTrace
+	ctx = httptrace.WithClientTrace(ctx, tr.ClientTrace())
 	req, reqErr := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if reqErr != nil {
 		return Result{}, fmt.Errorf("%w: cannot build the HTTP request", ErrInvalidRequest)
@@ -129,8 +128,8 @@ func (c *Client) Do(ctx context.Context, r Request) (res Result, err error) {
 
 	resp, doErr := c.hc.Do(req)
 	if doErr != nil {
-		res.NetworkError = c.networkError(doErr)
-		if tr.maybeWritten() {
+		res.NetworkError = NetworkError(doErr, c.baseURL.Host)
+		if tr.MaybeWritten() {
 			res.Observation.Phase = classify.PhaseSentNoResponse
 		} else {
 			res.Observation.Phase = classify.PhaseNotSent
@@ -141,7 +140,7 @@ func (c *Client) Do(ctx context.Context, r Request) (res Result, err error) {
 
 	res.Observation.Phase = classify.PhaseResponse
 	res.Observation.Status = resp.StatusCode
-	res.Observation.Headers = lowerHeaders(resp.Header)
+	res.Observation.Headers = LowerHeaders(resp.Header)
 	res.RateLimit = ParseRateLimit(c.vendor, res.Observation.Headers, time.Now())
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -224,56 +223,6 @@ func (c *Client) setHeaders(h http.Header, r Request) {
 			h.Set("api-key", c.apiKey)
 		}
 	}
-}
-
-// writeTrace records how far the request got, from httptrace callbacks that
-// run on the Transport's goroutines.
-type writeTrace struct {
-	mu           sync.Mutex
-	wroteHeaders bool
-	wroteDone    bool
-	wroteErr     error
-}
-
-func (t *writeTrace) clientTrace() *httptrace.ClientTrace {
-	return &httptrace.ClientTrace{
-		WroteHeaders: func() {
-			t.mu.Lock()
-			t.wroteHeaders = true
-			t.mu.Unlock()
-		},
-		WroteRequest: func(info httptrace.WroteRequestInfo) {
-			t.mu.Lock()
-			t.wroteDone, t.wroteErr = true, info.Err
-			t.mu.Unlock()
-		},
-	}
-}
-
-// maybeWritten reports whether the server may have received the whole
-// request. It is false only when the headers were never written or the write
-// reported an error. When the headers went out and the body write had not yet
-// reported (the call ended while the write was finishing), it answers true:
-// calling a sent request unsent risks paying twice, the other mistake costs
-// one ambiguous retry.
-func (t *writeTrace) maybeWritten() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.wroteHeaders {
-		return false
-	}
-	if t.wroteDone {
-		return t.wroteErr == nil
-	}
-	return true
-}
-
-func lowerHeaders(h http.Header) map[string]string {
-	out := make(map[string]string, len(h))
-	for k, vs := range h {
-		out[strings.ToLower(k)] = strings.Join(vs, ", ")
-	}
-	return out
 }
 
 func capBody(b []byte) string {

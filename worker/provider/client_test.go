@@ -194,21 +194,26 @@ func TestNotSentCallerCancelled(t *testing.T) {
 	require.Zero(t, hits.Load())
 }
 
-// TestSentNoResponse: the handler reads the whole request, then never answers.
+// TestSentNoResponse: the handler reads the whole request, then never
+// answers; the call ends on the key's timeout. Asserted by what happened, not
+// by how long it took: Elapsed is measured from a point after the timeout
+// starts, so it can be a little under it on a loaded machine.
 func TestSentNoResponse(t *testing.T) {
 	t.Parallel()
 	read := make(chan struct{}, 1)
-	b := setup(t, "openai", 200*time.Millisecond, func(w http.ResponseWriter, r *http.Request) {
+	b := setup(t, "openai", time.Second, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		read <- struct{}{}
 		<-r.Context().Done()
 	})
-	res, err := b.client.Do(context.Background(), baseRequest())
+	ctx := context.Background()
+	res, err := b.client.Do(ctx, baseRequest())
 	require.NoError(t, err)
-	<-read
+	<-read // the handler had the whole request
 	require.Equal(t, classify.PhaseSentNoResponse, res.Observation.Phase)
 	require.Zero(t, res.Observation.Status)
-	require.GreaterOrEqual(t, res.Elapsed, 200*time.Millisecond)
+	require.Contains(t, res.NetworkError, "no answer within the key's timeout", "ended by the timeout")
+	require.NoError(t, ctx.Err(), "not by the caller")
 	require.Equal(t, classify.Ambiguous, classify.Classify(res.Observation).Class)
 }
 
