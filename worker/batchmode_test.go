@@ -555,3 +555,50 @@ func TestBatchIntentRowWaitsForAnUnconfirmedCandidate(t *testing.T) {
 	require.Equal(t, 1, b.fake.Stats().Batches.Created)
 	b.requireBilledOnce(t)
 }
+
+// Lines answered with a transient failure (a 500 inside the batch) are
+// retried in a later provider batch, each retry an attempt of its own
+// against max_attempts, as a synchronous retry would be.
+func TestBatchModeTransientLinesGoIntoTheNextBatch(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{Seed: 7, Random: []fakeprovider.RandomFault{{P: 0.3, Action: fakeprovider.ActionServerError}}}
+	b, _ := setupBatch(t, sc, "batch", tweaks{})
+	const n = 60
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	st := b.waitSettled(t, "b1", 60*time.Second)
+	require.Equal(t, n, st.Completed)
+	stats := b.fake.Stats()
+	require.Positive(t, stats.Batches.Errored, "some lines failed")
+	require.GreaterOrEqual(t, stats.Batches.Created, 2, "and went into a later batch")
+	require.Equal(t, n+stats.Batches.Errored, stats.Batches.Lines)
+	b.requireBilledOnce(t)
+	var failed int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM triage_attempt WHERE mode = 'batch' AND status = 'failed' AND class = 'transient'`).Scan(&failed))
+	require.Equal(t, stats.Batches.Errored, failed, "each failed line is a failed attempt in the ledger")
+}
+
+// Anthropic validates a batch's envelope at create: a create refused with a
+// 400 names no line, so each line gets the refusal as its answer and is
+// dead-lettered with the classifier's reason, instead of being resent
+// forever.
+func TestBatchCreateRejectedDeadLettersItsLines(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{
+		FailValidation: &fakeprovider.BatchError{Code: "invalid_request_error", Message: "requests: too many"}}}
+	b, _ := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic"})
+	const n = 10
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.DeadLettered)
+	for _, d := range b.deadLetters(t, "b1") {
+		require.Equal(t, "rejected", d.Class)
+		require.Equal(t, 400, d.HTTPStatus)
+	}
+	stats := b.fake.Stats()
+	require.Zero(t, stats.Batches.Created)
+	require.Zero(t, stats.BilledUSD)
+	b.requireBilledOnce(t)
+}
