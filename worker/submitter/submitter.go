@@ -296,7 +296,6 @@ type row struct {
 	createdAt                        time.Time
 	cancelRequested                  bool
 	polls                            int
-	fresh                            bool // formed in this round: no Find needed
 }
 
 func (r *row) tag() string { return strconv.FormatInt(r.id, 10) }
@@ -376,7 +375,7 @@ func (s *Submitter) form(ctx context.Context, adm keys.Admission) (bool, error) 
 		if len(lines) == 0 {
 			return nil
 		}
-		r.state, r.createdAt, r.fresh = "intent", now, true
+		r.state, r.createdAt = "intent", now
 		if err := tx.QueryRow(ctx, `INSERT INTO triage_provider_batch (key, vendor, model, lines, next_poll_at, created_at)
 			VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
 			s.key, s.cfg.Key.Vendor, r.model, len(lines), now.Add(s.t.Lease), now).Scan(&r.id); err != nil {
@@ -483,7 +482,6 @@ func (s *Submitter) recover(ctx context.Context, r *row) error {
 		// Never reached the provider: its lines did not run.
 		return s.release(ctx, r, "abandoned", "not_run")
 	}
-	r.fresh = true
 	return s.submit(ctx, r, lines, nil)
 }
 
