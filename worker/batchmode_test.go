@@ -602,3 +602,27 @@ func TestBatchCreateRejectedDeadLettersItsLines(t *testing.T) {
 	require.Zero(t, stats.BilledUSD)
 	b.requireBilledOnce(t)
 }
+
+// A record stopped for good by cancelling its River job (what `triage batch
+// cancel`'s help says to do) is never sent in a provider batch.
+func TestBatchLineOfACancelledJobIsNotSent(t *testing.T) {
+	t.Parallel()
+	b, _ := setupBatch(t, fakeprovider.Scenario{}, "batch", tweaks{})
+	b.opts.Batch.Gather = time.Hour // nothing is sent until the test says so
+	const n = 10
+	b.enqueue(t, "b1", records(n, nil))
+	rt := b.start(t)
+	eventually(t, 30*time.Second, "every job wrote its line", func() bool { return b.lineStates(t)["pending"] == n })
+	var jobID int64
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT job_id FROM triage_provider_batch_line WHERE record_id = 'r003'`).Scan(&jobID))
+	_, err := rt.River().JobCancel(context.Background(), jobID)
+	require.NoError(t, err)
+	// Lines that have waited ten gathers are sent: age them.
+	_, err = b.db.Pool.Exec(context.Background(), `UPDATE triage_provider_batch_line SET pending_since = now() - interval '1 day'`)
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, "the other records complete", func() bool { return b.status(t, "b1").Completed == n-1 })
+	stats := b.fake.Stats()
+	require.Equal(t, n-1, stats.Batches.Lines, "the cancelled job's line was not sent")
+	b.requireBilledOnce(t)
+}

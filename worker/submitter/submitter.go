@@ -216,6 +216,14 @@ func (s *Submitter) Round(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// liveJobSQL is the condition "line l's River job can still run": a line
+// whose job was cancelled or deleted by hand (to stop its record for good)
+// is never sent, so it is never billed.
+func (s *Submitter) liveJobSQL() string {
+	return `EXISTS (SELECT 1 FROM ` + rivertable.Job(s.cfg.RiverSchema) + ` j
+		WHERE j.id = l.job_id AND j.state NOT IN ('cancelled', 'completed', 'discarded'))`
+}
+
 // formAll forms and submits provider batches while pending lines are ripe,
 // if the key's breakers admit a call. An open breaker due its probe admits
 // one: the submitter's create is then the key's probe (a batch-mode key has
@@ -285,6 +293,18 @@ func (s *Submitter) wakeAnswered(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("submitter: wake answered jobs: %w", err)
 	}
+	// Lines that will not be sent again because their job was cancelled
+	// or deleted by hand: closed, their attempt settled as not run ($0),
+	// so the ledger does not carry them as possibly billed.
+	_, err = s.cfg.Pool.Exec(ctx, `WITH orphan AS (
+			UPDATE triage_provider_batch_line l SET state = 'applied'
+			WHERE l.key = $1 AND l.state IN ('pending', 'not_run') AND NOT `+s.liveJobSQL()+`
+			RETURNING l.attempt_id)
+		UPDATE triage_attempt a SET status = 'failed', class = 'throttled', reason = $2, cost_usd = 0, finished_at = now()
+		FROM orphan WHERE a.id = orphan.attempt_id AND a.status = 'intent'`, s.key, ledger.ReasonBatchNotRun)
+	if err != nil {
+		return fmt.Errorf("submitter: close lines of cancelled jobs: %w", err)
+	}
 	return nil
 }
 
@@ -322,7 +342,7 @@ func (s *Submitter) form(ctx context.Context, adm keys.Admission) (bool, error) 
 	if err := s.cfg.Pool.QueryRow(ctx, `SELECT coalesce(max(l.pending_since) < now() - make_interval(secs => $5)
 			OR min(l.pending_since) < now() - make_interval(secs => 10 * $5) OR count(*) >= $6, false)
 		FROM triage_provider_batch_line l
-		WHERE l.key = $1 AND l.state = 'pending' AND NOT `+nearSQL,
+		WHERE l.key = $1 AND l.state = 'pending' AND NOT `+nearSQL+` AND `+s.liveJobSQL(),
 		s.key, s.autoNames, s.autoMargins, now, s.t.Gather.Seconds(), s.limit.MaxLines).Scan(&ripe); err != nil {
 		return false, fmt.Errorf("submitter: pending lines: %w", err)
 	}
@@ -332,7 +352,7 @@ func (s *Submitter) form(ctx context.Context, adm keys.Admission) (bool, error) 
 	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT l.id, l.custom_id, l.body, l.body->>'model'
 			FROM triage_provider_batch_line l
-			WHERE l.key = $1 AND l.state = 'pending' AND NOT `+nearSQL+`
+			WHERE l.key = $1 AND l.state = 'pending' AND NOT `+nearSQL+` AND `+s.liveJobSQL()+`
 			ORDER BY l.id LIMIT $5 FOR UPDATE OF l SKIP LOCKED`,
 			s.key, s.autoNames, s.autoMargins, now, s.limit.MaxLines)
 		if err != nil {
