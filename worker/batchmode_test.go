@@ -612,12 +612,15 @@ func TestBatchLineOfACancelledJobIsNotSent(t *testing.T) {
 	const n = 10
 	b.enqueue(t, "b1", records(n, nil))
 	rt := b.start(t)
-	eventually(t, 30*time.Second, "every job wrote its line", func() bool { return b.lineStates(t)["pending"] == n })
+	eventually(t, 30*time.Second, "every job wrote its line and sleeps", func() bool {
+		return b.lineStates(t)["pending"] == n && b.jobStates(t)["scheduled"] == n
+	})
 	var jobID int64
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
 		`SELECT job_id FROM triage_provider_batch_line WHERE record_id = 'r003'`).Scan(&jobID))
-	_, err := rt.River().JobCancel(context.Background(), jobID)
+	job, err := rt.River().JobCancel(context.Background(), jobID)
 	require.NoError(t, err)
+	require.Equal(t, "cancelled", string(job.State))
 	// Lines that have waited ten gathers are sent: age them.
 	_, err = b.db.Pool.Exec(context.Background(), `UPDATE triage_provider_batch_line SET pending_since = now() - interval '1 day'`)
 	require.NoError(t, err)
