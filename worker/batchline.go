@@ -202,13 +202,19 @@ func (r *Runtime) applyLine(ctx context.Context, c *call, prior ledger.Prior, do
 		a.Throttle = batchRequeueWait
 	}
 	rep := r.report(ctx, c, done, batchBreakerOutcome(a))
-	rx := decideAfter(a)
+	return r.apply(ctx, c, batchReaction(decideAfter(a)), rep)
+}
+
+// batchReaction is decideAfter's reaction for a batch line: what waits for
+// a synchronous call (a transient failure's backoff, a throttle, a storm)
+// is the next provider batch here, so the job parks briefly (no snooze of
+// its own, the key not paused) and its next run writes the new line.
+func batchReaction(rx Reaction) Reaction {
 	switch rx.Kind {
 	case ReactRetry, ReactSnooze, ReactPauseKey, ReactStorm:
-		// The next provider batch is the retry; no snooze is the job's own.
 		rx.Kind, rx.After = ReactPark, batchRequeueWait
 	}
-	return r.apply(ctx, c, rx, rep)
+	return rx
 }
 
 // batchBreakerOutcome is what a batch line tells the key's breakers: an

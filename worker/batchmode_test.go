@@ -629,3 +629,28 @@ func TestBatchLineOfACancelledJobIsNotSent(t *testing.T) {
 	require.Equal(t, n-1, stats.Batches.Lines, "the cancelled job's line was not sent")
 	b.requireBilledOnce(t)
 }
+
+// Lines of an auto pipeline still waiting for a provider batch when the
+// deadline comes within the margin are taken back by their jobs and sent
+// synchronously; no provider batch is created for them.
+func TestAutoModePendingLinesGoSyncNearTheDeadline(t *testing.T) {
+	t.Parallel()
+	b, clock := setupBatch(t, fakeprovider.Scenario{}, "auto", tweaks{})
+	b.opts.Batch.Gather = time.Hour // the lines wait
+	const n = 20
+	b.enqueue(t, "b1", records(n, nil))
+	deadline := clock.Now().Add(5 * time.Hour)
+	b.setDeadline(t, "b1", deadline)
+	b.start(t)
+	eventually(t, 30*time.Second, "every job wrote its line", func() bool { return b.lineStates(t)["pending"] == n })
+	clock.Advance(3 * time.Hour) // 2 h left, within the 3 h margin
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.Completed)
+	stats := b.fake.Stats()
+	require.Zero(t, stats.Batches.Created)
+	require.Equal(t, n, stats.Requests, "each record one synchronous call")
+	b.requireBilledOnce(t)
+	require.Equal(t, n, notRun(t, b), "each batch attempt settled as not run, $0")
+	_, _, byMode := b.ledgerBill(t)
+	require.Equal(t, n, byMode["sync"])
+}
