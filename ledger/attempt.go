@@ -40,11 +40,11 @@ func nullInt(n int) *int {
 func BeginAttempt(ctx context.Context, db DBTX, in Intent) (int64, error) {
 	var id int64
 	err := db.QueryRow(ctx, `INSERT INTO triage_attempt
-		(batch, record_id, job_id, attempt, key, model, idempotency_key, request_hash, is_retry, est_cost_usd, started_at, change)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11, now()), $12)
+		(batch, record_id, job_id, attempt, key, model, idempotency_key, request_hash, is_retry, est_cost_usd, started_at, change, mode)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11, now()), $12, $13)
 		RETURNING id`,
 		in.Batch, in.RecordID, in.JobID, in.Attempt, in.Key, in.Model, in.IdempotencyKey, in.RequestHash,
-		in.IsRetry, in.EstCostUSD, nowArg(in.Now), in.Change).Scan(&id)
+		in.IsRetry, in.EstCostUSD, nowArg(in.Now), in.Change, modeArg(in.Mode)).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("ledger: begin attempt %s/%s: %w", in.Batch, in.RecordID, err)
 	}
@@ -75,7 +75,8 @@ func FinishAttempt(ctx context.Context, db DBTX, attemptID int64, out Outcome) e
 			status = $2, class = $3, http_status = $4, vendor_code = $5, reason = $6,
 			input_tokens = $7, output_tokens = $8, cost_usd = $9,
 			finished_at = coalesce($10, now()),
-			partial_text = $11, est_cost_usd = coalesce($12, est_cost_usd)
+			partial_text = $11, est_cost_usd = coalesce($12, est_cost_usd),
+			sync_cost_usd = coalesce($13, sync_cost_usd)
 		WHERE id = $1 AND status = 'intent'
 		RETURNING batch, key, cost_usd
 	), spend AS (
@@ -85,7 +86,7 @@ func FinishAttempt(ctx context.Context, db DBTX, attemptID int64, out Outcome) e
 	SELECT EXISTS (SELECT 1 FROM upd), prev.status FROM prev`,
 		attemptID, string(out.Status), out.Class.String(), nullInt(out.HTTPStatus), nullString(out.VendorCode),
 		nullString(out.Reason), out.InputTokens, out.OutputTokens, out.CostUSD, nowArg(out.Now),
-		out.Partial.text(), out.Partial.rest()).Scan(&updated, &status)
+		out.Partial.text(), out.Partial.rest(), out.SyncCostUSD).Scan(&updated, &status)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("ledger: finish attempt %d: %w", attemptID, ErrNotFound)

@@ -62,12 +62,12 @@ func ReserveAttempt(ctx context.Context, db DBTX, in Intent) (int64, error) {
 	// Most batches have no cap: one statement, no lock.
 	var id int64
 	err := db.QueryRow(ctx, `INSERT INTO triage_attempt
-			(batch, record_id, job_id, attempt, key, model, idempotency_key, request_hash, is_retry, est_cost_usd, started_at, change)
-		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11, now()), $12
+			(batch, record_id, job_id, attempt, key, model, idempotency_key, request_hash, is_retry, est_cost_usd, started_at, change, mode)
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11, now()), $12, $13
 		FROM triage_batch WHERE id = $1 AND budget_usd IS NULL AND state <> 'paused_budget'
 		RETURNING id`,
 		in.Batch, in.RecordID, in.JobID, in.Attempt, in.Key, in.Model, in.IdempotencyKey, in.RequestHash,
-		in.IsRetry, in.EstCostUSD, nowArg(in.Now), in.Change).Scan(&id)
+		in.IsRetry, in.EstCostUSD, nowArg(in.Now), in.Change, modeArg(in.Mode)).Scan(&id)
 	if err == nil {
 		return id, nil
 	}

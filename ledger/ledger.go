@@ -129,6 +129,22 @@ type Intent struct {
 	// Change names how the request was changed before it was sent (a
 	// Change* value); "": sent as rendered.
 	Change string
+	// Mode is how the call reaches the model: ModeSync ("" means sync) or
+	// ModeBatch (a line of a provider batch, billed at the batch price).
+	Mode string
+}
+
+// Attempt modes (triage_attempt.mode).
+const (
+	ModeSync  = "sync"
+	ModeBatch = "batch"
+)
+
+func modeArg(m string) string {
+	if m == "" {
+		return ModeSync
+	}
+	return m
 }
 
 // How a request was changed for its one changed retry (Intent.Change,
@@ -169,6 +185,10 @@ type Outcome struct {
 	Now time.Time
 	// Partial: a stream cut midway (stream.go).
 	Partial *Partial
+	// SyncCostUSD, for a batch attempt, is what the same tokens would have
+	// cost synchronously (the saving is CostUSD's difference to it); nil
+	// for a synchronous one.
+	SyncCostUSD *float64
 }
 
 // Attempt is one row of the attempt ledger (`triage ledger`).

@@ -110,6 +110,11 @@ type call struct {
 	// otherwise. partialAccepted: it is stored as the result.
 	partial         *ledger.Partial
 	partialAccepted bool
+	// line is the job's open batch line (pipelines with mode batch or
+	// auto; ID 0: none); lineID is set when this run applies its answer
+	// (batchline.go).
+	line   ledger.BatchLine
+	lineID int64
 }
 
 // Work runs one job: the checks before the call (decideBefore after each
@@ -150,9 +155,18 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	adm, pause, done, err := k.gate.AdmitWith(ctx, job.ID, func(batch *pgx.Batch) {
 		ledger.QueuePriorOutcomeForJob(batch, &prior, c.req.IdempotencyKey, job.ID, job.Args.Batch, job.Args.RecordID)
 		rt.queueCacheLookup(batch, c)
+		if p.UsesBatch() {
+			ledger.QueueOpenBatchLine(batch, &c.line, job.ID, job.Args.Batch)
+		}
 	})
 	if err != nil {
 		return fmt.Errorf("admit and ledger look-up: %w", err)
+	}
+	if c.line.ID != 0 {
+		batchPrior(&prior, c.line)
+		// The line's answer is this request's answer; another one from the
+		// cache would leave the line open.
+		c.cached.Hit = false
 	}
 	// Every exit reports to the breakers exactly once; this one, for the
 	// exits before the call, gives a probe claim back.
@@ -168,6 +182,11 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	c.calls = prior.JobCalls
 	if rx := decideBefore(b); rx.Kind != ReactGo {
 		return rt.apply(ctx, c, rx, keys.Report{})
+	}
+	if p.UsesBatch() {
+		if handled, err := rt.workBatch(ctx, c, b, prior, done); handled {
+			return err
+		}
 	}
 	c.hadAmbiguous = prior.Ambiguous > 0
 	// A retry is a resend after a transient, ambiguous or unfinished attempt
@@ -353,9 +372,12 @@ func (r *Runtime) observe(ctx context.Context, c *call) {
 			Fields:  map[string]any{"status": c.res.Observation.Status, "code": deref(c.verdict.Code), "class": c.verdict.Class.String()}})
 	}
 	if o := r.opts.Observer; o != nil {
+		spent := cost(c.model, c.res.InputTokens, c.res.OutputTokens)
+		if c.lineID != 0 {
+			spent, _ = lineCost(c.model, c.res.InputTokens, c.res.OutputTokens)
+		}
 		o.ObserveCall(CallEvent{Key: k.cfg.Name, Class: c.verdict.Class, Status: c.res.Observation.Status,
-			Known: c.verdict.Known, Retry: c.retry,
-			CostUSD: cost(c.model, c.res.InputTokens, c.res.OutputTokens), Elapsed: c.res.Elapsed})
+			Known: c.verdict.Known, Retry: c.retry, CostUSD: spent, Elapsed: c.res.Elapsed})
 	}
 }
 
@@ -475,6 +497,9 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 			return fmt.Errorf("complete: cache hit: %w", err)
 		}
 	}
+	if err := closeLine(ctx, tx, c); err != nil {
+		return fmt.Errorf("complete: %w", err)
+	}
 	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, c.job); err != nil {
 		return fmt.Errorf("complete: job: %w", err)
 	}
@@ -493,6 +518,9 @@ func (r *Runtime) finish(ctx context.Context, c *call, status ledger.AttemptStat
 	// outcome would later read as an ambiguous (possibly billed) call.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	if c.lineID != 0 {
+		return r.finishLine(ctx, c, status)
+	}
 	err := ledger.FinishAttempt(ctx, r.pool, c.attemptID, r.outcome(c, status))
 	if err != nil && !errors.Is(err, ledger.ErrAttemptFinished) {
 		r.log.ErrorContext(ctx, "ledger outcome", "attempt_id", c.attemptID, "err", err)
@@ -502,13 +530,19 @@ func (r *Runtime) finish(ctx context.Context, c *call, status ledger.AttemptStat
 }
 
 func (r *Runtime) outcome(c *call, status ledger.AttemptStatus) ledger.Outcome {
-	return ledger.Outcome{
+	o := ledger.Outcome{
 		Status: status, Class: c.verdict.Class, HTTPStatus: c.res.Observation.Status,
 		VendorCode: deref(c.verdict.Code), Reason: c.verdict.Reason,
 		InputTokens: c.res.InputTokens, OutputTokens: c.res.OutputTokens,
 		CostUSD: cost(c.model, c.res.InputTokens, c.res.OutputTokens),
 		Partial: c.partial,
 	}
+	if c.lineID != 0 {
+		var sync float64
+		o.CostUSD, sync = lineCost(c.model, c.res.InputTokens, c.res.OutputTokens)
+		o.SyncCostUSD = &sync
+	}
+	return o
 }
 
 // deadLetter records the call's outcome and the record's dead letter in one
@@ -564,6 +598,9 @@ func (r *Runtime) deadLetter(ctx context.Context, c *call, rx Reaction) error {
 				if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, rx.Outcome)); err != nil && !errors.Is(err, ledger.ErrAttemptFinished) {
 					return err
 				}
+			}
+			if err := closeLine(ctx, tx, c); err != nil {
+				return err
 			}
 			var err error
 			id, err = ledger.AddDeadLetter(ctx, tx, row)

@@ -19,6 +19,7 @@ import (
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/submitter"
 )
 
 // helperEnv carries a worker process's settings from a test to the test
@@ -28,6 +29,8 @@ const helperEnv = "TRIAGE_TEST_WORKER_PROCESS"
 type helperSpec struct {
 	DatabaseURL string `json:"database_url"`
 	ConfigTOML  string `json:"config_toml"`
+	// Batch times the process's batch submitters (batch-mode tests).
+	Batch submitter.Tuning `json:"batch"`
 }
 
 // TestMain lets the test binary double as a worker process that a test can
@@ -62,6 +65,7 @@ func workerProcess(specJSON string) int {
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BackoffBase: 10 * time.Millisecond, BackoffCap: 100 * time.Millisecond,
 		FetchCooldown: 5 * time.Millisecond, SupervisorTick: 25 * time.Millisecond,
+		Batch: spec.Batch,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

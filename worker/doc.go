@@ -34,6 +34,13 @@
 // Snoozes do not consume River attempts, so each job carries a snooze budget
 // (pipelines' max_snoozes): past it, dead letter snoozed_out.
 //
+// A pipeline with mode = "batch" (or "auto" while its batch's deadline is far)
+// makes no call in the job: the job writes its ledger intent at batch prices
+// and a line (batchline.go), the key's submitter (worker/submitter) sends the
+// lines as a provider batch and stores each answer, and the job's next run
+// classifies that answer and reacts through the same decideAfter and apply,
+// the waits of a synchronous call becoming the next provider batch.
+//
 // Every record ends in a result or a dead letter, even when its job ends
 // without the worker deciding: every process sweeps for jobs River discarded
 // (dead letter discarded) and jobs cancelled or deleted by hand in River's

@@ -16,9 +16,11 @@ import (
 
 	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger/redact"
+	"github.com/triage-dev/triage/worker/batchapi"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/provider"
+	"github.com/triage-dev/triage/worker/submitter"
 )
 
 // Defaults for Options.
@@ -134,6 +136,11 @@ type Options struct {
 	// fleet-wide; shorter ones snooze only the job. Default
 	// keys.KeyPauseAfterDefault.
 	KeyPauseAfter time.Duration
+	// BatchWait: see BatchWaitDefault.
+	BatchWait time.Duration
+	// Batch times the keys' batch submitters (pipelines with mode batch or
+	// auto). Zero fields take worker/submitter's defaults.
+	Batch submitter.Tuning
 }
 
 // Observer hears about every provider call this process makes, after it is
@@ -203,6 +210,7 @@ type Runtime struct {
 	keys       map[string]*keyRuntime
 	pacers     *keys.Pacers
 	horizon    Horizon
+	submitters []*submitter.Submitter
 	stopWatch  context.CancelFunc
 	watchDone  chan struct{}
 }
@@ -324,7 +332,43 @@ func New(opts Options) (*Runtime, error) {
 		pacers[name] = k.pacer
 	}
 	r.pacers = keys.NewPacers(r.store, pacers, keys.PacersConfig{Heartbeat: opts.PacerHeartbeat, Logger: opts.Logger})
+	if err := r.newSubmitters(); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// newSubmitters builds a batch submitter for each key this process works
+// that serves a model of a batch or auto pipeline (its own or a fallback).
+func (r *Runtime) newSubmitters() error {
+	batchKeys := map[string]bool{}
+	for _, p := range r.cfg.Pipelines {
+		if !p.UsesBatch() {
+			continue
+		}
+		for _, name := range append([]string{p.Model}, p.Fallback...) {
+			if m, err := r.cfg.Model(name); err == nil {
+				batchKeys[m.Key] = true
+			}
+		}
+	}
+	for name, k := range r.keys {
+		if !batchKeys[name] {
+			continue
+		}
+		client, err := batchapi.New(batchapi.Options{Vendor: k.cfg.Vendor, Path: k.cfg.Path, BaseURL: k.cfg.BaseURL,
+			APIKey: k.apiKey, Timeout: k.cfg.Timeout, HTTPClient: r.opts.HTTPClient})
+		if err != nil {
+			return fmt.Errorf("worker: key %q: batch client: %w", name, err)
+		}
+		s, err := submitter.New(submitter.Config{Key: k.cfg, Config: r.cfg, Client: client, Pool: r.pool, Store: r.store,
+			RiverSchema: r.opts.Schema, Clock: r.opts.Clock, Logger: r.log, Alerter: r.alerter, Tuning: r.opts.Batch})
+		if err != nil {
+			return fmt.Errorf("worker: key %q: %w", name, err)
+		}
+		r.submitters = append(r.submitters, s)
+	}
+	return nil
 }
 
 // StormSettings are a key's storm breaker thresholds from its
@@ -371,6 +415,9 @@ func (r *Runtime) Start(ctx context.Context) error {
 		r.pacers.Stop(ctx)
 		return fmt.Errorf("worker: start river: %w", err)
 	}
+	for _, s := range r.submitters {
+		s.Start(ctx)
+	}
 	watchCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.stopWatch = cancel
 	r.watchDone = make(chan struct{})
@@ -407,6 +454,9 @@ func (r *Runtime) Stop(ctx context.Context) error {
 	if r.stopWatch != nil {
 		r.stopWatch()
 		<-r.watchDone
+	}
+	for _, s := range r.submitters {
+		s.Stop()
 	}
 	err := r.river.Stop(ctx)
 	if err != nil {

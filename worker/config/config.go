@@ -199,6 +199,13 @@ type Model struct {
 	// serve output = "json" pipelines as a fallback. Default false: a model
 	// is not assumed to keep a contract nobody said it keeps.
 	JSONMode bool `toml:"json_mode"`
+
+	// BatchInputUSDPerMTok and BatchOutputUSDPerMTok price the lines of a
+	// provider batch (pipelines with mode = "batch" or "auto"). Default:
+	// half of InputUSDPerMTok and OutputUSDPerMTok, as OpenAI and
+	// Anthropic both charge.
+	BatchInputUSDPerMTok  float64 `toml:"batch_input_usd_per_mtok"`
+	BatchOutputUSDPerMTok float64 `toml:"batch_output_usd_per_mtok"`
 }
 
 // Pipeline is one [[pipelines]] entry: how a record becomes a request and what
@@ -280,6 +287,13 @@ type Pipeline struct {
 	// its queued jobs move to a fallback. Default FallbackGraceDefault
 	// (30s).
 	FallbackGrace time.Duration `toml:"-"`
+	// Mode is how records reach the model (batch.go): ModeSync, ModeBatch
+	// or ModeAuto. Default ModeDefault (sync).
+	Mode Mode `toml:"mode"`
+	// AutoMargin, with mode = "auto": once the batch's deadline is nearer
+	// than this, what is left runs synchronously and open provider batches
+	// are cancelled. Default AutoMarginDefault (3h).
+	AutoMargin time.Duration `toml:"auto_margin"`
 	// Deadline is when a batch of this pipeline must be done: "06:00" (the
 	// next such local time after enqueue) or a duration from enqueue
 	// ("8h"). Stored with the batch when it is enqueued; `triage run

@@ -108,6 +108,9 @@ type rawPipeline struct {
 	Fallback              []string `toml:"fallback"`
 	FallbackMaxShare      float64  `toml:"fallback_max_share"`
 	FallbackGrace         string   `toml:"fallback_grace"`
+	// Batch API: see Pipeline.Mode.
+	Mode       string `toml:"mode"`
+	AutoMargin string `toml:"auto_margin"`
 	// Deadline: see Pipeline.Deadline.
 	Deadline string `toml:"deadline"`
 }
@@ -202,6 +205,9 @@ func (r rawFile) config(name string) (*Config, error) {
 				field = "snooze_limit"
 			}
 			return nil, fmt.Errorf("%s: %s: %s must be at least 1, got %d", name, elem("pipelines", i, rp.Name), field, p.MaxSnoozes)
+		}
+		if err := rp.batchOptions(&p); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", name, elem("pipelines", i, rp.Name), err)
 		}
 		if err := rp.cacheOptions(&p); err != nil {
 			return nil, fmt.Errorf("%s: %s: %w", name, elem("pipelines", i, rp.Name), err)

@@ -56,8 +56,12 @@ func (c *Config) WithDefaults() *Config {
 		}
 		k.retryBudgetSet = true
 	}
+	for i := range out.Models {
+		out.Models[i].batchDefaults()
+	}
 	for i := range out.Pipelines {
 		p := &out.Pipelines[i]
+		p.batchDefaults()
 		if p.Output == "" {
 			p.Output = OutputDefault
 		}
@@ -197,6 +201,7 @@ func (c *Config) Validate() error {
 		if !finiteNonNeg(m.OutputUSDPerMTok) {
 			v.addf(at, "output_usd_per_mtok must not be negative, got %v", m.OutputUSDPerMTok)
 		}
+		m.validateBatch(&v, at)
 	}
 
 	pipelines := map[string]int{}
@@ -253,6 +258,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateRules(&v)
 	c.validateFallback(&v)
+	c.validateBatch(&v)
 	return v.err()
 }
 

@@ -1,0 +1,267 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/triage-dev/triage/classify"
+	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/provider"
+)
+
+// The work path of a job whose pipeline has mode = "batch" or "auto". Such a
+// job makes no call itself: its first run writes the ledger intent and a
+// pending line (the rendered vendor body), and sleeps; the key's submitter
+// (worker/submitter) sends the line in a provider batch, stores the answer
+// and wakes the job; the job's next run turns the answer into the call's
+// Result and goes through the same classify, decideAfter and apply as a
+// synchronous call.
+
+const (
+	// BatchWaitDefault is how long a job sleeps while its line waits for a
+	// provider batch: the submitter wakes it as soon as its answer is in,
+	// and sweeps for any wake it missed, so this only bounds the idle runs of
+	// a job whose batch takes the whole 24 h.
+	BatchWaitDefault = time.Hour
+	// batchRequeueWait is how soon a line that was answered with a failure
+	// worth another try (transient, throttled) is written again for the next
+	// provider batch: the batch itself is the wait.
+	batchRequeueWait = time.Second
+	// batchInFlight is how long a batch attempt's intent counts as a
+	// reservation in flight against a budget, not as possibly billed: the
+	// 24 h completion window and an hour to collect.
+	batchInFlight = 25 * time.Hour
+)
+
+// batchPrior removes the open line's own intent from what the ledger says
+// about earlier sends: it is a line waiting for its answer, not a send
+// whose worker died.
+func batchPrior(p *ledger.Prior, l ledger.BatchLine) {
+	if l.ID == 0 || l.AttemptID == 0 || l.State == ledger.LineApplied {
+		return
+	}
+	p.JobCalls = max(0, p.JobCalls-1)
+	p.JobAmbiguous = max(0, p.JobAmbiguous-1)
+	p.Ambiguous = max(0, p.Ambiguous-1)
+	p.JobLast = ledger.LastAttempt{}
+}
+
+// nearDeadline reports whether an auto pipeline's job must run
+// synchronously: its batch's deadline is within the pipeline's margin.
+func (r *Runtime) nearDeadline(p *config.Pipeline, l ledger.BatchLine) bool {
+	return p.Mode == config.ModeAuto && l.Deadline != nil && l.Deadline.Sub(r.now()) < p.AutoMargin
+}
+
+// workBatch runs the batch side of a job once admitted. handled false: the
+// job goes on as a synchronous call (auto mode near the deadline).
+func (r *Runtime) workBatch(ctx context.Context, c *call, b before, prior ledger.Prior, done keys.Done) (bool, error) {
+	l, job := c.line, c.job
+	sync := r.nearDeadline(c.pipeline, l)
+	switch {
+	case l.ID == 0:
+		if sync {
+			return false, nil
+		}
+		return true, r.addLine(ctx, c, b, prior)
+	case l.State == ledger.LineAnswered:
+		return true, r.applyLine(ctx, c, prior, done)
+	case sync && (l.State == ledger.LinePending || l.State == ledger.LineNotRun):
+		took, err := ledger.TakeBackBatchLine(ctx, r.pool, l.ID, l.AttemptID)
+		if err != nil {
+			return true, err
+		}
+		if took {
+			r.log.DebugContext(ctx, "batch line taken back: the deadline is near, calling synchronously",
+				"job_id", job.ID, "batch", job.Args.Batch, "record_id", job.Args.RecordID)
+			return false, nil
+		}
+		return true, park(ctx, job, r.batchWait())
+	case l.State == ledger.LineNotRun:
+		// Expired, canceled or missing from the results: nothing was billed,
+		// so the same attempt goes into the next provider batch.
+		if err := ledger.RequeueBatchLine(ctx, r.pool, l.ID); err != nil {
+			return true, err
+		}
+		return true, park(ctx, job, r.batchWait())
+	default: // pending or submitted: the submitter wakes the job
+		return true, park(ctx, job, r.batchWait())
+	}
+}
+
+func (r *Runtime) batchWait() time.Duration {
+	if r.opts.BatchWait > 0 {
+		return r.opts.BatchWait
+	}
+	return BatchWaitDefault
+}
+
+// addLine writes the job's ledger intent (at batch prices, reserved against
+// the batch's budget like a call) and its pending line in one transaction,
+// then sleeps until the submitter wakes it.
+func (r *Runtime) addLine(ctx context.Context, c *call, b before, prior ledger.Prior) error {
+	job, k, m := c.job, c.key, c.model
+	body, err := k.client.Body(c.req)
+	if err != nil {
+		return r.apply(ctx, c, deadLetter(classify.Rejected, ReasonConfig, err.Error()), keys.Report{})
+	}
+	in, out := m.BatchPrices()
+	est := float64(estimateTokens(c.req))*in/1e6 + float64(c.req.MaxTokens)*out/1e6
+	tx, err := r.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("batch line: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck
+	attemptID, err := ledger.ReserveAttempt(ctx, tx, ledger.Intent{
+		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: prior.JobCalls + 1,
+		Key: k.cfg.Name, Model: m.Name, IdempotencyKey: c.req.IdempotencyKey, RequestHash: c.hash,
+		IsRetry: prior.JobLast.Retry(), Change: c.change.label(), EstCostUSD: est, InFlightFor: batchInFlight,
+		Mode: ledger.ModeBatch,
+	})
+	var budgetErr *ledger.BudgetError
+	if errors.As(err, &budgetErr) {
+		if budgetErr.Paused {
+			// The pause was written in its own transaction (savepoint
+			// released): keep it.
+			_ = tx.Commit(ctx)
+			r.alerter.Alert(ctx, keys.Alert{Kind: keys.AlertBudgetReached, Key: k.cfg.Name, Batch: job.Args.Batch,
+				Message: "batch spend cap reached: its jobs stay queued; raise it with `triage batch budget`",
+				Fields:  map[string]any{"budget_usd": budgetErr.BudgetUSD, "spent_usd": budgetErr.SpentUSD, "in_flight_usd": budgetErr.ReservedUSD}})
+		}
+		b.Budget, b.BudgetRecheck = budgetErr, r.opts.BudgetRecheck
+		return r.apply(ctx, c, decideBefore(b), keys.Report{})
+	}
+	if err != nil {
+		return fmt.Errorf("batch line: ledger intent: %w", err)
+	}
+	_, err = ledger.AddBatchLine(ctx, tx, ledger.NewBatchLine{
+		Key: k.cfg.Name, Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID,
+		CustomID: c.req.IdempotencyKey, AttemptID: attemptID, Body: json.RawMessage(body),
+	})
+	if errors.Is(err, ledger.ErrLineExists) {
+		// Another run of this job wrote it meanwhile (a rescued job).
+		return park(ctx, job, r.batchWait())
+	}
+	if err != nil {
+		return fmt.Errorf("batch line: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("batch line: commit: %w", err)
+	}
+	return park(ctx, job, r.batchWait())
+}
+
+// applyLine turns the line's stored answer into the call's Result and goes
+// on exactly as a synchronous call that got this answer: classify,
+// decideAfter, apply. What is a wait for a synchronous call (a transient
+// failure's backoff, a throttle) is the next provider batch here.
+func (r *Runtime) applyLine(ctx context.Context, c *call, prior ledger.Prior, done keys.Done) error {
+	k, p, l := c.key, c.pipeline, c.line
+	c.attemptID, c.lineID = l.AttemptID, l.ID
+	c.calls = prior.JobCalls + 1
+	ans := l.Answer
+	if ans == nil {
+		return fmt.Errorf("batch line %d is answered without an answer", l.ID)
+	}
+	if ans.RejectReason != "" {
+		c.verdict = classify.Verdict{Class: classify.Rejected, Reason: ans.RejectReason, Known: true}
+		rx := deadLetter(classify.Rejected, ans.RejectReason, ans.RejectDetail)
+		rx.Outcome = ledger.AttemptFailed
+		return r.apply(ctx, c, rx, keys.Report{})
+	}
+	o := ans.Observation
+	c.res = provider.DecodeResponse(k.client.Format(), k.cfg.Vendor, k.cfg.Path, o.Status, o.Headers, []byte(o.Body))
+	c.res, c.verdict = k.observe(c.res, r.cfg.Classifier())
+	a := after{
+		JobCalls: prior.JobCalls, MaxAttempts: p.MaxAttempts,
+		JobAmbiguous: prior.JobAmbiguous, AmbiguousRetries: p.AmbiguousRetries,
+		NoRetries: k.cfg.RetryBudget == 0, RetryBudget: k.cfg.RetryBudget,
+		Backoff: batchRequeueWait, BackoffCap: batchRequeueWait,
+		ProbeInterval: k.cfg.ProbeInterval, Verdict: c.verdict, Phase: c.res.Observation.Phase,
+	}
+	if len(p.Fallback) > 0 {
+		a.Fallback.Model = firstCapable(r.cfg, p, c.model.Name, c.req)
+	}
+	r.observe(ctx, c)
+	switch c.verdict.Class {
+	case classify.OK:
+		var bad string
+		c.output, bad = usableOutput(c)
+		a.Unusable, a.Malformed = bad, c.res.Malformed != ""
+	case classify.Rejected:
+		a.Change = c.overflowFacts(c.res.Observation)
+	case classify.Throttled:
+		// A line throttled inside a batch says nothing about the key's
+		// synchronous rate: only this line waits, for the next batch.
+		a.Throttle = batchRequeueWait
+	}
+	rep := r.report(ctx, c, done, batchBreakerOutcome(a))
+	return r.apply(ctx, c, batchReaction(decideAfter(a)), rep)
+}
+
+// batchReaction is decideAfter's reaction for a batch line: what waits for
+// a synchronous call (a transient failure's backoff, a throttle, a storm)
+// is the next provider batch here, so the job parks briefly (no snooze of
+// its own, the key not paused) and its next run writes the new line.
+func batchReaction(rx Reaction) Reaction {
+	switch rx.Kind {
+	case ReactRetry, ReactSnooze, ReactPauseKey, ReactStorm:
+		rx.Kind, rx.After = ReactPark, batchRequeueWait
+	}
+	return rx
+}
+
+// batchBreakerOutcome is what a batch line tells the key's breakers: an
+// exhausted balance trips the key as a call would; the rest (a line's 5xx,
+// its throttle) is about the batch's processing, not about the key's
+// synchronous endpoint being up, so it does not feed the storm breaker.
+func batchBreakerOutcome(a after) keys.Outcome {
+	switch a.Verdict.Class {
+	case classify.OK:
+		return keys.OutcomeSuccess
+	case classify.Exhausted:
+		return keys.OutcomeExhausted
+	case classify.Rejected:
+		return keys.OutcomeRejected
+	}
+	return keys.OutcomeExcluded
+}
+
+// lineCost prices a batch line at the model's batch prices, and what the
+// same tokens would have cost synchronously.
+func lineCost(m *config.Model, in, out int) (batch, sync float64) {
+	bi, bo := m.BatchPrices()
+	return float64(in)*bi/1e6 + float64(out)*bo/1e6, cost(m, in, out)
+}
+
+// closeLine closes the job's open line in tx, for a run that ends the job
+// (completed or dead-lettered): whatever state the line was in, the job
+// acts on it no more.
+func closeLine(ctx context.Context, tx pgx.Tx, c *call) error {
+	if c.line.ID == 0 {
+		return nil
+	}
+	return ledger.CloseBatchLine(ctx, tx, c.line.ID)
+}
+
+// finishLine records the applied line's attempt outcome and closes the
+// line in one transaction: the job's next run writes a new line (the next
+// provider batch) or calls synchronously.
+func (r *Runtime) finishLine(ctx context.Context, c *call, status ledger.AttemptStatus) error {
+	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, status)); err != nil && !errors.Is(err, ledger.ErrAttemptFinished) {
+			return err
+		}
+		return ledger.CloseBatchLine(ctx, tx, c.lineID)
+	})
+	if err != nil {
+		r.log.ErrorContext(ctx, "ledger outcome of a batch line", "attempt_id", c.attemptID, "line_id", c.lineID, "err", err)
+	}
+	return err
+}

@@ -1,0 +1,656 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/triage-dev/triage/fakeprovider"
+	"github.com/triage-dev/triage/worker/submitter"
+	"github.com/triage-dev/triage/worker/workertest"
+)
+
+// testClock is the system clock moved forward by Advance: the fake
+// provider's batches and the worker's deadlines read it, so a test skips
+// hours of batch latency without waiting for them.
+type testClock struct {
+	mu  sync.Mutex
+	off time.Duration
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.off)
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.off += d
+}
+
+// batchTuning makes the submitter's rounds and polls quick.
+var batchTuning = submitter.Tuning{Tick: 20 * time.Millisecond, Gather: 200 * time.Millisecond,
+	PollMin: 20 * time.Millisecond, PollMax: 100 * time.Millisecond, Lease: 2 * time.Second}
+
+// setupBatch is setup for a pipeline with the given mode, with the fake's
+// and the worker's clock the same testClock, replay off.
+func setupBatch(t *testing.T, sc fakeprovider.Scenario, mode string, tw tweaks) (*testBundle, *testClock) {
+	t.Helper()
+	clock := &testClock{}
+	sc.Now = clock.Now
+	sc.NoReplay = true
+	tw.extraPipeline = "mode = \"" + mode + "\"\n" + tw.extraPipeline
+	b := setup(t, sc, tw)
+	b.opts.Clock = clock
+	b.opts.Batch = batchTuning
+	return b, clock
+}
+
+// lineStates counts the batch lines by state.
+func (b *testBundle) lineStates(t testing.TB) map[string]int {
+	t.Helper()
+	rows, err := b.db.Pool.Query(context.Background(), "SELECT state, count(*) FROM triage_provider_batch_line GROUP BY 1")
+	require.NoError(t, err)
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		require.NoError(t, rows.Scan(&s, &n))
+		out[s] = n
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// ledgerBill sums the ledger: cost, what it would have cost sync, attempts
+// by mode.
+func (b *testBundle) ledgerBill(t testing.TB) (costUSD, syncUSD float64, byMode map[string]int) {
+	t.Helper()
+	byMode = map[string]int{}
+	rows, err := b.db.Pool.Query(context.Background(), `SELECT mode, count(*), coalesce(sum(cost_usd), 0)::float8,
+		coalesce(sum(sync_cost_usd), 0)::float8 FROM triage_attempt GROUP BY 1`)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			mode    string
+			n       int
+			c, sync float64
+		)
+		require.NoError(t, rows.Scan(&mode, &n, &c, &sync))
+		byMode[mode] = n
+		costUSD += c
+		syncUSD += sync
+	}
+	require.NoError(t, rows.Err())
+	return costUSD, syncUSD, byMode
+}
+
+func poisoned(every int) func(i int) string {
+	return func(i int) string {
+		if i%every == 0 {
+			return `,"note":"POISON"`
+		}
+		return ""
+	}
+}
+
+// The issue's first "done when": a 2,000-record batch-mode run with 10 %
+// poisoned records completes every good record through the Batch API,
+// dead-letters exactly the poisoned ones with the reason a synchronous call
+// gets, bills at batch prices, and the ledger matches the provider's bill
+// exactly.
+func TestBatchModeRunBillsAtBatchPricesAndDeadLettersThePoisoned(t *testing.T) {
+	t.Parallel()
+	b, _ := setupBatch(t, fakeprovider.Scenario{Poison: fakeprovider.Poison{InvalidMarker: "POISON"}}, "batch", tweaks{concurrency: 8})
+	const n = 2000
+	b.enqueue(t, "b1", records(n, poisoned(10)))
+	b.start(t)
+
+	st := b.waitSettled(t, "b1", 120*time.Second)
+	require.Equal(t, n-n/10, st.Completed, "every good record completes")
+	require.Equal(t, n/10, st.DeadLettered)
+	dls := b.deadLetters(t, "b1")
+	require.Len(t, dls, n/10)
+	for _, d := range dls {
+		var i int
+		_, err := fmt.Sscanf(d.RecordID, "r%d", &i)
+		require.NoError(t, err)
+		require.Zero(t, (i-1)%10, "only poisoned records are dead-lettered: %s", d.RecordID)
+		require.Equal(t, "rejected", d.Class)
+		require.Equal(t, 400, d.HTTPStatus)
+		require.NotEmpty(t, d.Reason)
+	}
+	// The same fault on a synchronous call gets the same reason.
+	sync := setup(t, fakeprovider.Scenario{Poison: fakeprovider.Poison{InvalidMarker: "POISON"}}, tweaks{})
+	sync.enqueue(t, "s1", records(1, poisoned(10)))
+	sync.start(t)
+	sync.waitSettled(t, "s1", 30*time.Second)
+	syncDL := sync.deadLetters(t, "s1")
+	require.Len(t, syncDL, 1)
+	require.Equal(t, syncDL[0].Reason, dls[0].Reason, "a batch line is classified as the same call made synchronously")
+	require.Equal(t, syncDL[0].VendorCode, dls[0].VendorCode)
+
+	stats := b.fake.Stats()
+	require.Zero(t, stats.Requests-stats.Batches.Succeeded-stats.Batches.Errored, "no synchronous call: every request was a batch line")
+	require.Equal(t, n, stats.Batches.Lines, "each record sent in one batch line, once")
+	require.Zero(t, stats.DoubleBilledRecords, "nothing billed twice")
+	costUSD, syncUSD, byMode := b.ledgerBill(t)
+	require.Equal(t, map[string]int{"batch": n}, byMode, "one batch attempt per record")
+	require.InDelta(t, stats.BilledUSD, costUSD, 1e-9, "the ledger is the provider's bill")
+	require.InDelta(t, stats.Batches.BilledUSD, stats.BilledUSD, 1e-12, "all of it at batch prices")
+	require.InDelta(t, 2*costUSD, syncUSD, 1e-9, "half of what the same tokens cost synchronously")
+	require.Equal(t, map[string]int{"applied": n}, b.lineStates(t))
+	var open int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM triage_attempt WHERE status IN ('intent', 'possibly_billed')`).Scan(&open))
+	require.Zero(t, open, "every attempt settled")
+}
+
+// startProcess runs the bundle's configuration in a worker process of its
+// own (the test binary re-executed), to be killed with SIGKILL.
+func (b *testBundle) startProcess(t *testing.T) *exec.Cmd {
+	t.Helper()
+	spec, err := json.Marshal(helperSpec{DatabaseURL: b.db.URL, ConfigTOML: b.tomlText, Batch: b.opts.Batch})
+	require.NoError(t, err)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+string(spec))
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
+
+// providerBatches counts triage_provider_batch rows by state.
+func (b *testBundle) providerBatches(t testing.TB) map[string]int {
+	t.Helper()
+	rows, err := b.db.Pool.Query(context.Background(), "SELECT state, count(*) FROM triage_provider_batch GROUP BY 1")
+	require.NoError(t, err)
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		require.NoError(t, rows.Scan(&s, &n))
+		out[s] = n
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// requireBilledOnce checks the money: nothing billed twice, and the
+// ledger is exactly the provider's bill.
+func (b *testBundle) requireBilledOnce(t *testing.T) {
+	t.Helper()
+	stats := b.fake.Stats()
+	require.Zero(t, stats.DoubleBilledRecords, "nothing billed twice")
+	for id, r := range stats.ByRecord {
+		require.LessOrEqual(t, r.Billed, 1, "record %s billed %d times", id, r.Billed)
+	}
+	costUSD, _, _ := b.ledgerBill(t)
+	require.InDelta(t, stats.BilledUSD, costUSD, 1e-9, "the ledger is the provider's bill")
+	var open int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM triage_attempt WHERE status IN ('intent', 'possibly_billed')`).Scan(&open))
+	require.Zero(t, open, "every attempt settled")
+}
+
+// The issue's second "done when": a worker killed (SIGKILL) after it
+// submitted a provider batch and before the results arrived. The next
+// process resumes polling that same batch: nothing is submitted twice,
+// nothing billed twice.
+func TestBatchModeSurvivesSIGKILLAfterSubmit(t *testing.T) {
+	t.Parallel()
+	b, clock := setupBatch(t, fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}, "batch", tweaks{})
+	const n = 60
+	b.enqueue(t, "b1", records(n, nil))
+	cmd := b.startProcess(t)
+	eventually(t, 30*time.Second, "the worker process submitted its provider batch", func() bool {
+		return b.providerBatches(t)["submitted"] == 1 && b.fake.Stats().Batches.Created == 1
+	})
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	require.Zero(t, b.status(t, "b1").Completed, "killed before any result")
+	require.Equal(t, n, b.fake.Stats().Batches.Lines)
+
+	// The batch finishes at the provider while no worker runs.
+	clock.Advance(2 * time.Hour)
+	b.opts.RescueAfter = 3 * time.Second
+	b.opts.JobMargin = time.Second
+	b.start(t)
+	st := b.waitSettled(t, "b1", 60*time.Second)
+	require.Equal(t, n, st.Completed)
+	stats := b.fake.Stats()
+	require.Equal(t, 1, stats.Batches.Created, "the restart polled the same provider batch: nothing submitted twice")
+	require.Equal(t, n, stats.Batches.Lines)
+	require.Equal(t, n, stats.Batches.Succeeded)
+	b.requireBilledOnce(t)
+	require.Equal(t, map[string]int{"collected": 1}, b.providerBatches(t))
+}
+
+// setDeadline is what `triage run --deadline` writes.
+func (b *testBundle) setDeadline(t testing.TB, batch string, at time.Time) {
+	t.Helper()
+	_, err := b.db.Pool.Exec(context.Background(), `UPDATE triage_batch SET deadline = $2 WHERE id = $1`, batch, at)
+	require.NoError(t, err)
+}
+
+// The issue's third "done when": a provider batch that expires with 30 %
+// of its lines unfinished. Those lines were not billed; they go into the
+// next provider batch and every record completes, each billed once.
+func TestBatchModeExpiredLinesAreResubmitted(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour), ExpireShare: 0.3}}
+	b, clock := setupBatch(t, sc, "batch", tweaks{})
+	const n = 100
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
+	// Later batches finish whole: the next one gets the expired lines.
+	sc.Batch.ExpireShare = 0
+	sc.Now = clock.Now
+	sc.APIKey, sc.NoReplay = workertest.APIKey, true
+	require.NoError(t, b.fake.SetScenario(sc))
+	clock.Advance(25 * time.Hour)
+	eventually(t, 30*time.Second, "the expired lines are in a second provider batch", func() bool {
+		return b.fake.Stats().Batches.Created == 2
+	})
+	clock.Advance(2 * time.Hour)
+	st := b.waitSettled(t, "b1", 60*time.Second)
+	require.Equal(t, n, st.Completed, "every record completes")
+	stats := b.fake.Stats()
+	require.Equal(t, 30, stats.Batches.Expired, "30 %% of the first batch expired")
+	require.Equal(t, n+30, stats.Batches.Lines, "only the expired lines were sent again")
+	require.Equal(t, n, stats.Batches.Succeeded)
+	b.requireBilledOnce(t)
+	_, _, byMode := b.ledgerBill(t)
+	require.Equal(t, map[string]int{"batch": n}, byMode, "an expired line costs no attempt: its intent went into the next batch")
+}
+
+// The same expiry in mode "auto" with the deadline near by then: the
+// expired lines are sent synchronously (same idempotency key), not in a
+// new batch.
+func TestAutoModeExpiredLinesGoSyncNearTheDeadline(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour), ExpireShare: 0.3}}
+	b, clock := setupBatch(t, sc, "auto", tweaks{})
+	const n = 100
+	b.enqueue(t, "b1", records(n, nil))
+	deadline := clock.Now().Add(26 * time.Hour)
+	b.setDeadline(t, "b1", deadline)
+	b.start(t)
+	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
+	clock.Advance(25 * time.Hour) // expired; the deadline is an hour away, within the 3 h margin
+	st := b.waitSettled(t, "b1", 60*time.Second)
+	require.Equal(t, n, st.Completed, "every record completes")
+	require.True(t, clock.Now().Before(deadline), "before the deadline")
+	stats := b.fake.Stats()
+	require.Equal(t, 1, stats.Batches.Created, "no second provider batch")
+	require.Equal(t, 30, stats.Batches.Expired)
+	require.Equal(t, 30, stats.Requests-stats.Batches.Succeeded, "the expired lines went synchronously")
+	b.requireBilledOnce(t)
+	costUSD, syncUSD, byMode := b.ledgerBill(t)
+	require.Equal(t, 70, byMode["batch"]-notRun(t, b), "70 lines answered in the batch")
+	require.Positive(t, costUSD)
+	require.Positive(t, syncUSD)
+}
+
+// notRun counts batch attempts closed as not run (a line taken back to go
+// synchronously).
+func notRun(t *testing.T, b *testBundle) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM triage_attempt WHERE mode = 'batch' AND reason = 'batch_not_run'`).Scan(&n))
+	return n
+}
+
+// The issue's fourth "done when": in auto mode with a deadline the
+// scripted batch latency would miss, the open provider batch is cancelled
+// once the deadline is within the margin; what it answered is used, the
+// remainder goes synchronously, and the batch completes before the
+// deadline.
+func TestAutoModeMissingTheDeadlineGoesSync(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(10 * time.Hour)}}
+	b, clock := setupBatch(t, sc, "auto", tweaks{})
+	const n = 100
+	b.enqueue(t, "b1", records(n, nil))
+	deadline := clock.Now().Add(6 * time.Hour)
+	b.setDeadline(t, "b1", deadline)
+	b.start(t)
+	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
+	clock.Advance(4 * time.Hour) // 40 % done; the deadline is 2 h away, within the margin
+	st := b.waitSettled(t, "b1", 60*time.Second)
+	require.Equal(t, n, st.Completed, "every record completes")
+	require.True(t, clock.Now().Before(deadline), "before the deadline")
+	stats := b.fake.Stats()
+	require.Equal(t, 1, stats.Batches.Created)
+	require.Positive(t, stats.Batches.Canceled, "the provider batch was cancelled")
+	require.Positive(t, stats.Batches.Succeeded, "what it answered before the cancel is used")
+	require.Equal(t, n, stats.Batches.Succeeded+stats.Batches.Canceled)
+	require.Equal(t, stats.Batches.Canceled, stats.Requests-stats.Batches.Succeeded, "the canceled lines went synchronously")
+	b.requireBilledOnce(t)
+}
+
+// lossyCreate forwards the first batch create to the provider and loses its
+// answer, as a connection reset after the request went out would: the
+// provider batch exists, the worker does not know its id.
+type lossyCreate struct {
+	mu   sync.Mutex
+	lost int
+}
+
+func (l *lossyCreate) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil || r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/batches") {
+		return res, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost > 0 {
+		return res, nil
+	}
+	l.lost++
+	_, _ = io.Copy(io.Discard, res.Body)
+	_ = res.Body.Close()
+	return nil, io.ErrUnexpectedEOF
+}
+
+// A create whose answer was lost leaves its intent row behind: the
+// submitter finds the provider batch (OpenAI by the row id in its metadata,
+// Anthropic by its custom_ids) instead of creating a second one.
+func TestBatchIntentRowIsFoundNotResubmitted(t *testing.T) {
+	t.Parallel()
+	for _, vendor := range []string{"openai", "anthropic"} {
+		t.Run(vendor, func(t *testing.T) {
+			t.Parallel()
+			b, _ := setupBatch(t, fakeprovider.Scenario{}, "batch", tweaks{vendor: vendor})
+			lossy := &lossyCreate{}
+			b.opts.HTTPClient = &http.Client{Transport: lossy}
+			const n = 20
+			b.enqueue(t, "b1", records(n, nil))
+			b.start(t)
+			st := b.waitSettled(t, "b1", 30*time.Second)
+			require.Equal(t, n, st.Completed)
+			require.Equal(t, 1, lossy.lost, "the create's answer was lost")
+			stats := b.fake.Stats()
+			require.Equal(t, 1, stats.Batches.Created, "the batch was found, not created again")
+			require.Equal(t, n, stats.Batches.Lines)
+			b.requireBilledOnce(t)
+		})
+	}
+}
+
+// An OpenAI batch that fails validation naming one line: that record is
+// dead-lettered as batch_validation:<code> (rejected: triage rendered a line
+// the API will never take); the other lines go into a new batch.
+func TestBatchValidationFailureDeadLettersTheNamedLine(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{ValidateFor: fakeprovider.Duration(time.Hour),
+		FailValidation: &fakeprovider.BatchError{Code: "invalid_json_line", Line: 2, Message: "This line is not parseable as valid JSON."}}}
+	b, clock := setupBatch(t, sc, "batch", tweaks{})
+	const n = 10
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
+	// The next batch validates.
+	require.NoError(t, b.fake.SetScenario(fakeprovider.Scenario{APIKey: workertest.APIKey, NoReplay: true, Now: clock.Now}))
+	clock.Advance(2 * time.Hour)
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n-1, st.Completed)
+	require.Equal(t, 1, st.DeadLettered)
+	dls := b.deadLetters(t, "b1")
+	require.Len(t, dls, 1)
+	require.Equal(t, "rejected", dls[0].Class)
+	require.Equal(t, "batch_validation:invalid_json_line", dls[0].Reason)
+	require.Contains(t, dls[0].ErrorExcerpt, "not parseable")
+	stats := b.fake.Stats()
+	require.Equal(t, 1, stats.Batches.FailedValidation)
+	require.Equal(t, 2, stats.Batches.Created, "the other lines went into a new batch")
+	require.Equal(t, n-1, stats.Batches.Succeeded)
+	b.requireBilledOnce(t)
+}
+
+// cancel_requested (what `triage batch cancel` sets) makes the submitter
+// cancel the provider batch: what ran before the cancel is used, the
+// canceled lines are requeued into a new batch and every record completes,
+// each billed once.
+func TestBatchCancelRequestedCancelsAndRequeues(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(10 * time.Hour)}}
+	b, clock := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic"})
+	const n = 40
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
+	clock.Advance(5 * time.Hour)
+	_, err := b.db.Pool.Exec(context.Background(), `UPDATE triage_provider_batch SET cancel_requested = true WHERE state = 'submitted'`)
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, "cancelled, and the canceled lines in a new batch", func() bool {
+		s := b.fake.Stats().Batches
+		return s.Canceled > 0 && s.Created == 2
+	})
+	clock.Advance(11 * time.Hour)
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.Completed)
+	stats := b.fake.Stats()
+	require.Equal(t, n, stats.Batches.Succeeded)
+	require.Equal(t, n+stats.Batches.Canceled, stats.Batches.Lines, "only the canceled lines were sent again")
+	b.requireBilledOnce(t)
+}
+
+// Batch mode on Anthropic's Message Batches: poisoned lines come back
+// errored with the ordinary error envelope and are dead-lettered as a
+// synchronous call's would be.
+func TestBatchModeAnthropic(t *testing.T) {
+	t.Parallel()
+	b, _ := setupBatch(t, fakeprovider.Scenario{Poison: fakeprovider.Poison{InvalidMarker: "POISON"}}, "batch", tweaks{vendor: "anthropic"})
+	const n = 200
+	b.enqueue(t, "b1", records(n, poisoned(10)))
+	b.start(t)
+	st := b.waitSettled(t, "b1", 60*time.Second)
+	require.Equal(t, n-n/10, st.Completed)
+	require.Equal(t, n/10, st.DeadLettered)
+	for _, d := range b.deadLetters(t, "b1") {
+		require.Equal(t, "rejected", d.Class)
+		require.Equal(t, 400, d.HTTPStatus)
+	}
+	stats := b.fake.Stats()
+	require.Equal(t, n, stats.Batches.Lines)
+	b.requireBilledOnce(t)
+	costUSD, syncUSD, _ := b.ledgerBill(t)
+	require.InDelta(t, 2*costUSD, syncUSD, 1e-9)
+}
+
+// The balance runs out mid-batch: the lines refused for it are not billed
+// and wait as pending, the key's breaker opens (no new provider batch, no
+// synchronous call), and once the account is topped up the submitter's
+// next create is the probe that closes it; every record completes, each
+// billed once.
+func TestBatchModeExhaustedBalanceTripsTheKeyAndResumes(t *testing.T) {
+	t.Parallel()
+	const n = 40
+	// Room for about half of the lines at batch prices.
+	sc := fakeprovider.Scenario{Balance: &fakeprovider.Balance{USD: 20 * 7.5e-6}}
+	b, _ := setupBatch(t, sc, "batch", tweaks{})
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	eventually(t, 30*time.Second, "the key trips, with its alert", func() bool { return b.hooks.count("key_exhausted") >= 1 })
+	require.True(t, keyOpen(t, b) || b.fake.Stats().Batches.Created >= 2, "the breaker opened (unless a probe already closed it)")
+	done := b.status(t, "b1").Completed
+	require.Less(t, done, n)
+	require.Equal(t, 1, b.fake.Stats().Batches.Created, "no new batch while the key is exhausted")
+	b.fake.TopUp(1)
+	st := b.waitSettled(t, "b1", 60*time.Second)
+	require.Equal(t, n, st.Completed)
+	stats := b.fake.Stats()
+	require.GreaterOrEqual(t, stats.Batches.Created, 2)
+	require.Equal(t, n, stats.Batches.Succeeded)
+	b.requireBilledOnce(t)
+}
+
+func keyOpen(t *testing.T, b *testBundle) bool {
+	var open bool
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT EXISTS (SELECT 1 FROM triage_key_state WHERE state <> 'closed')`).Scan(&open))
+	return open
+}
+
+// Two worker processes on the same key: their submitters share the pending
+// lines and the provider batch rows through PostgreSQL, so each line is
+// sent in exactly one provider batch and billed once.
+func TestBatchModeFleetSendsEachLineOnce(t *testing.T) {
+	t.Parallel()
+	b, _ := setupBatch(t, fakeprovider.Scenario{}, "batch", tweaks{})
+	const n = 300
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	b.start(t)
+	st := b.waitSettled(t, "b1", 60*time.Second)
+	require.Equal(t, n, st.Completed)
+	stats := b.fake.Stats()
+	require.Equal(t, n, stats.Batches.Lines, "no line in two provider batches")
+	require.Equal(t, stats.Batches.Created, b.providerBatches(t)["collected"], "every provider batch recorded and collected once")
+	b.requireBilledOnce(t)
+}
+
+// Anthropic batches carry no metadata: an intent row whose create answer was
+// lost is matched by its custom_ids, which can only be read once the
+// candidate batch has ended. Until then nothing is sent again.
+func TestBatchIntentRowWaitsForAnUnconfirmedCandidate(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}
+	b, clock := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic"})
+	lossy := &lossyCreate{}
+	b.opts.HTTPClient = &http.Client{Transport: lossy}
+	const n = 20
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	eventually(t, 30*time.Second, "the create went out and its answer was lost", func() bool {
+		lossy.mu.Lock()
+		defer lossy.mu.Unlock()
+		return lossy.lost == 1
+	})
+	polls := b.fake.Stats().Batches.Polls
+	eventually(t, 30*time.Second, "the submitter looks for the batch", func() bool { return b.fake.Stats().Batches.Polls >= polls+3 })
+	require.Equal(t, 1, b.fake.Stats().Batches.Created, "an unconfirmed candidate is waited for, not sent again")
+	require.Equal(t, 1, b.providerBatches(t)["intent"])
+	clock.Advance(2 * time.Hour)
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.Completed)
+	require.Equal(t, 1, b.fake.Stats().Batches.Created)
+	b.requireBilledOnce(t)
+}
+
+// Lines answered with a transient failure (a 500 inside the batch) are
+// retried in a later provider batch, each retry an attempt of its own
+// against max_attempts, as a synchronous retry would be.
+func TestBatchModeTransientLinesGoIntoTheNextBatch(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{Seed: 7, Random: []fakeprovider.RandomFault{{P: 0.3, Action: fakeprovider.ActionServerError}}}
+	b, _ := setupBatch(t, sc, "batch", tweaks{})
+	const n = 60
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	st := b.waitSettled(t, "b1", 60*time.Second)
+	require.Equal(t, n, st.Completed)
+	stats := b.fake.Stats()
+	require.Positive(t, stats.Batches.Errored, "some lines failed")
+	require.GreaterOrEqual(t, stats.Batches.Created, 2, "and went into a later batch")
+	require.Equal(t, n+stats.Batches.Errored, stats.Batches.Lines)
+	b.requireBilledOnce(t)
+	var failed int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM triage_attempt WHERE mode = 'batch' AND status = 'failed' AND class = 'transient'`).Scan(&failed))
+	require.Equal(t, stats.Batches.Errored, failed, "each failed line is a failed attempt in the ledger")
+}
+
+// Anthropic validates a batch's envelope at create: a create refused with a
+// 400 names no line, so each line gets the refusal as its answer and is
+// dead-lettered with the classifier's reason, instead of being resent
+// forever.
+func TestBatchCreateRejectedDeadLettersItsLines(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{
+		FailValidation: &fakeprovider.BatchError{Code: "invalid_request_error", Message: "requests: too many"}}}
+	b, _ := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic"})
+	const n = 10
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.DeadLettered)
+	for _, d := range b.deadLetters(t, "b1") {
+		require.Equal(t, "rejected", d.Class)
+		require.Equal(t, 400, d.HTTPStatus)
+	}
+	stats := b.fake.Stats()
+	require.Zero(t, stats.Batches.Created)
+	require.Zero(t, stats.BilledUSD)
+	b.requireBilledOnce(t)
+}
+
+// A record stopped for good by cancelling its River job (what `triage batch
+// cancel`'s help says to do) is never sent in a provider batch.
+func TestBatchLineOfACancelledJobIsNotSent(t *testing.T) {
+	t.Parallel()
+	b, _ := setupBatch(t, fakeprovider.Scenario{}, "batch", tweaks{})
+	b.opts.Batch.Gather = time.Hour // nothing is sent until the test says so
+	const n = 10
+	b.enqueue(t, "b1", records(n, nil))
+	rt := b.start(t)
+	eventually(t, 30*time.Second, "every job wrote its line and sleeps", func() bool {
+		return b.lineStates(t)["pending"] == n && b.jobStates(t)["scheduled"] == n
+	})
+	var jobID int64
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT job_id FROM triage_provider_batch_line WHERE record_id = 'r003'`).Scan(&jobID))
+	job, err := rt.River().JobCancel(context.Background(), jobID)
+	require.NoError(t, err)
+	require.Equal(t, "cancelled", string(job.State))
+	// Lines that have waited ten gathers are sent: age them.
+	_, err = b.db.Pool.Exec(context.Background(), `UPDATE triage_provider_batch_line SET pending_since = now() - interval '1 day'`)
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, "the other records complete", func() bool { return b.status(t, "b1").Completed == n-1 })
+	stats := b.fake.Stats()
+	require.Equal(t, n-1, stats.Batches.Lines, "the cancelled job's line was not sent")
+	b.requireBilledOnce(t)
+}
+
+// Lines of an auto pipeline still waiting for a provider batch when the
+// deadline comes within the margin are taken back by their jobs and sent
+// synchronously; no provider batch is created for them.
+func TestAutoModePendingLinesGoSyncNearTheDeadline(t *testing.T) {
+	t.Parallel()
+	b, clock := setupBatch(t, fakeprovider.Scenario{}, "auto", tweaks{})
+	b.opts.Batch.Gather = time.Hour // the lines wait
+	const n = 20
+	b.enqueue(t, "b1", records(n, nil))
+	deadline := clock.Now().Add(5 * time.Hour)
+	b.setDeadline(t, "b1", deadline)
+	b.start(t)
+	eventually(t, 30*time.Second, "every job wrote its line", func() bool { return b.lineStates(t)["pending"] == n })
+	clock.Advance(3 * time.Hour) // 2 h left, within the 3 h margin
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.Completed)
+	stats := b.fake.Stats()
+	require.Zero(t, stats.Batches.Created)
+	require.Equal(t, n, stats.Requests, "each record one synchronous call")
+	b.requireBilledOnce(t)
+	require.Equal(t, n, notRun(t, b), "each batch attempt settled as not run, $0")
+	_, _, byMode := b.ledgerBill(t)
+	require.Equal(t, n, byMode["sync"])
+}

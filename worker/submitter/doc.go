@@ -1,0 +1,33 @@
+// Package submitter sends the batch lines of one key as provider batches
+// (the OpenAI Batch API, Anthropic Message Batches) and brings their answers
+// back, for pipelines with mode = "batch" or "auto".
+//
+// A batch-mode job does not call the model: it writes its ledger intent and
+// a pending line (its rendered vendor body, custom_id = its idempotency
+// key) and sleeps. Every Tuning.Tick the key's Submitter:
+//
+//   - groups pending lines of one model, within the vendor's limits, into a
+//     triage_provider_batch row in state intent, committed before any
+//     provider call; then uploads (OpenAI) and creates the provider batch,
+//     recording uploaded and submitted after each call;
+//   - polls submitted batches with backoff (next_poll_at in the row, so any
+//     process can take over), sending the provider's cancel first where
+//     `triage batch cancel` or an auto pipeline's near deadline asked for it;
+//   - collects ended batches: each line's embedded answer is stored as its
+//     observation (answered), lines that never ran or are missing from the
+//     results are not_run, and their jobs are woken. The job then applies
+//     the answer through the worker's one classify/decide/apply path.
+//
+// Fleet safety: a row is claimed by a short UPDATE … FOR UPDATE SKIP LOCKED
+// that moves its next_poll_at a lease ahead; no lock is held across a
+// provider call, and a process that dies mid-step loses its lease. An
+// intent or uploaded row found after a crash is looked for at the provider
+// (batchapi.Client.Find) before anything is sent again; a submitted row's
+// lines are never sent again.
+//
+// Failures of the submitter's own calls are classified like any call:
+// exhausted trips the key's breaker (running batches keep running; the
+// submitter's next create is the key's probe), throttled waits for the
+// hint, transient backs off, rejected gives every line the refusal as its
+// answer (its job dead-letters it), and no answer keeps the row for a Find.
+package submitter

@@ -1,0 +1,945 @@
+package submitter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/triage-dev/triage/classify"
+	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/batchapi"
+	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/rivertable"
+)
+
+// Defaults for Tuning.
+const (
+	// TickDefault is how often a submitter looks for work: pending lines,
+	// provider batches due a poll, cancels asked for.
+	TickDefault = 2 * time.Second
+	// GatherDefault is how long the oldest pending line waits for others to
+	// join its provider batch. A batch costs an upload, a create and a poll
+	// loop of its own; the jobs of one `triage run` write their lines within
+	// seconds, so half a minute puts them in one batch.
+	GatherDefault = 30 * time.Second
+	// PollMinDefault and PollMaxDefault bound the wait between polls of a
+	// provider batch: it doubles from the first to the second (jittered).
+	// Batches take minutes to hours; a poll every ten minutes at worst costs
+	// nothing and answers within the vendors' own reporting delay.
+	PollMinDefault = 30 * time.Second
+	PollMaxDefault = 10 * time.Minute
+	// LeaseDefault is how long a provider batch row stays this process's
+	// after it claimed it for a step; a process that died mid-step loses
+	// it after this long, and another one (or its restart) resumes it.
+	LeaseDefault = 5 * time.Minute
+	// chunk is how many lines' outcomes are written per statement.
+	chunk = 500
+)
+
+// Tuning is the submitter's timing; zero fields take the defaults.
+type Tuning struct {
+	Tick, Gather, PollMin, PollMax, Lease time.Duration
+	// MaxLines caps the lines of one provider batch below the vendor's
+	// limit. Default 0: the vendor's limit (batchapi.Limits).
+	MaxLines int
+}
+
+func (t Tuning) withDefaults() Tuning {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&t.Tick, TickDefault)
+	def(&t.Gather, GatherDefault)
+	def(&t.PollMin, PollMinDefault)
+	def(&t.PollMax, PollMaxDefault)
+	def(&t.Lease, LeaseDefault)
+	return t
+}
+
+// Config builds a Submitter.
+type Config struct {
+	// Key is the key whose lines this submitter sends. Required.
+	Key *config.Key
+	// Config is the whole configuration: the auto pipelines and their
+	// margins. Required.
+	Config *config.Config
+	// Client speaks the key's Batch API. Required.
+	Client *batchapi.Client
+	// Pool reaches triage's and River's tables. Required.
+	Pool *pgxpool.Pool
+	// Store is the shared key state: the key's breakers. Required.
+	Store *keys.Store
+	// RiverSchema is River's schema ("" for the search_path).
+	RiverSchema string
+	// Clock pins the time (tests); nil: the system clock.
+	Clock keys.Clock
+	// Logger default slog.Default().
+	Logger *slog.Logger
+	// Alerter, when set, hears when the submitter opens the key's
+	// exhausted breaker (the worker's alert for a call that does).
+	Alerter *keys.Alerter
+	Tuning  Tuning
+}
+
+// Submitter sends one key's pending batch lines as provider batches,
+// polls them and stores their lines' answers. See the package doc.
+type Submitter struct {
+	cfg   Config
+	t     Tuning
+	log   *slog.Logger
+	key   string
+	limit batchapi.Limits
+	// auto pipelines and their margins, for the deadline checks.
+	autoNames   []string
+	autoMargins []float64
+
+	// notBefore: no new provider batch before then (a create throttled or
+	// failing). Only the loop goroutine touches it.
+	notBefore time.Time
+	failures  int
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New builds a Submitter; Start runs it.
+func New(cfg Config) (*Submitter, error) {
+	if cfg.Key == nil || cfg.Config == nil || cfg.Client == nil || cfg.Pool == nil || cfg.Store == nil {
+		return nil, errors.New("submitter: Key, Config, Client, Pool and Store are required")
+	}
+	s := &Submitter{cfg: cfg, t: cfg.Tuning.withDefaults(), log: cfg.Logger, key: cfg.Key.Name, limit: cfg.Client.Limits()}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	// The lease must outlast the calls of one step (upload and create, each
+	// bounded by the key's timeout), or a second process could take over a
+	// row whose create is still in flight and, finding nothing yet, send it
+	// again.
+	s.t.Lease = max(s.t.Lease, 3*cfg.Key.Timeout)
+	if s.t.MaxLines > 0 && s.t.MaxLines < s.limit.MaxLines {
+		s.limit.MaxLines = s.t.MaxLines
+	}
+	for _, p := range cfg.Config.Pipelines {
+		if p.Mode == config.ModeAuto {
+			s.autoNames = append(s.autoNames, p.Name)
+			s.autoMargins = append(s.autoMargins, p.AutoMargin.Seconds())
+		}
+	}
+	return s, nil
+}
+
+// Start runs the submitter's loop until Stop.
+func (s *Submitter) Start(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancel != nil {
+		return
+	}
+	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	s.done = make(chan struct{})
+	go s.loop(ctx, s.done)
+}
+
+// Stop ends the loop and waits for the round in progress. A provider call
+// cut by it is resumed by whichever process claims the row next.
+func (s *Submitter) Stop() {
+	s.mu.Lock()
+	cancel, done := s.cancel, s.done
+	s.cancel = nil
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+func (s *Submitter) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(s.t.Tick)
+	defer t.Stop()
+	for {
+		if err := s.Round(ctx); err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "batch submitter round", "key", s.key, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Submitter) now() time.Time {
+	if s.cfg.Clock != nil {
+		return s.cfg.Clock.Now()
+	}
+	return time.Now()
+}
+
+// Round is one pass: deadlines, missed wakes, new provider batches, and the
+// provider batches due a step. Start calls it every Tuning.Tick.
+func (s *Submitter) Round(ctx context.Context) error {
+	var errs []error
+	if err := s.deadlines(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.wakeAnswered(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	for range 100 { // bounded: one round never runs forever
+		worked, err := s.step(ctx)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if !worked || err != nil || ctx.Err() != nil {
+			break
+		}
+	}
+	if !s.now().Before(s.notBefore) {
+		if err := s.formAll(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// liveJobSQL is the condition "line l's River job can still run": a line
+// whose job was cancelled or deleted by hand (to stop its record for good)
+// is never sent, so it is never billed.
+func (s *Submitter) liveJobSQL() string {
+	return `EXISTS (SELECT 1 FROM ` + rivertable.Job(s.cfg.RiverSchema) + ` j
+		WHERE j.id = l.job_id AND j.state NOT IN ('cancelled', 'completed', 'discarded'))`
+}
+
+// formAll forms and submits provider batches while pending lines are ripe,
+// if the key's breakers admit a call. An open breaker due its probe admits
+// one: the submitter's create is then the key's probe (a batch-mode key has
+// no synchronous call to probe with), and one batch at most is formed.
+func (s *Submitter) formAll(ctx context.Context) error {
+	adm, err := s.cfg.Store.Admit(ctx, s.key, 0)
+	if err != nil {
+		return fmt.Errorf("submitter: admit: %w", err)
+	}
+	if !adm.Allowed {
+		return nil
+	}
+	for range 100 {
+		formed, err := s.form(ctx, adm)
+		if adm.Probe && !formed {
+			s.probeDone(ctx, adm, false, "")
+		}
+		if !formed || err != nil || adm.Probe || ctx.Err() != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nearSQL is the condition "line l's triage batch has an auto pipeline
+// whose deadline is within its margin"; $2, $3: the auto pipelines and
+// their margins in seconds, $4 now.
+const nearSQL = `EXISTS (SELECT 1 FROM triage_batch tb
+		JOIN unnest($2::text[], $3::float8[]) AS m(pipeline, margin) ON m.pipeline = tb.pipeline
+		WHERE tb.id = l.batch AND tb.deadline IS NOT NULL AND tb.deadline < $4::timestamptz + make_interval(secs => m.margin))`
+
+// deadlines asks for the cancel of the provider batches holding a line of
+// an auto pipeline whose deadline is near, and wakes the jobs of such lines
+// still waiting for a batch: their jobs take them back and call
+// synchronously.
+func (s *Submitter) deadlines(ctx context.Context) error {
+	if len(s.autoNames) == 0 {
+		return nil
+	}
+	now := s.now()
+	tag, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch pb SET cancel_requested = true, next_poll_at = least(next_poll_at, $4)
+		WHERE pb.key = $1 AND pb.state IN ('intent', 'uploaded', 'submitted') AND NOT pb.cancel_requested
+		  AND EXISTS (SELECT 1 FROM triage_provider_batch_line l WHERE l.provider_batch = pb.id AND `+nearSQL+`)`,
+		s.key, s.autoNames, s.autoMargins, now)
+	if err != nil {
+		return fmt.Errorf("submitter: deadline cancels: %w", err)
+	}
+	if n := tag.RowsAffected(); n > 0 {
+		s.log.InfoContext(ctx, "deadline near: cancelling provider batches, their unfinished lines go synchronous", "key", s.key, "provider_batches", n)
+	}
+	_, err = s.cfg.Pool.Exec(ctx, `UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` SET state = 'available', scheduled_at = now()
+		WHERE state = 'scheduled' AND id IN (SELECT l.job_id FROM triage_provider_batch_line l
+			WHERE l.key = $1 AND l.state IN ('pending', 'not_run') AND `+nearSQL+`)`,
+		s.key, s.autoNames, s.autoMargins, now)
+	if err != nil {
+		return fmt.Errorf("submitter: wake jobs near their deadline: %w", err)
+	}
+	return nil
+}
+
+// wakeAnswered wakes the sleeping jobs of answered and not-run lines: a
+// collection's own wake misses a job that was running at that moment.
+func (s *Submitter) wakeAnswered(ctx context.Context) error {
+	_, err := s.cfg.Pool.Exec(ctx, `UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` SET state = 'available', scheduled_at = now()
+		WHERE state = 'scheduled' AND id IN (SELECT job_id FROM triage_provider_batch_line
+			WHERE key = $1 AND state IN ('answered', 'not_run'))`, s.key)
+	if err != nil {
+		return fmt.Errorf("submitter: wake answered jobs: %w", err)
+	}
+	// Lines that will not be sent again because their job was cancelled
+	// or deleted by hand: closed, their attempt settled as not run ($0),
+	// so the ledger does not carry them as possibly billed.
+	_, err = s.cfg.Pool.Exec(ctx, `WITH orphan AS (
+			UPDATE triage_provider_batch_line l SET state = 'applied'
+			WHERE l.key = $1 AND l.state IN ('pending', 'not_run') AND NOT `+s.liveJobSQL()+`
+			RETURNING l.attempt_id)
+		UPDATE triage_attempt a SET status = 'failed', class = 'throttled', reason = $2, cost_usd = 0, finished_at = now()
+		FROM orphan WHERE a.id = orphan.attempt_id AND a.status = 'intent'`, s.key, ledger.ReasonBatchNotRun)
+	if err != nil {
+		return fmt.Errorf("submitter: close lines of cancelled jobs: %w", err)
+	}
+	return nil
+}
+
+// row is a claimed triage_provider_batch row.
+type row struct {
+	id                               int64
+	state, model                     string
+	providerID, inputFileID, vstatus *string
+	createdAt                        time.Time
+	cancelRequested                  bool
+	polls                            int
+}
+
+func (r *row) tag() string { return strconv.FormatInt(r.id, 10) }
+
+// line is one line of a provider batch, in input order.
+type line struct {
+	id       int64
+	customID string
+	body     json.RawMessage
+}
+
+// form groups pending lines of one model into a new provider batch (its
+// intent row, committed before any provider call) and submits it. It
+// reports whether it formed one.
+func (s *Submitter) form(ctx context.Context, adm keys.Admission) (bool, error) {
+	now := s.now()
+	var (
+		r     row
+		lines []line
+	)
+	// Ripe: no line arrived for Gather, or the oldest has waited ten times
+	// that (a steady trickle is still sent), or a batch is full.
+	var ripe bool
+	if err := s.cfg.Pool.QueryRow(ctx, `SELECT coalesce(max(l.pending_since) < now() - make_interval(secs => $5)
+			OR min(l.pending_since) < now() - make_interval(secs => 10 * $5) OR count(*) >= $6, false)
+		FROM triage_provider_batch_line l
+		WHERE l.key = $1 AND l.state = 'pending' AND NOT `+nearSQL+` AND `+s.liveJobSQL(),
+		s.key, s.autoNames, s.autoMargins, now, s.t.Gather.Seconds(), s.limit.MaxLines).Scan(&ripe); err != nil {
+		return false, fmt.Errorf("submitter: pending lines: %w", err)
+	}
+	if !ripe {
+		return false, nil
+	}
+	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT l.id, l.custom_id, l.body, l.body->>'model'
+			FROM triage_provider_batch_line l
+			WHERE l.key = $1 AND l.state = 'pending' AND NOT `+nearSQL+` AND `+s.liveJobSQL()+`
+			ORDER BY l.id LIMIT $5 FOR UPDATE OF l SKIP LOCKED`,
+			s.key, s.autoNames, s.autoMargins, now, s.limit.MaxLines)
+		if err != nil {
+			return err
+		}
+		var bytes int64
+		for rows.Next() {
+			var (
+				l     line
+				model *string
+			)
+			if err := rows.Scan(&l.id, &l.customID, &l.body, &model); err != nil {
+				rows.Close()
+				return err
+			}
+			m := ""
+			if model != nil {
+				m = *model
+			}
+			if len(lines) == 0 {
+				r.model = m
+			}
+			if m != r.model {
+				continue // one model per batch (OpenAI); the next round takes it
+			}
+			n, err := s.cfg.Client.LineBytes(batchapi.Line{CustomID: l.customID, Body: l.body})
+			if err != nil {
+				n = int64(len(l.body))
+			}
+			if bytes+n > s.limit.MaxBytes && len(lines) > 0 {
+				break
+			}
+			bytes += n
+			lines = append(lines, l)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(lines) == 0 {
+			return nil
+		}
+		r.state, r.createdAt = "intent", now
+		if err := tx.QueryRow(ctx, `INSERT INTO triage_provider_batch (key, vendor, model, lines, next_poll_at, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
+			s.key, s.cfg.Key.Vendor, r.model, len(lines), now.Add(s.t.Lease), now).Scan(&r.id); err != nil {
+			return err
+		}
+		ids := make([]int64, len(lines))
+		for i, l := range lines {
+			ids[i] = l.id
+		}
+		_, err = tx.Exec(ctx, `UPDATE triage_provider_batch_line SET provider_batch = $1, state = 'submitted' WHERE id = ANY($2)`, r.id, ids)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("submitter: form a provider batch: %w", err)
+	}
+	if len(lines) == 0 {
+		return false, nil
+	}
+	return true, s.submit(ctx, &r, lines, &adm)
+}
+
+// claim takes the provider batch row due a step soonest, leasing it.
+func (s *Submitter) claim(ctx context.Context) (*row, error) {
+	now := s.now()
+	var r row
+	err := s.cfg.Pool.QueryRow(ctx, `UPDATE triage_provider_batch SET next_poll_at = $2
+		WHERE id = (SELECT id FROM triage_provider_batch
+			WHERE key = $1 AND state IN ('intent', 'uploaded', 'submitted', 'ended') AND next_poll_at <= $3
+			ORDER BY next_poll_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+		RETURNING id, state, model, provider_batch_id, input_file_id, vendor_status, created_at, cancel_requested, polls`,
+		s.key, now.Add(s.t.Lease), now).Scan(&r.id, &r.state, &r.model, &r.providerID, &r.inputFileID, &r.vstatus,
+		&r.createdAt, &r.cancelRequested, &r.polls)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("submitter: claim a provider batch: %w", err)
+	}
+	return &r, nil
+}
+
+// step claims one due provider batch and moves it on.
+func (s *Submitter) step(ctx context.Context) (bool, error) {
+	r, err := s.claim(ctx)
+	if r == nil || err != nil {
+		return false, err
+	}
+	switch r.state {
+	case "intent", "uploaded":
+		return true, s.recover(ctx, r)
+	case "submitted":
+		return true, s.poll(ctx, r)
+	default: // ended
+		b, err := s.cfg.Client.Get(ctx, deref(r.providerID))
+		if err != nil {
+			return true, s.later(ctx, r, err)
+		}
+		return true, s.collect(ctx, r, b)
+	}
+}
+
+func (s *Submitter) lines(ctx context.Context, id int64) ([]line, error) {
+	rows, err := s.cfg.Pool.Query(ctx, `SELECT id, custom_id, body FROM triage_provider_batch_line
+		WHERE provider_batch = $1 ORDER BY id`, id)
+	if err != nil {
+		return nil, fmt.Errorf("submitter: lines of provider batch %d: %w", id, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (line, error) {
+		var l line
+		err := r.Scan(&l.id, &l.customID, &l.body)
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("submitter: lines of provider batch %d: %w", id, err)
+	}
+	return out, nil
+}
+
+// recover resumes an intent or uploaded row that a process left behind:
+// the provider batch may exist (created, then the process died before
+// recording it), so it is looked for before anything is sent again.
+func (s *Submitter) recover(ctx context.Context, r *row) error {
+	lines, err := s.lines(ctx, r.id)
+	if err != nil {
+		return err
+	}
+	ids := make([]string, len(lines))
+	for i, l := range lines {
+		ids[i] = l.customID
+	}
+	// Created before the row: a clock skew margin is the client's business.
+	b, found, err := s.cfg.Client.Find(ctx, r.tag(), r.createdAt, ids)
+	switch {
+	case errors.Is(err, batchapi.ErrUnconfirmed):
+		// A candidate has not ended: ask again later, send nothing.
+		return s.reschedule(ctx, r, s.t.PollMin)
+	case err != nil:
+		return s.later(ctx, r, err)
+	case found:
+		s.log.InfoContext(ctx, "provider batch found after a restart", "key", s.key, "provider_batch", r.id, "id", b.ID)
+		return s.recordSubmitted(ctx, r, b)
+	}
+	if r.cancelRequested {
+		// Never reached the provider: its lines did not run.
+		return s.release(ctx, r, "abandoned", "not_run")
+	}
+	return s.submit(ctx, r, lines, nil)
+}
+
+// submit uploads (OpenAI) and creates the provider batch of a leased intent
+// or uploaded row, recording each step before the next call. adm is the
+// breakers' admission when the caller asked already (nil: ask).
+func (s *Submitter) submit(ctx context.Context, r *row, lines []line, admitted *keys.Admission) error {
+	var (
+		adm keys.Admission
+		err error
+	)
+	if admitted != nil {
+		adm = *admitted
+	} else if adm, err = s.cfg.Store.Admit(ctx, s.key, 0); err != nil {
+		return fmt.Errorf("submitter: admit: %w", err)
+	}
+	if !adm.Allowed {
+		// The key is exhausted (or in a storm): no new batch until its
+		// probe; running batches keep running. A probe claimed by a job
+		// can end any moment: look again within a probe interval.
+		return s.reschedule(ctx, r, min(max(adm.Wait, s.t.Tick), max(s.cfg.Key.ProbeInterval, s.t.Tick)))
+	}
+	bl := make([]batchapi.Line, len(lines))
+	for i, l := range lines {
+		bl[i] = batchapi.Line{CustomID: l.customID, Body: l.body}
+	}
+	fileID := deref(r.inputFileID)
+	if fileID == "" && s.cfg.Key.Vendor == "openai" {
+		fileID, err = s.cfg.Client.Upload(ctx, bl, r.tag())
+		if err != nil {
+			return s.refused(ctx, r, lines, adm, err)
+		}
+		if _, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET state = 'uploaded', input_file_id = $2 WHERE id = $1`, r.id, fileID); err != nil {
+			return fmt.Errorf("submitter: record upload of %d: %w", r.id, err)
+		}
+	}
+	b, err := s.cfg.Client.Create(ctx, fileID, bl, r.tag())
+	if err != nil {
+		return s.refused(ctx, r, lines, adm, err)
+	}
+	s.probeDone(ctx, adm, true, "")
+	s.failures = 0
+	s.log.InfoContext(ctx, "provider batch submitted", "key", s.key, "provider_batch", r.id, "id", b.ID, "lines", len(lines))
+	return s.recordSubmitted(ctx, r, b)
+}
+
+// probeDone settles the submitter's probe claim, when its call was the
+// key's probe: a created batch proves the key works again.
+func (s *Submitter) probeDone(ctx context.Context, adm keys.Admission, ok bool, reason string) {
+	if !adm.Probe {
+		return
+	}
+	var err error
+	switch {
+	case ok:
+		_, err = s.cfg.Store.ProbeResult(ctx, s.key, adm, true, s.cfg.Key.ProbeInterval)
+	case reason != "":
+		_, err = s.cfg.Store.Trip(ctx, s.key, adm, reason, s.cfg.Key.ProbeInterval)
+	default:
+		_, err = s.cfg.Store.ReleaseProbe(ctx, s.key, adm, s.cfg.Key.ProbeInterval)
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "batch submitter probe", "key", s.key, "err", err)
+	}
+}
+
+func (s *Submitter) recordSubmitted(ctx context.Context, r *row, b batchapi.Batch) error {
+	counts, _ := json.Marshal(b.Counts)
+	_, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET state = 'submitted', provider_batch_id = $2,
+			input_file_id = coalesce(nullif($3, ''), input_file_id), vendor_status = $4, counts = $5,
+			submitted_at = coalesce(submitted_at, $6), expires_at = $7, next_poll_at = $8, polls = 0, last_error = NULL
+		WHERE id = $1`, r.id, b.ID, b.InputFileID, b.VendorStatus, counts, s.now(), nullTime(b.ExpiresAt), s.now().Add(s.t.PollMin))
+	if err != nil {
+		return fmt.Errorf("submitter: record provider batch %d as %s: %w", r.id, b.ID, err)
+	}
+	return nil
+}
+
+// refused reacts to an upload or create that failed, by the class of its
+// observation, as a call's failure is reacted to.
+func (s *Submitter) refused(ctx context.Context, r *row, lines []line, adm keys.Admission, err error) error {
+	var ce *batchapi.CallError
+	if !errors.As(err, &ce) {
+		// The lines cannot make a batch (batchapi.ErrInvalidLines): a bug
+		// in what the worker rendered. Back to pending, and slow down.
+		s.probeDone(ctx, adm, false, "")
+		s.log.ErrorContext(ctx, "provider batch not submitted", "key", s.key, "provider_batch", r.id, "err", err)
+		s.backOff()
+		return s.release(ctx, r, "abandoned", "pending")
+	}
+	o := ce.Res.Observation
+	v := s.cfg.Config.Classifier().Classify(o)
+	s.log.WarnContext(ctx, "provider batch call failed", "key", s.key, "provider_batch", r.id, "op", ce.Op,
+		"status", o.Status, "phase", o.Phase, "class", v.Class.String(), "reason", v.Reason)
+	if o.Phase != classify.PhaseResponse || v.Class == classify.Ambiguous || v.Class == classify.OK {
+		// No answer (or an unreadable one): the create may have happened.
+		// Keep the row; the next claim looks for it before sending again.
+		s.probeDone(ctx, adm, false, "")
+		s.backOff()
+		return s.reschedule(ctx, r, s.backoffWait())
+	}
+	switch v.Class {
+	case classify.Exhausted:
+		// The balance is spent: trip the key's breaker (its sync jobs stop
+		// too); batches already running keep running.
+		if adm.Probe {
+			s.probeDone(ctx, adm, false, v.Reason)
+		} else if opened, err := s.cfg.Store.Trip(ctx, s.key, adm, v.Reason, s.cfg.Key.ProbeInterval); err != nil {
+			s.log.WarnContext(ctx, "trip key", "key", s.key, "err", err)
+		} else if opened {
+			s.alertExhausted(ctx, v.Reason)
+		}
+		return s.release(ctx, r, "abandoned", "pending")
+	case classify.Throttled:
+		s.probeDone(ctx, adm, false, "")
+		wait := s.t.PollMin
+		if v.RetryAfterS != nil && *v.RetryAfterS > 0 {
+			wait = time.Duration(*v.RetryAfterS * float64(time.Second))
+		}
+		s.notBefore = s.now().Add(wait)
+		return s.release(ctx, r, "abandoned", "pending")
+	case classify.Transient:
+		s.probeDone(ctx, adm, false, "")
+		s.backOff()
+		return s.release(ctx, r, "abandoned", "pending")
+	default: // Rejected
+		// The provider refused the whole request and named no line: the
+		// same lines would be refused again. Each line gets the refusal as
+		// its answer, so its job dead-letters it with the classifier's
+		// reason (requeue after fixing the pipeline).
+		s.probeDone(ctx, adm, true, "")
+		ans, _ := json.Marshal(ledger.BatchLineAnswer{Observation: o})
+		return s.answerAll(ctx, r, ans)
+	}
+}
+
+func (s *Submitter) backOff() {
+	s.failures++
+	s.notBefore = s.now().Add(s.backoffWait())
+}
+
+func (s *Submitter) backoffWait() time.Duration {
+	return jitter(s.t.PollMin, s.t.PollMax, s.failures)
+}
+
+// jitter is base·2^n capped at limit, with equal jitter.
+func jitter(base, limit time.Duration, n int) time.Duration {
+	d := base
+	for i := 0; i < n && d < limit; i++ {
+		d *= 2
+	}
+	d = min(d, limit)
+	return d/2 + rand.N(d/2+1)
+}
+
+// release ends a row that will get no further provider call (state
+// abandoned) and moves its lines to lineState (pending: sent in a later
+// batch; not_run: their jobs decide), waking the jobs of not-run lines.
+func (s *Submitter) release(ctx context.Context, r *row, state, lineState string) error {
+	return pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE triage_provider_batch SET state = $2, collected_at = $3 WHERE id = $1`, r.id, state, s.now()); err != nil {
+			return fmt.Errorf("submitter: release %d: %w", r.id, err)
+		}
+		var err error
+		if lineState == ledger.LinePending {
+			_, err = tx.Exec(ctx, `UPDATE triage_provider_batch_line SET state = 'pending', provider_batch = NULL, pending_since = now()
+				WHERE provider_batch = $1 AND state = 'submitted'`, r.id)
+		} else {
+			err = s.markRest(ctx, tx, r.id)
+		}
+		if err != nil {
+			return fmt.Errorf("submitter: release lines of %d: %w", r.id, err)
+		}
+		return nil
+	})
+}
+
+// answerAll gives every line of the row the same answer and wakes their
+// jobs.
+func (s *Submitter) answerAll(ctx context.Context, r *row, ans []byte) error {
+	return pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE triage_provider_batch SET state = 'abandoned', collected_at = $2 WHERE id = $1`, r.id, s.now()); err != nil {
+			return err
+		}
+		return s.wakeJobs(ctx, tx, `UPDATE triage_provider_batch_line SET state = 'answered', observation = $2, answered_at = now()
+			WHERE provider_batch = $1 AND state = 'submitted' RETURNING job_id`, r.id, ans)
+	})
+}
+
+// reschedule releases the lease until now+d.
+func (s *Submitter) reschedule(ctx context.Context, r *row, d time.Duration) error {
+	if _, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET next_poll_at = $2 WHERE id = $1`, r.id, s.now().Add(d)); err != nil {
+		return fmt.Errorf("submitter: reschedule %d: %w", r.id, err)
+	}
+	return nil
+}
+
+// later records a failed get/cancel/download and polls again after a
+// backoff: the batch runs at the provider whatever happened to a poll.
+func (s *Submitter) later(ctx context.Context, r *row, err error) error {
+	s.log.WarnContext(ctx, "provider batch poll failed", "key", s.key, "provider_batch", r.id, "err", err)
+	msg := err.Error()
+	if _, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET next_poll_at = $2, polls = polls + 1, last_error = $3 WHERE id = $1`,
+		r.id, s.now().Add(jitter(s.t.PollMin, s.t.PollMax, r.polls)), msg); err != nil {
+		return fmt.Errorf("submitter: reschedule %d: %w", r.id, err)
+	}
+	return nil
+}
+
+// poll asks the provider how a submitted batch is doing (cancelling it
+// first when a cancel was asked for) and collects it once it has ended.
+func (s *Submitter) poll(ctx context.Context, r *row) error {
+	id := deref(r.providerID)
+	b, err := s.cfg.Client.Get(ctx, id)
+	if err != nil {
+		return s.later(ctx, r, err)
+	}
+	if r.cancelRequested && !b.Ended && !cancelling(b.VendorStatus) {
+		// Asked for by `triage batch cancel` or a near deadline: what ran
+		// is collected as usual, the rest comes back not run.
+		if b, err = s.cfg.Client.Cancel(ctx, id); err != nil {
+			return s.later(ctx, r, err)
+		}
+		s.log.InfoContext(ctx, "provider batch cancel sent", "key", s.key, "provider_batch", r.id, "id", id)
+	}
+	if b.Ended {
+		return s.collect(ctx, r, b)
+	}
+	counts, _ := json.Marshal(b.Counts)
+	if _, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET vendor_status = $2, counts = $3, polls = polls + 1,
+			next_poll_at = $4, last_error = NULL WHERE id = $1`,
+		r.id, b.VendorStatus, counts, s.now().Add(jitter(s.t.PollMin, s.t.PollMax, r.polls))); err != nil {
+		return fmt.Errorf("submitter: record poll of %d: %w", r.id, err)
+	}
+	return nil
+}
+
+func cancelling(status string) bool { return status == "cancelling" || status == "canceling" }
+
+// collect stores the outcome of every line of an ended batch and wakes
+// their jobs: the answer of each line that ran, not_run for the others
+// (expired, canceled, missing from the results). Each chunk is written in
+// its own transaction and only over lines still submitted, so a collection
+// cut midway is resumed without writing a line twice.
+func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error {
+	counts, _ := json.Marshal(b.Counts)
+	if _, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET state = 'ended', vendor_status = $2, counts = $3,
+			output_file_id = nullif($4, ''), error_file_id = nullif($5, ''), ended_at = coalesce(ended_at, $6)
+		WHERE id = $1`, r.id, b.VendorStatus, counts, b.OutputFileID, b.ErrorFileID, endedAt(b, s.now())); err != nil {
+		return fmt.Errorf("submitter: record end of %d: %w", r.id, err)
+	}
+	if b.Failed {
+		return s.collectFailed(ctx, r, b)
+	}
+	var (
+		ids, states  []string
+		answers      [][]byte
+		n, exhausted int
+	)
+	flush := func() error {
+		if len(ids) == 0 {
+			return nil
+		}
+		err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
+			return s.wakeJobs(ctx, tx, `UPDATE triage_provider_batch_line l SET state = v.state, observation = v.obs,
+					answered_at = CASE WHEN v.state = 'answered' THEN now() END,
+					provider_batch = CASE WHEN v.state = 'pending' THEN NULL ELSE l.provider_batch END,
+					pending_since = CASE WHEN v.state = 'pending' THEN now() ELSE l.pending_since END
+				FROM unnest($2::text[], $3::text[], $4::jsonb[]) AS v(custom_id, state, obs)
+				WHERE l.provider_batch = $1 AND l.custom_id = v.custom_id AND l.state = 'submitted'
+				RETURNING l.job_id`, r.id, ids, states, answers)
+		})
+		ids, states, answers = ids[:0], states[:0], answers[:0]
+		return err
+	}
+	for res, err := range s.cfg.Client.Results(ctx, b) {
+		if errors.Is(err, batchapi.ErrMalformedResult) {
+			// Its line stays submitted and is marked not run below.
+			s.log.WarnContext(ctx, "unreadable result line", "key", s.key, "provider_batch", r.id, "err", err)
+			continue
+		}
+		if err != nil {
+			if ferr := flush(); ferr != nil {
+				return ferr
+			}
+			return s.later(ctx, r, err)
+		}
+		n++
+		ids = append(ids, res.CustomID)
+		if res.Ran && s.cfg.Config.Classifier().Classify(res.Res.Observation).Class == classify.Exhausted {
+			// Ran while the balance was spent: not billed, and its job could
+			// not run while the key's breaker is open. It waits as pending
+			// (same attempt), and the breaker trips once collected; the
+			// submitter's next create is the key's probe.
+			exhausted++
+			states, answers = append(states, ledger.LinePending), append(answers, nil)
+		} else if res.Ran {
+			ans, _ := json.Marshal(ledger.BatchLineAnswer{Observation: res.Res.Observation})
+			states, answers = append(states, ledger.LineAnswered), append(answers, ans)
+		} else {
+			states, answers = append(states, ledger.LineNotRun), append(answers, nil)
+		}
+		if len(ids) >= chunk {
+			if err := flush(); err != nil {
+				return fmt.Errorf("submitter: store results of %d: %w", r.id, err)
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return fmt.Errorf("submitter: store results of %d: %w", r.id, err)
+	}
+	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
+		if err := s.markRest(ctx, tx, r.id); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE triage_provider_batch SET state = 'collected', collected_at = $2 WHERE id = $1`, r.id, s.now())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("submitter: finish collecting %d: %w", r.id, err)
+	}
+	s.log.InfoContext(ctx, "provider batch collected", "key", s.key, "provider_batch", r.id, "id", b.ID,
+		"status", b.VendorStatus, "results", n, "exhausted", exhausted)
+	if exhausted > 0 {
+		s.tripExhausted(ctx, "batch lines: balance exhausted")
+	}
+	return nil
+}
+
+func (s *Submitter) alertExhausted(ctx context.Context, reason string) {
+	msg := "key exhausted: no new provider batch, running ones keep running; the submitter's next create every probe_interval is the probe"
+	if s.cfg.Alerter == nil {
+		s.log.WarnContext(ctx, msg, "key", s.key, "reason", reason)
+		return
+	}
+	s.cfg.Alerter.Alert(ctx, keys.Alert{Kind: keys.AlertKeyExhausted, Key: s.key, Message: msg,
+		Fields: map[string]any{"reason": reason, "probe_interval": s.cfg.Key.ProbeInterval.String()}})
+}
+
+// tripExhausted opens the key's exhausted breaker from a collection that
+// found lines refused for the balance: the key's synchronous jobs stop too,
+// and the submitter sends no batch until its probe.
+func (s *Submitter) tripExhausted(ctx context.Context, reason string) {
+	st, err := s.cfg.Store.KeyStatus(ctx, s.key)
+	if err == nil && st.State == keys.StateClosed {
+		var opened bool
+		opened, err = s.cfg.Store.Trip(ctx, s.key, keys.Admission{Breaker: keys.BreakerExhausted, Generation: st.Generation},
+			reason, s.cfg.Key.ProbeInterval)
+		if opened {
+			s.alertExhausted(ctx, reason)
+		}
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "trip key", "key", s.key, "err", err)
+	}
+}
+
+// collectFailed handles an OpenAI batch that failed validation: each line
+// an error names is refused for good (its job dead-letters it as
+// batch_validation:<code>); the other lines did not run and go into a new
+// batch.
+func (s *Submitter) collectFailed(ctx context.Context, r *row, b batchapi.Batch) error {
+	lines, err := s.lines(ctx, r.id)
+	if err != nil {
+		return err
+	}
+	var (
+		ids     []string
+		answers [][]byte
+		named   bool
+	)
+	for _, ve := range b.Validation {
+		if ve.Line < 1 || ve.Line > len(lines) {
+			continue
+		}
+		named = true
+		ans, _ := json.Marshal(ledger.BatchLineAnswer{RejectReason: "batch_validation:" + ve.Code, RejectDetail: ve.Message})
+		ids, answers = append(ids, lines[ve.Line-1].customID), append(answers, ans)
+	}
+	if !named {
+		// empty_file, too_many_tasks: the submitter broke a limit.
+		s.log.ErrorContext(ctx, "provider batch failed validation naming no line: its lines go into a new batch",
+			"key", s.key, "provider_batch", r.id, "id", b.ID, "errors", len(b.Validation))
+	}
+	err = pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
+		if len(ids) > 0 {
+			if err := s.wakeJobs(ctx, tx, `UPDATE triage_provider_batch_line l SET state = 'answered', observation = v.obs, answered_at = now()
+				FROM unnest($2::text[], $3::jsonb[]) AS v(custom_id, obs)
+				WHERE l.provider_batch = $1 AND l.custom_id = v.custom_id AND l.state = 'submitted'
+				RETURNING l.job_id`, r.id, ids, answers); err != nil {
+				return err
+			}
+		}
+		if err := s.markRest(ctx, tx, r.id); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE triage_provider_batch SET state = 'collected', collected_at = $2 WHERE id = $1`, r.id, s.now())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("submitter: failed validation of %d: %w", r.id, err)
+	}
+	return nil
+}
+
+// markRest marks the lines of a provider batch still submitted as not run
+// and wakes their jobs.
+func (s *Submitter) markRest(ctx context.Context, tx pgx.Tx, id int64) error {
+	return s.wakeJobs(ctx, tx, `UPDATE triage_provider_batch_line SET state = 'not_run'
+		WHERE provider_batch = $1 AND state = 'submitted' RETURNING job_id`, id)
+}
+
+// wakeJobs runs a line update returning job ids and makes those jobs
+// available now, in tx, as WakeBatch does for a batch.
+func (s *Submitter) wakeJobs(ctx context.Context, tx pgx.Tx, update string, args ...any) error {
+	_, err := tx.Exec(ctx, `WITH l AS (`+update+`)
+		UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` j SET state = 'available', scheduled_at = now()
+		FROM l WHERE j.id = l.job_id AND j.state = 'scheduled'`, args...)
+	return err
+}
+
+func endedAt(b batchapi.Batch, now time.Time) time.Time {
+	if !b.EndedAt.IsZero() {
+		return b.EndedAt
+	}
+	return now
+}
+
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
