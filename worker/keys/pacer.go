@@ -366,6 +366,16 @@ func (c *control) tick(now time.Time, binding bool, accepted float64) {
 		if c.lastLatency == 0 {
 			return // no answer yet: nothing says the rate is too low
 		}
+		if c.acceptedRate > 0 && c.rate >= 2*c.acceptedRate {
+			// The calls do not follow the rate up (the answers of the
+			// last second lag behind it, the workers cannot keep up, a
+			// newcomer is still holding): a rate twice what the provider
+			// has been seen to accept is not validated by any call, and
+			// growing it further only sets up a larger overshoot when
+			// the calls catch up (TCP's rule for an application-limited
+			// sender, RFC 7661).
+			return
+		}
 		rtt := max(slowStartMinRTT, c.lastLatency)
 		// At most four-fold per tick: growth counts only time in which
 		// pacing held calls back.
@@ -455,12 +465,12 @@ type Pacer struct {
 }
 
 // probeCalmCap bounds how much the probe above wmax speeds up while no
-// throttle comes: twice Probe at most. The speed-up is for a rate anchored
-// too low; more of it makes each probe overshoot the limit further before
-// its refusals come back, a round trip later (measured: with 10 times,
-// 2.7 % of the calls were refused at 30 requests/s and 200 ms, with twice
-// 1.9 %).
-const probeCalmCap = 2.0
+// throttle comes: three times Probe at most. The speed-up is for a rate
+// anchored too low; more of it makes each probe overshoot the limit further
+// before its refusals come back, a round trip later (in
+// TestPacerFindsAnUnknownLimitWithFewRefusals at 30 requests/s and 200 ms:
+// 2.7 % of the window's calls refused with ten times, 2.4 % with three).
+const probeCalmCap = 3.0
 
 const acceptedSlots = 10 // 1 s: the accepted rate is what the provider let through lately
 
@@ -664,7 +674,16 @@ func (p *Pacer) ownAcceptedLocked(now time.Time) float64 {
 	for _, c := range p.accepted {
 		n += c
 	}
-	window := min(acceptedSlots/10.0, max(0.1, now.Sub(p.started).Seconds()))
+	// The window counts only time in which this process could call: a
+	// newcomer holds its calls for a heartbeat (Pacers.Start), and a rate
+	// measured over the hold would be a fraction of its share; the
+	// decrease that ends its slow start, anchored on that, would leave the
+	// fleet (which follows its lowest rate) at a tenth of the limit.
+	from := p.started
+	if p.holdUntil.After(from) && !p.holdUntil.After(now) {
+		from = p.holdUntil
+	}
+	window := min(acceptedSlots/10.0, max(0.1, now.Sub(from).Seconds()))
 	return float64(n) / window
 }
 

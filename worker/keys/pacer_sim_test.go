@@ -1,10 +1,12 @@
 package keys
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
 )
@@ -72,6 +74,11 @@ type simWorker struct {
 	sent  time.Time
 }
 
+var simTrace func(string)
+
+// simJoin is how long after the first the other processes start.
+const simJoin = 300 * time.Millisecond
+
 const (
 	simReserve = iota
 	simRetry
@@ -98,30 +105,46 @@ func simulatePacers(shape simShape, cfg PacerConfig) simResult {
 	// rows are the heartbeat rows: what each process knew at its last
 	// heartbeat, as its peers see it.
 	rows := make([]PaceState, procs)
+	// The processes' pacers exist from the start (a Runtime builds them
+	// before it runs); the others start working simJoin apart, as the
+	// benchmark's Runtimes do, each holding its calls for a heartbeat.
+	nextBeat := make([]time.Time, procs)
 	for i := range procs {
 		p := newPacer(cfg, clock)
-		rows[i] = p.State()
-		if i > 0 {
-			p.adopt(simPeers(rows[:i+1], i, i+1))
-			p.Observe(PaceOutcome{At: now, Hold: now.Add(1200 * time.Millisecond)})
-		}
 		pacers = append(pacers, p)
+		join := start.Add(time.Duration(i) * simJoin)
+		nextBeat[i] = join
 		for range shape.concurrency {
-			workers = append(workers, &simWorker{p: p, at: now})
+			workers = append(workers, &simWorker{p: p, at: join})
 		}
 	}
-	nextBeat := make([]time.Time, procs)
-	for i := range nextBeat {
-		nextBeat[i] = start.Add(time.Second + time.Duration(i)*37*time.Millisecond)
-	}
+	joined := make([]bool, procs)
 	var res simResult
 	end := start.Add(shape.warmup + shape.measure)
 	for ; now.Before(end); now = now.Add(time.Millisecond) {
 		measuring := !now.Before(start.Add(shape.warmup))
+		if simTrace != nil && now.Sub(start)%(100*time.Millisecond) == 0 && now.Before(start.Add(4*time.Second)) {
+			line := fmt.Sprintf("%v ok=%d thr=%d", now.Sub(start), res.ok, res.throttled)
+			for _, p := range pacers {
+				st := p.State()
+				line += fmt.Sprintf(" | %s %.1f live=%d acc=%.1f", st.Source, st.FleetRate, st.Live, st.AcceptedRate)
+			}
+			simTrace(line)
+		}
 		for i, p := range pacers {
 			if !now.Before(nextBeat[i]) {
+				live := 0
+				for j := range procs {
+					if joined[j] || j == i {
+						live++
+					}
+				}
 				rows[i] = p.State()
-				p.adopt(simPeers(rows, i, procs))
+				p.adopt(simPeers(rows, i, live, joined))
+				if !joined[i] && live > 1 {
+					p.Observe(PaceOutcome{At: now, Hold: now.Add(1200 * time.Millisecond)})
+				}
+				joined[i] = true
 				nextBeat[i] = now.Add(time.Second)
 			}
 		}
@@ -180,10 +203,10 @@ func simulatePacers(shape simShape, cfg PacerConfig) simResult {
 
 // simPeers is what a heartbeat would return to process self: the other
 // processes' rows merged as Store.PacerHeartbeat merges them.
-func simPeers(rows []PaceState, self, live int) PacerPeers {
+func simPeers(rows []PaceState, self, live int, joined []bool) PacerPeers {
 	peers := PacerPeers{Live: live}
 	for i, st := range rows {
-		if i == self {
+		if i == self || !joined[i] {
 			continue
 		}
 		switch st.Source {
@@ -236,11 +259,11 @@ func TestPacerFindsAnUnknownLimitWithFewRefusals(t *testing.T) {
 			runShare := float64(r.throttled) / float64(r.sent)
 			t.Logf("%s procs=%d: limit share %.3f, throttled %.3f in the window, %.3f over the run (%d refused in the warm-up)",
 				tt.name, procs, limitShare, float64(r.wThrottled)/float64(r.wSent), runShare, r.throttled-r.wThrottled)
-			require.GreaterOrEqual(t, limitShare, 0.92, "%s procs=%d", tt.name, procs)
+			assert.GreaterOrEqual(t, limitShare, 0.92, "%s procs=%d", tt.name, procs)
 			require.LessOrEqual(t, limitShare, 1.05, "%s procs=%d", tt.name, procs)
 			// The benchmark's bar is 5 %; real runs (scheduling, River)
 			// refuse about a point more than this simulation.
-			require.LessOrEqual(t, runShare, 0.04, "%s procs=%d", tt.name, procs)
+			assert.LessOrEqual(t, runShare, 0.04, "%s procs=%d", tt.name, procs)
 		}
 	}
 }
