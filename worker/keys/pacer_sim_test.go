@@ -76,6 +76,8 @@ type simWorker struct {
 
 var simTrace func(string)
 
+var simDone func([]*Pacer)
+
 // simJoin is how long after the first the other processes start.
 const simJoin = 300 * time.Millisecond
 
@@ -194,6 +196,9 @@ func simulatePacers(shape simShape, cfg PacerConfig) simResult {
 				}
 			}
 		}
+	}
+	if simDone != nil {
+		simDone(pacers)
 	}
 	for _, p := range pacers {
 		res.rate = append(res.rate, p.State().FleetRate)
