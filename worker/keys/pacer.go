@@ -381,7 +381,11 @@ func (c *control) tick(now time.Time, binding bool, accepted float64) {
 			// has been seen to accept is not validated by any call, and
 			// growing it further only sets up a larger overshoot when
 			// the calls catch up (TCP's rule for an application-limited
-			// sender, RFC 7661).
+			// sender, RFC 7661). Against an endpoint with no limit it
+			// also keeps the rate near what the workers do, where it grew
+			// without bound while the concurrency ceiling held them back;
+			// that costs about 1 % of the calls of the first 4 s at 2 ms
+			// latency, the accepted rate trailing the growth.
 			return
 		}
 		rtt := max(slowStartMinRTT, c.lastLatency)
