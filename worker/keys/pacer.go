@@ -202,6 +202,11 @@ const (
 	bgDecay = 0.99
 	// bgMinAnswers: a background is believed only after this many answers.
 	bgMinAnswers = 20
+	// bgLearnBelow: after its hold, a decrease still teaches the
+	// background while the rate, climbing back, stays under this share of
+	// wmax (halfway from the decreased rate), so that a key at a few calls
+	// a second learns it from more than the hold's one or two calls.
+	bgLearnBelow = 0.95
 	// bgMinShare: a background under this share is not told apart from a
 	// limit (a limit's own jitter leaves about that much), and costs little
 	// when taken for one.
@@ -320,7 +325,8 @@ func (c *control) countRecent(o PaceOutcome) {
 		r[1]++
 		thr = 1
 	}
-	if sent := o.At.Add(-o.Latency); !c.shared && c.source == PaceThrottles && !c.learnFrom.IsZero() && !sent.Before(c.learnFrom) && sent.Before(c.holdUntil) {
+	if sent := o.At.Add(-o.Latency); !c.shared && c.source == PaceThrottles && !c.learnFrom.IsZero() && !sent.Before(c.learnFrom) &&
+		(sent.Before(c.holdUntil) || c.rate <= bgLearnBelow*c.wmax) {
 		c.bgN = c.bgN*bgDecay + 1
 		c.bgK = c.bgK*bgDecay + thr
 	}
