@@ -29,9 +29,16 @@ const (
 	PacerRecoverDefault = 2 * time.Second
 	// PacerSlowStartDefault is how much the rate grows per round trip (the
 	// last call's latency, at least slowStartMinRTT) while nothing is known
-	// about the limit and pacing binds: TCP's slow start, which finds an
-	// unknown limit in a few round trips and overshoots it by at most one.
-	PacerSlowStartDefault = 1.25
+	// about the limit and pacing binds: TCP's slow start. The provider's
+	// burst hides the limit until it is empty, so the first refusal comes
+	// when the rate is already over the limit by about sqrt(2 × burst ×
+	// ln(factor) / (limit × round trip)), and a round trip of calls over it
+	// is refused: the gentler the growth, the smaller that overshoot. A
+	// tenth per round trip doubles the rate in about 7 round trips (1.5 s
+	// at 200 ms) and, with a burst of half a second of the limit, refuses
+	// half as many calls as a quarter did (measured in
+	// TestPacerFindsAnUnknownLimitWithFewRefusals and BenchmarkPacing).
+	PacerSlowStartDefault = 1.1
 	// PacerInitialRateDefault is the fleet's requests per second before
 	// anything is learned: low, because a provider's bucket hides an
 	// overshoot until it is empty, and the slow start finds the limit in a
@@ -159,7 +166,52 @@ type control struct {
 	// minute: a decrease never goes below half of it, so one bad second
 	// cannot undo what minutes taught.
 	peakAccepted float64
+
+	// recent counts the answers and throttles of the last second, per
+	// 100 ms slot, for the background test (see background).
+	recent     [acceptedSlots][2]int
+	recentSlot int64
+	// learnFrom is when the last decrease took effect: answers of calls
+	// sent after it and before its hold ended, at the decreased rate,
+	// teach the background (bgN answers, bgK of them throttled, decayed by
+	// count).
+	learnFrom time.Time
+	bgN, bgK  float64
+	// shared: other processes pace the key too (the background is then
+	// neither learned nor used, see background).
+	shared bool
 }
+
+// Background refusals. A provider that sheds load refuses a share of the
+// calls whatever their rate (the storm scenario: one in ten). Taken for a
+// limit, each refusal cuts the rate, which lowers the accepted rate the
+// next cut is anchored on, and the key spirals down to a few calls a
+// second. What tells the two apart is that a limit's refusals depend on the
+// rate: once a decrease has brought the rate under the limit, the calls sent
+// after it are accepted; refusals that go on among the calls sent at the
+// decreased rate (during the hold that follows a decrease, when the rate
+// does not rise) are background. A throttle then lowers the rate only if
+// the refusals of the last second stand out of that background (more than
+// its expectation plus two standard deviations, Poisson), as a round trip
+// of refusals over a limit does. With no background known, as against a
+// plain limit, every throttle counts as before.
+const (
+	// bgDecay weighs the background by the last ~100 answers it learned
+	// from, so that it fades within a few hundred calls once the refusals
+	// stop coming.
+	bgDecay = 0.99
+	// bgMinAnswers: a background is believed only after this many answers.
+	bgMinAnswers = 20
+	// bgLearnBelow: after its hold, a decrease still teaches the
+	// background while the rate, climbing back, stays under this share of
+	// wmax (halfway from the decreased rate), so that a key at a few calls
+	// a second learns it from more than the hold's one or two calls.
+	bgLearnBelow = 0.95
+	// bgMinShare: a background under this share is not told apart from a
+	// limit (a limit's own jitter leaves about that much), and costs little
+	// when taken for one.
+	bgMinShare = 0.02
+)
 
 func newControl(cfg PacerConfig, now time.Time) *control {
 	cfg = cfg.withDefaults()
@@ -218,8 +270,15 @@ func (c *control) observe(o PaceOutcome) {
 			}
 		}
 	}
+	c.countRecent(o)
 	if !o.Throttled || o.At.Before(c.holdUntil) {
 		return
+	}
+	if bg := c.background(); bg > 0 {
+		n, k := c.recentCounts(o.At)
+		if e := float64(n) * bg; float64(k) <= e+2*math.Sqrt(e) {
+			return // as many refusals as the background explains
+		}
 	}
 	// One decision per hold: the calls already in flight when the rate
 	// overshot are all refused together; they are one signal, not many.
@@ -237,7 +296,69 @@ func (c *control) observe(o PaceOutcome) {
 	}
 	c.wmax = base
 	c.rate = max(pacerMinRate, base*c.cfg.Decrease, c.peakAccepted/2)
+	if c.source == PaceThrottles {
+		// Not after the slow start's end: the accepted rate it is
+		// anchored on includes the provider's burst, so that decrease may
+		// leave the rate over the limit for a while.
+		c.learnFrom = o.At.Add(paceHorizon)
+	}
 	c.source = PaceThrottles
+}
+
+// countRecent counts an answer in the last second's slots and, when its
+// call was sent at the decreased rate after the last decrease took effect,
+// in the background.
+func (c *control) countRecent(o PaceOutcome) {
+	slot := o.At.UnixMilli() / 100
+	if c.recentSlot == 0 || slot-c.recentSlot >= acceptedSlots {
+		c.recent = [acceptedSlots][2]int{}
+	} else {
+		for s := c.recentSlot + 1; s <= slot; s++ {
+			c.recent[s%acceptedSlots] = [2]int{}
+		}
+	}
+	c.recentSlot = max(c.recentSlot, slot)
+	r := &c.recent[slot%acceptedSlots]
+	r[0]++
+	thr := 0.0
+	if o.Throttled {
+		r[1]++
+		thr = 1
+	}
+	if sent := o.At.Add(-o.Latency); !c.shared && c.source == PaceThrottles && !c.learnFrom.IsZero() && !sent.Before(c.learnFrom) &&
+		(sent.Before(c.holdUntil) || c.rate <= bgLearnBelow*c.wmax) {
+		c.bgN = c.bgN*bgDecay + 1
+		c.bgK = c.bgK*bgDecay + thr
+	}
+}
+
+// recentCounts returns the answers and throttles of the last second.
+func (c *control) recentCounts(now time.Time) (n, k int) {
+	slot := now.UnixMilli() / 100
+	for s := slot - acceptedSlots + 1; s <= slot; s++ {
+		if s > c.recentSlot-acceptedSlots && s <= c.recentSlot {
+			n += c.recent[s%acceptedSlots][0]
+			k += c.recent[s%acceptedSlots][1]
+		}
+	}
+	return n, k
+}
+
+// background is the share of calls the provider refuses whatever the
+// rate, as far as it is known (0: none known). Only a process alone on the
+// key learns and uses one: with several, the refusals among the calls one
+// sends at its decreased rate also come from the others still over their
+// share until they decide or adopt its rate (a heartbeat or two later), and
+// a limit's refusals would be learned as background (measured: 5 to 9 % in
+// a minute at the benchmark's two-process shapes).
+func (c *control) background() float64 {
+	if c.shared || c.bgN < bgMinAnswers {
+		return 0
+	}
+	if b := c.bgK / c.bgN; b >= bgMinShare {
+		return b
+	}
+	return 0
 }
 
 // tick moves the rate up as time passes: binding says pacing held calls
@@ -259,6 +380,20 @@ func (c *control) tick(now time.Time, binding bool, accepted float64) {
 		if c.lastLatency == 0 {
 			return // no answer yet: nothing says the rate is too low
 		}
+		if c.acceptedRate > 0 && c.rate >= 2*c.acceptedRate {
+			// The calls do not follow the rate up (the answers of the
+			// last second lag behind it, the workers cannot keep up, a
+			// newcomer is still holding): a rate twice what the provider
+			// has been seen to accept is not validated by any call, and
+			// growing it further only sets up a larger overshoot when
+			// the calls catch up (TCP's rule for an application-limited
+			// sender, RFC 7661). Against an endpoint with no limit it
+			// also keeps the rate near what the workers do, where it grew
+			// without bound while the concurrency ceiling held them back;
+			// that costs about 1 % of the calls of the first 4 s at 2 ms
+			// latency, the accepted rate trailing the growth.
+			return
+		}
 		rtt := max(slowStartMinRTT, c.lastLatency)
 		// At most four-fold per tick: growth counts only time in which
 		// pacing held calls back.
@@ -271,7 +406,7 @@ func (c *control) tick(now time.Time, binding bool, accepted float64) {
 		// anchored too low (a process that had hardly called yet) finds
 		// the limit again in seconds, not minutes.
 		calm := 1 + now.Sub(c.holdUntil).Seconds()/c.cfg.Recover.Seconds()
-		c.rate += max(c.wmax, c.rate) * c.cfg.Probe * min(10, calm*calm) * dt
+		c.rate += max(c.wmax, c.rate) * c.cfg.Probe * min(probeCalmCap, calm*calm) * dt
 	case PaceHeaders:
 		c.factor = min(1, c.factor+c.cfg.Probe*2*dt)
 	}
@@ -340,8 +475,20 @@ type Pacer struct {
 	// heartbeat (peersKnown: one has happened).
 	peersAccepted float64
 	peersKnown    bool
-	now           func() time.Time
+	// epoch counts the times this process's share went down: a call that
+	// reserved its slot before then is reserved again at the new share
+	// (staleReservation), so a decrease applies to every call not yet sent.
+	epoch uint64
+	now   func() time.Time
 }
+
+// probeCalmCap bounds how much the probe above wmax speeds up while no
+// throttle comes: three times Probe at most. The speed-up is for a rate
+// anchored too low; more of it makes each probe overshoot the limit further
+// before its refusals come back, a round trip later (in
+// TestPacerFindsAnUnknownLimitWithFewRefusals at 30 requests/s and 200 ms:
+// 2.7 % of the window's calls refused with ten times, 2.4 % with three).
+const probeCalmCap = 3.0
 
 const acceptedSlots = 10 // 1 s: the accepted rate is what the provider let through lately
 
@@ -384,6 +531,7 @@ func (p *Pacer) Wait(ctx context.Context, tokens int, maxWait time.Duration) err
 		if delay <= 0 && kept != nil {
 			return nil
 		}
+		epoch := p.epochNow()
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
@@ -397,7 +545,7 @@ func (p *Pacer) Wait(ctx context.Context, tokens int, maxWait time.Duration) err
 			return ctx.Err()
 		case <-t.C:
 		}
-		if kept != nil {
+		if kept != nil && !p.staleReservation(epoch) {
 			return nil
 		}
 	}
@@ -450,6 +598,26 @@ func (p *Pacer) reserve(tokens int, maxWait time.Duration, first bool) (delay ti
 	return delay, &[2]*rate.Reservation{rr, tr}, true
 }
 
+// epochNow is the count of decreases of this process's share so far.
+func (p *Pacer) epochNow() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.epoch
+}
+
+// staleReservation reports whether the share went down since epoch: a
+// reservation taken before then was made at a rate the provider refused,
+// and the calls it lets out would be refused too: up to paceHorizon of
+// calls over the limit on top of the round trip in flight (in the
+// simulation at 30 requests/s and 200 ms this cut the start-up's refusals
+// from 19 to 13). Its slot is not given back: it has passed, and taking
+// one more slot at the lower rate errs on the side of the limit.
+func (p *Pacer) staleReservation(epoch uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.epoch != epoch
+}
+
 // Observe takes one call's outcome: headers, throttle or success, usage.
 func (p *Pacer) Observe(o PaceOutcome) {
 	p.mu.Lock()
@@ -483,6 +651,7 @@ func (p *Pacer) SetLive(n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.live = max(1, n)
+	p.ctl.shared = p.live > 1
 	p.applyLocked(p.now())
 }
 
@@ -491,6 +660,7 @@ func (p *Pacer) adopt(peers PacerPeers) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.live = max(1, peers.Live)
+	p.ctl.shared = p.live > 1
 	p.peersAccepted, p.peersKnown = peers.AcceptedRate, true
 	p.ctl.adopt(peers)
 	p.applyLocked(p.now())
@@ -525,7 +695,16 @@ func (p *Pacer) ownAcceptedLocked(now time.Time) float64 {
 	for _, c := range p.accepted {
 		n += c
 	}
-	window := min(acceptedSlots/10.0, max(0.1, now.Sub(p.started).Seconds()))
+	// The window counts only time in which this process could call: a
+	// newcomer holds its calls for a heartbeat (Pacers.Start), and a rate
+	// measured over the hold would be a fraction of its share; the
+	// decrease that ends its slow start, anchored on that, would leave the
+	// fleet (which follows its lowest rate) at a tenth of the limit.
+	from := p.started
+	if p.holdUntil.After(from) && !p.holdUntil.After(now) {
+		from = p.holdUntil
+	}
+	window := min(acceptedSlots/10.0, max(0.1, now.Sub(from).Seconds()))
 	return float64(n) / window
 }
 
@@ -535,6 +714,17 @@ func (p *Pacer) ownAcceptedLocked(now time.Time) float64 {
 func (p *Pacer) acceptedLocked(now time.Time) float64 {
 	own := p.ownAcceptedLocked(now)
 	if p.peersKnown {
+		if p.ctl.source == PaceStarting {
+			// The peers' figure is as old as a heartbeat, two at most;
+			// during the slow start, when the fleet's rate grows by a
+			// tenth every round trip, it is far too low, and the decrease
+			// that ends the slow start, anchored on it, would leave the
+			// fleet well under the limit for seconds. The processes pace
+			// at equal shares, so this process's own rate times the live
+			// processes is the fresher figure. (Later the shares may
+			// differ, and the rates change slowly.)
+			return max(own+p.peersAccepted, own*float64(p.live))
+		}
 		return own + p.peersAccepted
 	}
 	return own * float64(p.live)
@@ -564,6 +754,9 @@ func (p *Pacer) applyLocked(now time.Time) {
 			return
 		}
 		share := fleet / float64(p.live)
+		if rate.Limit(share) < l.Limit() {
+			p.epoch++
+		}
 		l.SetLimitAt(now, rate.Limit(share))
 		l.SetBurstAt(now, max(minBurst, int(math.Ceil(share/10))))
 	}
