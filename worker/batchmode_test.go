@@ -580,9 +580,10 @@ func TestBatchModeTransientLinesGoIntoTheNextBatch(t *testing.T) {
 }
 
 // Anthropic validates a batch's envelope at create: a create refused with a
-// 400 names no line, so each line gets the refusal as its answer and is
-// dead-lettered with the classifier's reason, instead of being resent
-// forever.
+// 400 names no line. When every create is refused (the refusal is about no
+// line), the halving stops after MaxRefusals refusals in a row: each line
+// gets the refusal as its answer and is dead-lettered with the classifier's
+// reason, with one batch_refused alert, instead of being resent forever.
 func TestBatchCreateRejectedDeadLettersItsLines(t *testing.T) {
 	t.Parallel()
 	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{
@@ -599,6 +600,11 @@ func TestBatchCreateRejectedDeadLettersItsLines(t *testing.T) {
 	}
 	stats := b.fake.Stats()
 	require.Zero(t, stats.Batches.Created)
+	// 1, 2, 4 refusals, then the 8th in a row ends the halving: at most
+	// 1+2+4+8 creates.
+	require.LessOrEqual(t, stats.Batches.CreatesRefused, 15, "bounded, not 2n-1 nor a loop")
+	require.GreaterOrEqual(t, stats.Batches.CreatesRefused, submitter.MaxRefusalsDefault)
+	eventually(t, 10*time.Second, "the refusals are alerted", func() bool { return b.hooks.count("batch_refused") == 1 })
 	require.Zero(t, stats.BilledUSD)
 	b.requireBilledOnce(t)
 }
@@ -653,4 +659,79 @@ func TestAutoModePendingLinesGoSyncNearTheDeadline(t *testing.T) {
 	require.Equal(t, n, notRun(t, b), "each batch attempt settled as not run, $0")
 	_, _, byMode := b.ledgerBill(t)
 	require.Equal(t, n, byMode["sync"])
+}
+
+// badRecord puts marker in record r<at> only.
+func badRecord(at int, marker string) func(i int) string {
+	return func(i int) string {
+		if i+1 == at {
+			return `,"note":"` + marker + `"`
+		}
+		return ""
+	}
+}
+
+// ceilLog2 is the number of halvings that take n lines to one.
+func ceilLog2(n int) int {
+	k := 0
+	for 1<<k < n {
+		k++
+	}
+	return k
+}
+
+// One record makes the provider refuse its whole batch, naming no line (an
+// OpenAI file error at validation, an Anthropic 400 at create): the
+// submitter splits the refused batches in halves until that line is alone,
+// so exactly that record is dead-lettered, every other one completes, and
+// the refusals cost O(log n) extra creates.
+func TestBatchRefusedNamingNoLineIsBisected(t *testing.T) {
+	t.Parallel()
+	const n, bad = 64, 17
+	for _, vendor := range []string{"openai", "anthropic"} {
+		t.Run(vendor, func(t *testing.T) {
+			t.Parallel()
+			fv := &fakeprovider.BatchError{Code: "too_many_tasks", Message: "Enqueued token limit reached."}
+			if vendor == "anthropic" {
+				fv = &fakeprovider.BatchError{Code: "invalid_request_error", Message: "requests.0.params: invalid"}
+			}
+			sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{FailValidation: fv, FailValidationIf: "BADLINE"}}
+			b, _ := setupBatch(t, sc, "batch", tweaks{vendor: vendor})
+			b.enqueue(t, "b1", records(n, badRecord(bad, "BADLINE")))
+			b.start(t)
+			st := b.waitSettled(t, "b1", 60*time.Second)
+			require.Equal(t, n-1, st.Completed, "every other record completes")
+			require.Equal(t, 1, st.DeadLettered)
+			dls := b.deadLetters(t, "b1")
+			require.Len(t, dls, 1)
+			require.Equal(t, fmt.Sprintf("r%03d", bad), dls[0].RecordID, "exactly the bad record")
+			require.Equal(t, "rejected", dls[0].Class)
+
+			stats := b.fake.Stats()
+			levels := ceilLog2(n)
+			refused, accepted := stats.Batches.FailedValidation, stats.Batches.Created-stats.Batches.FailedValidation
+			if vendor == "anthropic" {
+				refused, accepted = stats.Batches.CreatesRefused, stats.Batches.Created
+				require.Equal(t, 400, dls[0].HTTPStatus)
+				require.Equal(t, "invalid_request_error", dls[0].VendorCode)
+				require.Zero(t, b.hooks.count("batch_refused"), "a line refused alone is a bad record, not an alert")
+			} else {
+				require.Equal(t, "batch_validation:too_many_tasks", dls[0].Reason)
+				require.Equal(t, "too_many_tasks", dls[0].VendorCode)
+				require.Contains(t, dls[0].ErrorExcerpt, "Enqueued token limit")
+				eventually(t, 10*time.Second, "a file error that persists on one line is alerted", func() bool {
+					return b.hooks.count("batch_refused") == 1
+				})
+			}
+			// Exactly levels+1 and levels when the n lines went out in one
+			// batch; fewer when the gathering made more than one.
+			require.LessOrEqual(t, refused, levels+1, "one refusal per halving, down to the line")
+			require.GreaterOrEqual(t, refused, 2, "the batch was refused, then split")
+			require.LessOrEqual(t, refused+accepted, 2*levels+2, "O(log n) creates")
+			require.Equal(t, n-1, stats.Batches.Succeeded)
+			require.Equal(t, n-1, stats.Batches.Lines, "each good line in one accepted batch, once")
+			b.requireBilledOnce(t)
+			require.Equal(t, map[string]int{"applied": n}, b.lineStates(t))
+		})
+	}
 }
