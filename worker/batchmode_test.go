@@ -735,3 +735,57 @@ func TestBatchRefusedNamingNoLineIsBisected(t *testing.T) {
 		})
 	}
 }
+
+// A job cancelled by hand, and one deleted by hand, while their lines are
+// in a live provider batch: the provider runs and bills those lines anyway.
+// When the batch's answers come, their attempts are finished with the real
+// cost (the ledger is still exactly the provider's bill, nothing left
+// possibly billed), and no result is stored for them.
+func TestBatchLineOfAJobCancelledInFlightIsBilledNotStored(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}
+	b, clock := setupBatch(t, sc, "batch", tweaks{})
+	b.opts.SpendCheck = 20 * time.Millisecond // the sweep that settles stopped jobs' records
+	const n = 10
+	b.enqueue(t, "b1", records(n, nil))
+	rt := b.start(t)
+	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
+	ctx := context.Background()
+	eventually(t, 30*time.Second, "every job sleeps", func() bool { return b.jobStates(t)["scheduled"] == n })
+	_, err := rt.River().JobCancel(ctx, b.jobOf(t, "b1", "r003"))
+	require.NoError(t, err)
+	_, err = rt.River().JobDelete(ctx, b.jobOf(t, "b1", "r005"))
+	require.NoError(t, err)
+	clock.Advance(2 * time.Hour)
+
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n-2, st.Completed)
+	eventually(t, 30*time.Second, "the stopped jobs' lines are settled", func() bool { return b.lineStates(t)["applied"] == n })
+	stats := b.fake.Stats()
+	require.Equal(t, n, stats.Batches.Succeeded, "the provider ran every line, the stopped ones too")
+	require.Equal(t, 1, stats.ByRecord[b.customID(t, "r003")].Billed)
+	b.requireBilledOnce(t) // the ledger is the bill: the stopped lines' cost is in it
+	for _, rec := range []string{"r003", "r005"} {
+		var (
+			status, reason string
+			costUSD        float64
+			results        int
+		)
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT status, reason, cost_usd::float8 FROM triage_attempt
+			WHERE batch = 'b1' AND record_id = $1`, rec).Scan(&status, &reason, &costUSD))
+		require.Equal(t, "ok", status, rec)
+		require.Equal(t, submitter.ReasonJobGone, reason, rec)
+		require.Positive(t, costUSD, "%s: billed at its real cost", rec)
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM triage_result WHERE batch = 'b1' AND record_id = $1`, rec).Scan(&results))
+		require.Zero(t, results, "%s: no result stored for a stopped job", rec)
+	}
+}
+
+// customID is the custom_id (idempotency key) a record's line was sent with.
+func (b *testBundle) customID(t *testing.T, record string) string {
+	t.Helper()
+	var id string
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT custom_id FROM triage_provider_batch_line WHERE record_id = $1 LIMIT 1`, record).Scan(&id))
+	return id
+}

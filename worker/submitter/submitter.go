@@ -325,7 +325,7 @@ func (s *Submitter) wakeAnswered(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("submitter: close lines of cancelled jobs: %w", err)
 	}
-	return nil
+	return s.settleAnsweredOrphans(ctx)
 }
 
 // row is a claimed triage_provider_batch row.
