@@ -581,15 +581,16 @@ func TestBatchModeTransientLinesGoIntoTheNextBatch(t *testing.T) {
 
 // Anthropic validates a batch's envelope at create: a create refused with a
 // 400 names no line. When every create is refused (the refusal is about no
-// line), the halving stops after MaxRefusals refusals in a row: each line
+// line), the halving stops after 2·⌈log2 n⌉+2 refusals in a row: each line
 // gets the refusal as its answer and is dead-lettered with the classifier's
-// reason, with one batch_refused alert, instead of being resent forever.
+// reason, with one batch_refused alert, instead of being resent forever or
+// split down to every line (2n−1 creates).
 func TestBatchCreateRejectedDeadLettersItsLines(t *testing.T) {
 	t.Parallel()
 	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{
 		FailValidation: &fakeprovider.BatchError{Code: "invalid_request_error", Message: "requests: too many"}}}
 	b, _ := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic"})
-	const n = 10
+	const n = 64
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
 	st := b.waitSettled(t, "b1", 30*time.Second)
@@ -600,10 +601,11 @@ func TestBatchCreateRejectedDeadLettersItsLines(t *testing.T) {
 	}
 	stats := b.fake.Stats()
 	require.Zero(t, stats.Batches.Created)
-	// 1, 2, 4 refusals, then the 8th in a row ends the halving: at most
-	// 1+2+4+8 creates.
-	require.LessOrEqual(t, stats.Batches.CreatesRefused, 15, "bounded, not 2n-1 nor a loop")
-	require.GreaterOrEqual(t, stats.Batches.CreatesRefused, submitter.MaxRefusalsDefault)
+	// The 14th refusal in a row (2·6+2) ends the halving; the halves
+	// already split off are refused once more each: fewer than twice that.
+	limit := 2*ceilLog2(n) + 2
+	require.GreaterOrEqual(t, stats.Batches.CreatesRefused, limit)
+	require.Less(t, stats.Batches.CreatesRefused, 2*limit, "O(log n), not 2n-1 (%d) nor a loop", 2*n-1)
 	eventually(t, 10*time.Second, "the refusals are alerted", func() bool { return b.hooks.count("batch_refused") == 1 })
 	require.Zero(t, stats.BilledUSD)
 	b.requireBilledOnce(t)

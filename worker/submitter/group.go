@@ -46,6 +46,25 @@ func halves(lines []line) (a, b []line) {
 	return lines[:mid:mid], lines[mid:]
 }
 
+// refusalLimit is how many whole-batch refusals in a row end the halving
+// (Tuning.MaxRefusals): set, or 2·⌈log2 n⌉+2 for a largest refused batch
+// of n lines.
+func refusalLimit(set, n int) int {
+	if set > 0 {
+		return set
+	}
+	return 2*ceilLog2(n) + 2
+}
+
+// ceilLog2 is how many halvings take n lines to one.
+func ceilLog2(n int) int {
+	k := 0
+	for 1<<k < n {
+		k++
+	}
+	return k
+}
+
 // jitter is base·2^n capped at limit, with equal jitter: a wait in
 // [d/2, d].
 func jitter(base, limit time.Duration, n int) time.Duration {

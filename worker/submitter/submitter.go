@@ -41,15 +41,6 @@ const (
 	// after it claimed it for a step; a process that died mid-step loses
 	// it after this long, and another one (or its restart) resumes it.
 	LeaseDefault = 5 * time.Minute
-	// MaxRefusalsDefault bounds the whole-batch refusals naming no line
-	// (a create's 4xx, an OpenAI file error) in a row, with no batch
-	// accepted in between, before the submitter stops splitting the
-	// refused batches to find a bad line: the lines of every further
-	// refused batch are dead-lettered, and AlertBatchRefused is raised.
-	// One bad line among 50,000 is found within 2·16 refusals but the
-	// accepted halves reset the count, so 8 in a row means the refusal is
-	// about the account or the configuration, not about a line.
-	MaxRefusalsDefault = 8
 	// chunk is how many lines' outcomes are written per statement.
 	chunk = 500
 )
@@ -60,7 +51,16 @@ type Tuning struct {
 	// MaxLines caps the lines of one provider batch below the vendor's
 	// limit. Default 0: the vendor's limit (batchapi.Limits).
 	MaxLines int
-	// MaxRefusals: see MaxRefusalsDefault (the default when 0).
+	// MaxRefusals bounds the whole-batch refusals naming no line (a
+	// create's 4xx, an OpenAI file error) in a row, with no batch accepted
+	// in between, before the submitter stops splitting refused batches to
+	// find the bad line: the lines of every further refused batch are
+	// dead-lettered, and AlertBatchRefused is raised. Default 0:
+	// refusalLimit's 2·⌈log2 n⌉+2 for n the largest batch refused in the
+	// row. One bad line costs 2 in a row (its half, then its sibling half
+	// is accepted); a quota only small batches fit costs ⌈log2 n⌉ before
+	// they fit; so a run past the limit is a refusal about no line at all
+	// (the account, the configuration), found in O(log n) creates.
 	MaxRefusals int
 }
 
@@ -75,9 +75,6 @@ func (t Tuning) withDefaults() Tuning {
 	def(&t.PollMin, PollMinDefault)
 	def(&t.PollMax, PollMaxDefault)
 	def(&t.Lease, LeaseDefault)
-	if t.MaxRefusals <= 0 {
-		t.MaxRefusals = MaxRefusalsDefault
-	}
 	return t
 }
 
@@ -123,8 +120,10 @@ type Submitter struct {
 	notBefore time.Time
 	failures  int
 	// refusals counts the whole-batch refusals naming no line since a
-	// provider batch was last accepted (refusedWhole).
-	refusals int
+	// provider batch was last accepted (refusedWhole); streakLines is the
+	// largest batch among them, alerted whether the row was alerted.
+	refusals, streakLines int
+	alerted               bool
 	// unsent holds the intent rows this process split off a refused batch
 	// and knows it never sent: they are submitted without a Find first. A
 	// restart forgets them, and the Find runs: safe, only slower.
@@ -562,7 +561,7 @@ func (s *Submitter) submit(ctx context.Context, r *row, lines []line, admitted *
 	s.probeDone(ctx, adm, true, "")
 	s.failures = 0
 	if b.VendorStatus != "validating" {
-		s.refusals = 0 // accepted as it is (Anthropic validates at create)
+		s.accepted() // Anthropic validates at create
 	}
 	s.log.InfoContext(ctx, "provider batch submitted", "key", s.key, "provider_batch", r.id, "id", b.ID, "lines", len(lines))
 	return s.recordSubmitted(ctx, r, b)
@@ -742,7 +741,7 @@ func (s *Submitter) poll(ctx context.Context, r *row) error {
 		return s.collect(ctx, r, b)
 	}
 	if b.VendorStatus != "validating" {
-		s.refusals = 0 // OpenAI accepted the file
+		s.accepted() // OpenAI accepted the file
 	}
 	counts, _ := json.Marshal(b.Counts)
 	if _, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET vendor_status = $2, counts = $3, polls = polls + 1,
@@ -770,7 +769,7 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 	if b.Failed {
 		return s.collectFailed(ctx, r, b)
 	}
-	s.refusals = 0
+	s.accepted()
 	var (
 		ids, states  []string
 		answers      [][]byte
@@ -988,19 +987,22 @@ type refusal struct {
 // r's final state: abandoned (never created) or collected (failed).
 func (s *Submitter) refusedWhole(ctx context.Context, r *row, lines []line, rf refusal, state string) error {
 	s.refusals++
+	s.streakLines = max(s.streakLines, len(lines))
+	limit := refusalLimit(s.t.MaxRefusals, s.streakLines)
 	s.log.WarnContext(ctx, "provider batch refused as a whole, naming no line", "key", s.key, "provider_batch", r.id,
-		"lines", len(lines), "status", rf.status, "vendor_code", rf.code, "refusals_in_a_row", s.refusals)
+		"lines", len(lines), "status", rf.status, "vendor_code", rf.code, "refusals_in_a_row", s.refusals, "limit", limit)
 	ans, _ := json.Marshal(rf.answer)
 	switch {
+	case s.refusals >= limit:
+		if !s.alerted {
+			s.alerted = true
+			s.alertRefused(ctx, r, rf, len(lines), "provider batches refused as a whole, again and again: "+
+				"their lines are dead-lettered instead of being sent again; fix the cause and requeue them")
+		}
+		return s.answerAll(ctx, r, state, ans)
 	case len(lines) <= 1:
 		if rf.file {
 			s.alertRefused(ctx, r, rf, len(lines), "a provider batch file error persists on a single line: the line is dead-lettered")
-		}
-		return s.answerAll(ctx, r, state, ans)
-	case s.refusals >= s.t.MaxRefusals:
-		if s.refusals == s.t.MaxRefusals {
-			s.alertRefused(ctx, r, rf, len(lines), "provider batches refused as a whole, again and again: "+
-				"their lines are dead-lettered instead of being sent again; fix the cause and requeue them")
 		}
 		return s.answerAll(ctx, r, state, ans)
 	}
@@ -1053,6 +1055,9 @@ func (s *Submitter) split(ctx context.Context, r *row, state string, parts ...[]
 	s.log.InfoContext(ctx, "refused provider batch split in halves", "key", s.key, "provider_batch", r.id, "into", out)
 	return nil
 }
+
+// accepted resets the refusal count: a provider batch was accepted.
+func (s *Submitter) accepted() { s.refusals, s.streakLines, s.alerted = 0, 0, false }
 
 func (s *Submitter) alertRefused(ctx context.Context, r *row, rf refusal, lines int, msg string) {
 	fields := map[string]any{"provider_batch": r.id, "lines": lines, "vendor_code": rf.code, "reason": rf.reason,

@@ -122,11 +122,22 @@ func TestJitterDoublesToTheCap(t *testing.T) {
 	require.Equal(t, time.Duration(0), jitter(0, limit, 3))
 }
 
+// The halving stops after 2·⌈log2 n⌉+2 refusals in a row unless
+// MaxRefusals says otherwise: room for a quota only batches of n/2^k fit
+// (k refusals) and for one bad line's two, not for 2n−1.
+func TestRefusalLimit(t *testing.T) {
+	t.Parallel()
+	for n, want := range map[int]int{1: 2, 2: 4, 10: 10, 64: 14, 2000: 24, 50000: 34, 100000: 36} {
+		require.Equal(t, want, refusalLimit(0, n), "n=%d", n)
+	}
+	require.Equal(t, 5, refusalLimit(5, 100000), "set explicitly")
+}
+
 func TestTuningDefaults(t *testing.T) {
 	t.Parallel()
 	got := Tuning{}.withDefaults()
 	require.Equal(t, Tuning{Tick: TickDefault, Gather: GatherDefault, PollMin: PollMinDefault, PollMax: PollMaxDefault,
-		Lease: LeaseDefault, MaxRefusals: MaxRefusalsDefault}, got)
+		Lease: LeaseDefault}, got)
 	set := Tuning{Tick: time.Second, Gather: 2 * time.Second, PollMin: 3 * time.Second, PollMax: 4 * time.Second,
 		Lease: 5 * time.Second, MaxLines: 6, MaxRefusals: 7}
 	require.Equal(t, set, set.withDefaults())
