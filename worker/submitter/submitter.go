@@ -498,7 +498,6 @@ func (s *Submitter) recover(ctx context.Context, r *row) error {
 		// Split off a refused batch by this process, and not sent since:
 		// nothing to look for (and an Anthropic Find would wait for its
 		// running sibling of the same size to end).
-		delete(s.unsent, r.id)
 		return s.submit(ctx, r, lines, nil)
 	}
 	// Created before the row: a clock skew margin is the client's business.
@@ -540,6 +539,8 @@ func (s *Submitter) submit(ctx context.Context, r *row, lines []line, admitted *
 		// can end any moment: look again within a probe interval.
 		return s.reschedule(ctx, r, min(max(adm.Wait, s.t.Tick), max(s.cfg.Key.ProbeInterval, s.t.Tick)))
 	}
+	// From here the provider may have it: a later claim looks first.
+	delete(s.unsent, r.id)
 	bl := make([]batchapi.Line, len(lines))
 	for i, l := range lines {
 		bl[i] = batchapi.Line{CustomID: l.customID, Body: l.body}
