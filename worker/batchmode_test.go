@@ -417,6 +417,7 @@ func TestBatchValidationFailureDeadLettersTheNamedLine(t *testing.T) {
 	require.Len(t, dls, 1)
 	require.Equal(t, "rejected", dls[0].Class)
 	require.Equal(t, "batch_validation:invalid_json_line", dls[0].Reason)
+	require.Equal(t, "invalid_json_line", dls[0].VendorCode, "the vendor's code, as for a call")
 	require.Contains(t, dls[0].ErrorExcerpt, "not parseable")
 	stats := b.fake.Stats()
 	require.Equal(t, 1, stats.Batches.FailedValidation)
