@@ -41,6 +41,11 @@ type BatchScenario struct {
 	// this error (after any real ones found in the file), and every Anthropic
 	// batch creation answer 400 with its message.
 	FailValidation *BatchError `json:"fail_validation,omitempty"`
+	// FailValidationIf, when set, limits FailValidation to the batches with
+	// a line holding this text (the OpenAI input file, the Anthropic create
+	// body): one bad record makes the whole batch fail, naming no line, as a
+	// file error does.
+	FailValidationIf string `json:"fail_validation_if,omitempty"`
 	// Price per million tokens for batch lines. Zero fields: half the
 	// synchronous price, as both vendors charge.
 	Price Price `json:"price,omitzero"`
@@ -86,6 +91,12 @@ func (b BatchScenario) validate() error {
 	return nil
 }
 
+// failsValidation reports whether FailValidation applies to a batch whose
+// input is data.
+func (b BatchScenario) failsValidation(data []byte) bool {
+	return b.FailValidation != nil && (b.FailValidationIf == "" || bytes.Contains(data, []byte(b.FailValidationIf)))
+}
+
 func (b BatchScenario) expireAfter() time.Duration {
 	if b.ExpireAfter == 0 {
 		return time.Duration(BatchExpireAfterDefault)
@@ -118,6 +129,9 @@ type BatchStats struct {
 	Expired          int `json:"expired"`
 	Canceled         int `json:"canceled"`
 	FailedValidation int `json:"failed_validation"`
+	// CreatesRefused counts Anthropic creates answered with an error
+	// (validation, balance): no batch was made.
+	CreatesRefused int `json:"creates_refused"`
 	// BilledUSD is the part of Stats.BilledUSD billed at batch prices.
 	BilledUSD float64 `json:"billed_usd"`
 	// Polls counts batch management requests (create, get, cancel, files,

@@ -102,7 +102,10 @@ func (s *Server) serveAnthropicBatchCreate(w http.ResponseWriter, r *http.Reques
 	case err != nil:
 		return // the client is gone
 	}
-	bad := func(msg string) { writeReply(w, v.errReply(e, http.StatusBadRequest, "invalid_request_error", msg)) }
+	bad := func(msg string) {
+		s.stats.Batches.CreatesRefused++
+		writeReply(w, v.errReply(e, http.StatusBadRequest, "invalid_request_error", msg))
+	}
 	var req struct {
 		Requests *[]struct {
 			CustomID *string         `json:"custom_id"`
@@ -150,12 +153,13 @@ func (s *Server) serveAnthropicBatchCreate(w http.ResponseWriter, r *http.Reques
 		seen[*rq.CustomID] = true
 		lines = append(lines, batchLine{customID: *rq.CustomID, body: rq.Params})
 	}
-	if fv := s.sc.Batch.FailValidation; fv != nil {
-		bad(fv.Message)
+	if s.sc.Batch.failsValidation(body) {
+		bad(s.sc.Batch.FailValidation.Message)
 		return
 	}
 	if s.balance != nil && *s.balance <= 0 {
 		s.stats.RequestsWhileExhausted++
+		s.stats.Batches.CreatesRefused++
 		writeReply(w, v.fail(ActionExhausted, Step{}, e))
 		return
 	}

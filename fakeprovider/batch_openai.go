@@ -315,8 +315,8 @@ func (s *Server) validateOpenAIBatchLocked(b *batchJob, at time.Time) {
 	case len(rows) > limit:
 		errs = append(errs, BatchError{Code: "too_many_tasks", Message: fmt.Sprintf("The input file has %d requests; a batch can have at most %d.", len(rows), limit)})
 	}
-	if fv := b.cfg.FailValidation; fv != nil {
-		errs = append(errs, *fv)
+	if b.cfg.failsValidation(data) {
+		errs = append(errs, *b.cfg.FailValidation)
 	}
 	if len(errs) > 0 {
 		b.status, b.failedAt, b.errors, b.endedAt = stFailed, at, errs, at

@@ -141,12 +141,15 @@ SELECT b.id, b.pipeline, b.key, b.total, ` + StateSQL + `,
            SELECT t.model, count(*) AS n FROM triage_result r JOIN triage_attempt t ON t.id = r.attempt_id
            WHERE r.batch = b.id GROUP BY t.model) m),
        b.deadline,
-       a.sync_calls, a.sync_spend, a.batch_calls, a.batch_spend, a.batch_sync_cost, a.batch_saved
+       a.sync_calls, a.sync_spend, a.batch_calls, a.batch_spend, a.batch_sync_cost, a.batch_saved,
+       a.batch_reserved::float8
 FROM triage_batch b
 CROSS JOIN LATERAL (
     SELECT count(*) AS calls,
            coalesce(sum(cost_usd), 0) AS spend,
-           coalesce(sum(est_cost_usd) FILTER (WHERE status IN ('possibly_billed', 'intent')), 0) AS possibly_billed,
+           coalesce(sum(est_cost_usd) FILTER (WHERE status = 'possibly_billed'
+               OR (status = 'intent' AND mode <> '` + ModeBatch + `')), 0) AS possibly_billed,
+           coalesce(sum(est_cost_usd) FILTER (WHERE status = 'intent' AND mode = '` + ModeBatch + `'), 0) AS batch_reserved,
            ` + modeSumsSQL + `
     FROM triage_attempt t WHERE t.batch = b.id
 ) a
@@ -159,7 +162,7 @@ func scanStatus(row pgx.Row) (Status, error) {
 	)
 	if err := row.Scan(&s.Batch, &s.Pipeline, &s.Key, &s.Total, &s.State, &s.Completed, &s.DeadLettered, &s.Cancelled,
 		&s.Calls, &s.SpendUSD, &s.PossiblyBilledUSD, &s.Fallback, &s.Models, &s.Deadline,
-		&m.syncCalls, &m.syncSpend, &m.batchCalls, &m.batchSpend, &m.batchSyncCost, &m.batchSaved); err != nil {
+		&m.syncCalls, &m.syncSpend, &m.batchCalls, &m.batchSpend, &m.batchSyncCost, &m.batchSaved, &s.BatchReservedUSD); err != nil {
 		return Status{}, err
 	}
 	s.ByMode, s.BatchSavedUSD = m.usage()
@@ -175,7 +178,9 @@ func scanStatus(row pgx.Row) (Status, error) {
 // requeued (cancelled the part of them whose job was cancelled or deleted by
 // hand), calls every attempt, spend_usd the billed cost, and
 // possibly_billed_usd the estimated cost of attempts still ambiguous
-// (possibly_billed, or an intent not finished). State is settled once
+// (possibly_billed, or a synchronous call's intent not finished), and
+// batch_reserved_usd that of batch-mode lines waiting for their provider
+// batch's answer (not ambiguous: the answer is on its way). State is settled once
 // completed + dead_lettered = total, else StateSQL's. The fields of batch
 // mode (deadline, by_mode, batch_saved_usd, provider_batches) are set only
 // when the batch has them. ErrNotFound.

@@ -56,6 +56,9 @@ type BatchLineAnswer struct {
 	// ("batch_validation:<code>"); RejectDetail is the provider's message.
 	RejectReason string `json:"reject_reason,omitempty"`
 	RejectDetail string `json:"reject_detail,omitempty"`
+	// RejectCode is the vendor's error code for RejectReason (the dead
+	// letter's vendor_code).
+	RejectCode string `json:"reject_code,omitempty"`
 }
 
 // NewBatchLine is a line AddBatchLine writes.

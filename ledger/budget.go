@@ -178,12 +178,16 @@ type RetryUsage struct {
 }
 
 // RetryUsageByKey counts a key's first calls and open retries started at or
-// after since.
+// after since. Only synchronous calls count: the budget stops retries from
+// hammering a failing endpoint, and a provider batch's line is neither
+// such a call nor such a retry (its intent waits for hours in a batch, and
+// counted as an open retry it would starve an auto pipeline's synchronous
+// retries near the deadline).
 func RetryUsageByKey(ctx context.Context, db DBTX, key string, since time.Time) (RetryUsage, error) {
 	var u RetryUsage
 	err := db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE NOT is_retry AND reason IS DISTINCT FROM '`+ReasonCacheHit+`'),
 			count(*) FILTER (WHERE is_retry AND status IN ('intent', 'failed', 'possibly_billed'))
-		FROM triage_attempt WHERE key = $1 AND started_at >= $2`, key, since).Scan(&u.FirstCalls, &u.OpenRetries)
+		FROM triage_attempt WHERE key = $1 AND started_at >= $2 AND mode = '`+ModeSync+`'`, key, since).Scan(&u.FirstCalls, &u.OpenRetries)
 	if err != nil {
 		return RetryUsage{}, fmt.Errorf("ledger: retry usage of key %q: %w", key, err)
 	}

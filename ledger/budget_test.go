@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -119,4 +120,48 @@ func TestClaimOnce(t *testing.T) {
 	again, err := ledger.ClaimOnce(b.ctx, b.db.Pool, "main", "prepaid_70")
 	require.NoError(t, err)
 	require.False(t, again)
+}
+
+// The fleet retry budget counts synchronous calls only: a provider batch's
+// lines, first sends and retries alike, neither raise nor spend it.
+func TestRetryUsageCountsSyncCallsOnly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.batch(t, "b1", 4)
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for i, in := range []ledger.Intent{intent("b1", "r1", 1), intent("b1", "r2", 2), intent("b1", "r3", 1), intent("b1", "r4", 2)} {
+		in.Now = t0
+		if i >= 2 {
+			in.Mode = ledger.ModeBatch
+		}
+		_, err := ledger.BeginAttempt(b.ctx, b.db.Pool, in)
+		require.NoError(t, err)
+	}
+	u, err := ledger.RetryUsageByKey(b.ctx, b.db.Pool, "main", t0.Add(-time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, ledger.RetryUsage{FirstCalls: 1, OpenRetries: 1}, u)
+}
+
+// A batch-mode line waiting for its provider batch is reserved, not
+// ambiguous: `triage status` shows its estimate as batch_reserved_usd, and
+// possibly_billed_usd keeps meaning "sent, outcome unknown".
+func TestStatusShowsBatchLinesInFlightApartFromPossiblyBilled(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.batch(t, "b1", 3)
+	sync, line := intent("b1", "r1", 1), intent("b1", "r2", 1)
+	sync.EstCostUSD, line.EstCostUSD = 0.01, 0.004
+	line.Mode = ledger.ModeBatch
+	for _, in := range []ledger.Intent{sync, line} {
+		_, err := ledger.BeginAttempt(b.ctx, b.db.Pool, in)
+		require.NoError(t, err)
+	}
+	st, err := ledger.BatchStatus(b.ctx, b.db.Pool, "b1")
+	require.NoError(t, err)
+	require.InDelta(t, 0.01, st.PossiblyBilledUSD, 1e-12, "the synchronous call in flight")
+	require.InDelta(t, 0.004, st.BatchReservedUSD, 1e-12, "the batch line")
+	list, err := ledger.ListBatches(b.ctx, b.db.Pool)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.InDelta(t, 0.004, list[0].BatchReservedUSD, 1e-12)
 }

@@ -302,14 +302,17 @@ func (l LastAttempt) Retry() bool {
 
 // Status is one batch's progress, in the `triage status --json` shape.
 type Status struct {
-	Batch             string     `json:"batch"`
-	Pipeline          string     `json:"pipeline"`
-	Total             int        `json:"total"`
-	Completed         int        `json:"completed"`
-	DeadLettered      int        `json:"dead_lettered"`
-	Pending           int        `json:"pending"`
-	Calls             int        `json:"calls"`
-	SpendUSD          float64    `json:"spend_usd"`
+	Batch        string  `json:"batch"`
+	Pipeline     string  `json:"pipeline"`
+	Total        int     `json:"total"`
+	Completed    int     `json:"completed"`
+	DeadLettered int     `json:"dead_lettered"`
+	Pending      int     `json:"pending"`
+	Calls        int     `json:"calls"`
+	SpendUSD     float64 `json:"spend_usd"`
+	// PossiblyBilledUSD: attempts whose outcome is unknown (possibly_billed,
+	// or a synchronous call's intent not finished); batch-mode lines in a
+	// provider batch are in BatchReservedUSD instead.
 	PossiblyBilledUSD float64    `json:"possibly_billed_usd"`
 	State             BatchState `json:"state"`
 	// Cancelled counts the dead letters (already in DeadLettered) of records
@@ -329,6 +332,11 @@ type Status struct {
 	// attempt, so a sync-only batch reads as before.
 	ByMode        []ModeUsage `json:"by_mode,omitempty"`
 	BatchSavedUSD *float64    `json:"batch_saved_usd,omitempty"`
+	// BatchReservedUSD is the estimated cost of the batch-mode lines still
+	// waiting for their provider batch's answer (hours, at batch prices):
+	// reserved against the budget, but not ambiguous, so not in
+	// PossiblyBilledUSD. Omitted when zero.
+	BatchReservedUSD float64 `json:"batch_reserved_usd,omitempty"`
 	// ProviderBatches are the provider batches in flight (not collected or
 	// abandoned) holding lines of the batch, oldest first; omitted when none.
 	ProviderBatches []ProviderBatchStatus `json:"provider_batches,omitempty"`

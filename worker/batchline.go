@@ -171,6 +171,9 @@ func (r *Runtime) applyLine(ctx context.Context, c *call, prior ledger.Prior, do
 	}
 	if ans.RejectReason != "" {
 		c.verdict = classify.Verdict{Class: classify.Rejected, Reason: ans.RejectReason, Known: true}
+		if ans.RejectCode != "" {
+			c.verdict.Code = &ans.RejectCode
+		}
 		rx := deadLetter(classify.Rejected, ans.RejectReason, ans.RejectDetail)
 		rx.Outcome = ledger.AttemptFailed
 		return r.apply(ctx, c, rx, keys.Report{})

@@ -417,6 +417,7 @@ func TestBatchValidationFailureDeadLettersTheNamedLine(t *testing.T) {
 	require.Len(t, dls, 1)
 	require.Equal(t, "rejected", dls[0].Class)
 	require.Equal(t, "batch_validation:invalid_json_line", dls[0].Reason)
+	require.Equal(t, "invalid_json_line", dls[0].VendorCode, "the vendor's code, as for a call")
 	require.Contains(t, dls[0].ErrorExcerpt, "not parseable")
 	stats := b.fake.Stats()
 	require.Equal(t, 1, stats.Batches.FailedValidation)
@@ -580,15 +581,17 @@ func TestBatchModeTransientLinesGoIntoTheNextBatch(t *testing.T) {
 }
 
 // Anthropic validates a batch's envelope at create: a create refused with a
-// 400 names no line, so each line gets the refusal as its answer and is
-// dead-lettered with the classifier's reason, instead of being resent
-// forever.
+// 400 names no line. When every create is refused (the refusal is about no
+// line), the halving stops after 2·⌈log2 n⌉+2 refusals in a row: each line
+// gets the refusal as its answer and is dead-lettered with the classifier's
+// reason, with one batch_refused alert, instead of being resent forever or
+// split down to every line (2n−1 creates).
 func TestBatchCreateRejectedDeadLettersItsLines(t *testing.T) {
 	t.Parallel()
 	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{
 		FailValidation: &fakeprovider.BatchError{Code: "invalid_request_error", Message: "requests: too many"}}}
 	b, _ := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic"})
-	const n = 10
+	const n = 64
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
 	st := b.waitSettled(t, "b1", 30*time.Second)
@@ -599,6 +602,12 @@ func TestBatchCreateRejectedDeadLettersItsLines(t *testing.T) {
 	}
 	stats := b.fake.Stats()
 	require.Zero(t, stats.Batches.Created)
+	// The 14th refusal in a row (2·6+2) ends the halving; the halves
+	// already split off are refused once more each: fewer than twice that.
+	limit := 2*ceilLog2(n) + 2
+	require.GreaterOrEqual(t, stats.Batches.CreatesRefused, limit)
+	require.Less(t, stats.Batches.CreatesRefused, 2*limit, "O(log n), not 2n-1 (%d) nor a loop", 2*n-1)
+	eventually(t, 10*time.Second, "the refusals are alerted", func() bool { return b.hooks.count("batch_refused") == 1 })
 	require.Zero(t, stats.BilledUSD)
 	b.requireBilledOnce(t)
 }
@@ -653,4 +662,133 @@ func TestAutoModePendingLinesGoSyncNearTheDeadline(t *testing.T) {
 	require.Equal(t, n, notRun(t, b), "each batch attempt settled as not run, $0")
 	_, _, byMode := b.ledgerBill(t)
 	require.Equal(t, n, byMode["sync"])
+}
+
+// badRecord puts marker in record r<at> only.
+func badRecord(at int, marker string) func(i int) string {
+	return func(i int) string {
+		if i+1 == at {
+			return `,"note":"` + marker + `"`
+		}
+		return ""
+	}
+}
+
+// ceilLog2 is the number of halvings that take n lines to one.
+func ceilLog2(n int) int {
+	k := 0
+	for 1<<k < n {
+		k++
+	}
+	return k
+}
+
+// One record makes the provider refuse its whole batch, naming no line (an
+// OpenAI file error at validation, an Anthropic 400 at create): the
+// submitter splits the refused batches in halves until that line is alone,
+// so exactly that record is dead-lettered, every other one completes, and
+// the refusals cost O(log n) extra creates.
+func TestBatchRefusedNamingNoLineIsBisected(t *testing.T) {
+	t.Parallel()
+	const n, bad = 64, 17
+	for _, vendor := range []string{"openai", "anthropic"} {
+		t.Run(vendor, func(t *testing.T) {
+			t.Parallel()
+			fv := &fakeprovider.BatchError{Code: "too_many_tasks", Message: "Enqueued token limit reached."}
+			if vendor == "anthropic" {
+				fv = &fakeprovider.BatchError{Code: "invalid_request_error", Message: "requests.0.params: invalid"}
+			}
+			sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{FailValidation: fv, FailValidationIf: "BADLINE"}}
+			b, _ := setupBatch(t, sc, "batch", tweaks{vendor: vendor})
+			b.enqueue(t, "b1", records(n, badRecord(bad, "BADLINE")))
+			b.start(t)
+			st := b.waitSettled(t, "b1", 60*time.Second)
+			require.Equal(t, n-1, st.Completed, "every other record completes")
+			require.Equal(t, 1, st.DeadLettered)
+			dls := b.deadLetters(t, "b1")
+			require.Len(t, dls, 1)
+			require.Equal(t, fmt.Sprintf("r%03d", bad), dls[0].RecordID, "exactly the bad record")
+			require.Equal(t, "rejected", dls[0].Class)
+
+			stats := b.fake.Stats()
+			levels := ceilLog2(n)
+			refused, accepted := stats.Batches.FailedValidation, stats.Batches.Created-stats.Batches.FailedValidation
+			if vendor == "anthropic" {
+				refused, accepted = stats.Batches.CreatesRefused, stats.Batches.Created
+				require.Equal(t, 400, dls[0].HTTPStatus)
+				require.Equal(t, "invalid_request_error", dls[0].VendorCode)
+				require.Zero(t, b.hooks.count("batch_refused"), "a line refused alone is a bad record, not an alert")
+			} else {
+				require.Equal(t, "batch_validation:too_many_tasks", dls[0].Reason)
+				require.Equal(t, "too_many_tasks", dls[0].VendorCode)
+				require.Contains(t, dls[0].ErrorExcerpt, "Enqueued token limit")
+				eventually(t, 10*time.Second, "a file error that persists on one line is alerted", func() bool {
+					return b.hooks.count("batch_refused") == 1
+				})
+			}
+			// Exactly levels+1 and levels when the n lines went out in one
+			// batch; fewer when the gathering made more than one.
+			require.LessOrEqual(t, refused, levels+1, "one refusal per halving, down to the line")
+			require.GreaterOrEqual(t, refused, 2, "the batch was refused, then split")
+			require.LessOrEqual(t, refused+accepted, 2*levels+2, "O(log n) creates")
+			require.Equal(t, n-1, stats.Batches.Succeeded)
+			require.Equal(t, n-1, stats.Batches.Lines, "each good line in one accepted batch, once")
+			b.requireBilledOnce(t)
+			require.Equal(t, map[string]int{"applied": n}, b.lineStates(t))
+		})
+	}
+}
+
+// A job cancelled by hand, and one deleted by hand, while their lines are
+// in a live provider batch: the provider runs and bills those lines anyway.
+// When the batch's answers come, their attempts are finished with the real
+// cost (the ledger is still exactly the provider's bill, nothing left
+// possibly billed), and no result is stored for them.
+func TestBatchLineOfAJobCancelledInFlightIsBilledNotStored(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}
+	b, clock := setupBatch(t, sc, "batch", tweaks{})
+	b.opts.SpendCheck = 20 * time.Millisecond // the sweep that settles stopped jobs' records
+	const n = 10
+	b.enqueue(t, "b1", records(n, nil))
+	rt := b.start(t)
+	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
+	ctx := context.Background()
+	eventually(t, 30*time.Second, "every job sleeps", func() bool { return b.jobStates(t)["scheduled"] == n })
+	_, err := rt.River().JobCancel(ctx, b.jobOf(t, "b1", "r003"))
+	require.NoError(t, err)
+	_, err = rt.River().JobDelete(ctx, b.jobOf(t, "b1", "r005"))
+	require.NoError(t, err)
+	clock.Advance(2 * time.Hour)
+
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n-2, st.Completed)
+	eventually(t, 30*time.Second, "the stopped jobs' lines are settled", func() bool { return b.lineStates(t)["applied"] == n })
+	stats := b.fake.Stats()
+	require.Equal(t, n, stats.Batches.Succeeded, "the provider ran every line, the stopped ones too")
+	require.Equal(t, 1, stats.ByRecord[b.customID(t, "r003")].Billed)
+	b.requireBilledOnce(t) // the ledger is the bill: the stopped lines' cost is in it
+	for _, rec := range []string{"r003", "r005"} {
+		var (
+			status, reason string
+			costUSD        float64
+			results        int
+		)
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT status, reason, cost_usd::float8 FROM triage_attempt
+			WHERE batch = 'b1' AND record_id = $1`, rec).Scan(&status, &reason, &costUSD))
+		require.Equal(t, "ok", status, rec)
+		require.Equal(t, submitter.ReasonJobGone, reason, rec)
+		require.Positive(t, costUSD, "%s: billed at its real cost", rec)
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM triage_result WHERE batch = 'b1' AND record_id = $1`, rec).Scan(&results))
+		require.Zero(t, results, "%s: no result stored for a stopped job", rec)
+	}
+}
+
+// customID is the custom_id (idempotency key) a record's line was sent with.
+func (b *testBundle) customID(t *testing.T, record string) string {
+	t.Helper()
+	var id string
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT custom_id FROM triage_provider_batch_line WHERE record_id = $1 LIMIT 1`, record).Scan(&id))
+	return id
 }

@@ -77,6 +77,10 @@ func TestBrowserBatchPageShowsProviderBatches(t *testing.T) {
 		SubmittedAgo: 90 * time.Minute, ExpiresIn: 22*time.Hour + 30*time.Minute + 30*time.Second})
 	workertest.InsertProviderBatch(t, b.db.Pool, workertest.ProviderBatch{Batch: "b1", Records: []string{"r004"},
 		Vendor: "anthropic", ProviderBatchID: "msgbatch_xyz", SubmittedAgo: time.Minute})
+	// r004's line waits in its provider batch: reserved, not possibly billed.
+	_, err = ledger.BeginAttempt(ctx, b.db.Pool, ledger.Intent{Batch: "b1", RecordID: "r004", Attempt: 1, Key: workertest.Key,
+		Model: "fake-model", IdempotencyKey: "idem-r004", RequestHash: "h", EstCostUSD: 0.04, Mode: ledger.ModeBatch})
+	require.NoError(t, err)
 	b.enqueue(t, "b2", workertest.Records(2, nil))
 
 	tc := tab(t, browserTimeout)
@@ -93,13 +97,14 @@ func TestBrowserBatchPageShowsProviderBatches(t *testing.T) {
 	}
 	require.Contains(t, text(t, tc, `#provider-batches tr[data-provider-batch="msgbatch_xyz"]`), "anthropic")
 	require.Regexp(t, `\(in 7h5\dm\)$`, text(t, tc, `#deadline`))
-	require.Equal(t, "sync $0.0000 for 0 calls; batch $0.2500 for 1 line ($0.5000 at sync prices)", text(t, tc, `#by-mode`))
+	require.Equal(t, "sync $0.0000 for 0 calls; batch $0.2500 for 2 lines ($0.5000 at sync prices)", text(t, tc, `#by-mode`), "the line in flight counts as a line")
 	require.Equal(t, "$0.2500", text(t, tc, `#batch-saved`))
+	require.True(t, strings.HasPrefix(text(t, tc, `#batch-reserved`), "$0.0400 "), text(t, tc, `#batch-reserved`))
 	screenshot(t, tc, "batch-provider-batches")
 
 	// A sync-only batch's page has none of it.
 	run(t, tc, chromedp.Navigate(b.url+"/batches/b2"), chromedp.WaitVisible(css(`#batch`)))
-	missing := get(t, tc, chromedp.Evaluate[bool](`!document.querySelector("#provider-batches, #deadline, #by-mode, #batch-saved")`))
+	missing := get(t, tc, chromedp.Evaluate[bool](`!document.querySelector("#provider-batches, #deadline, #by-mode, #batch-saved, #batch-reserved")`))
 	require.True(t, missing)
 
 	// ?format=json is `triage status B --json`, with the new fields.
@@ -113,6 +118,8 @@ func TestBrowserBatchPageShowsProviderBatches(t *testing.T) {
 	require.Equal(t, 2, st.ProviderBatches[0].BatchLines)
 	require.NotNil(t, st.Deadline)
 	require.Equal(t, 0.25, *st.BatchSavedUSD)
+	require.InDelta(t, 0.04, st.BatchReservedUSD, 1e-12)
+	require.Zero(t, st.PossiblyBilledUSD, "a line in a provider batch is not possibly billed")
 }
 
 // The dead-letter page lists a batch's poisoned records, the filters narrow

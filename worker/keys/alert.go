@@ -27,6 +27,12 @@ const (
 	// AlertStormOpen: the key's storm breaker has been open longer than the
 	// key's storm_alert_after (a blip pages nobody).
 	AlertStormOpen AlertKind = "storm_open"
+	// AlertBatchRefused: the provider refused provider batches as a whole
+	// without naming a line, and splitting them did not isolate a bad
+	// line (the error persists on a single line, or repeats
+	// submitter.Tuning.MaxRefusals times in a row): the lines are
+	// dead-lettered instead of being sent again.
+	AlertBatchRefused AlertKind = "batch_refused"
 )
 
 // Alert is one thing a human must hear about.

@@ -28,6 +28,16 @@
 // Failures of the submitter's own calls are classified like any call:
 // exhausted trips the key's breaker (running batches keep running; the
 // submitter's next create is the key's probe), throttled waits for the
-// hint, transient backs off, rejected gives every line the refusal as its
-// answer (its job dead-letters it), and no answer keeps the row for a Find.
+// hint, transient backs off, and no answer keeps the row for a Find.
+//
+// A batch refused as a whole naming no line (a create's 4xx, an OpenAI file
+// error at validation) is split in halves, each a new intent row, until the
+// bad line is alone; that line gets the refusal as its answer (its job
+// dead-letters it). Too many such refusals in a row (Tuning.MaxRefusals)
+// mean the refusal is about no line: the lines of further refused batches
+// get it at once, and keys.AlertBatchRefused is raised.
+//
+// A line answered after its job was cancelled or deleted by hand is settled
+// by the submitter: its attempt gets the answer's real cost (the provider
+// billed it, reason ReasonJobGone) and no result is stored.
 package submitter

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -52,6 +51,17 @@ type Tuning struct {
 	// MaxLines caps the lines of one provider batch below the vendor's
 	// limit. Default 0: the vendor's limit (batchapi.Limits).
 	MaxLines int
+	// MaxRefusals bounds the whole-batch refusals naming no line (a
+	// create's 4xx, an OpenAI file error) in a row, with no batch accepted
+	// in between, before the submitter stops splitting refused batches to
+	// find the bad line: the lines of every further refused batch are
+	// dead-lettered, and AlertBatchRefused is raised. Default 0:
+	// refusalLimit's 2·⌈log2 n⌉+2 for n the largest batch refused in the
+	// row. One bad line costs 2 in a row (its half, then its sibling half
+	// is accepted); a quota only small batches fit costs ⌈log2 n⌉ before
+	// they fit; so a run past the limit is a refusal about no line at all
+	// (the account, the configuration), found in O(log n) creates.
+	MaxRefusals int
 }
 
 func (t Tuning) withDefaults() Tuning {
@@ -109,6 +119,15 @@ type Submitter struct {
 	// failing). Only the loop goroutine touches it.
 	notBefore time.Time
 	failures  int
+	// refusals counts the whole-batch refusals naming no line since a
+	// provider batch was last accepted (refusedWhole); streakLines is the
+	// largest batch among them, alerted whether the row was alerted.
+	refusals, streakLines int
+	alerted               bool
+	// unsent holds the intent rows this process split off a refused batch
+	// and knows it never sent: they are submitted without a Find first. A
+	// restart forgets them, and the Find runs: safe, only slower.
+	unsent map[int64]bool
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -305,7 +324,7 @@ func (s *Submitter) wakeAnswered(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("submitter: close lines of cancelled jobs: %w", err)
 	}
-	return nil
+	return s.settleAnsweredOrphans(ctx)
 }
 
 // row is a claimed triage_provider_batch row.
@@ -358,7 +377,7 @@ func (s *Submitter) form(ctx context.Context, adm keys.Admission) (bool, error) 
 		if err != nil {
 			return err
 		}
-		var bytes int64
+		g := group{limit: s.limit}
 		for rows.Next() {
 			var (
 				l     line
@@ -368,26 +387,15 @@ func (s *Submitter) form(ctx context.Context, adm keys.Admission) (bool, error) 
 				rows.Close()
 				return err
 			}
-			m := ""
-			if model != nil {
-				m = *model
-			}
-			if len(lines) == 0 {
-				r.model = m
-			}
-			if m != r.model {
-				continue // one model per batch (OpenAI); the next round takes it
-			}
 			n, err := s.cfg.Client.LineBytes(batchapi.Line{CustomID: l.customID, Body: l.body})
 			if err != nil {
 				n = int64(len(l.body))
 			}
-			if bytes+n > s.limit.MaxBytes && len(lines) > 0 {
+			if _, full := g.add(l, deref(model), n); full {
 				break
 			}
-			bytes += n
-			lines = append(lines, l)
 		}
+		lines, r.model = g.lines, g.model
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
@@ -486,6 +494,12 @@ func (s *Submitter) recover(ctx context.Context, r *row) error {
 	for i, l := range lines {
 		ids[i] = l.customID
 	}
+	if s.unsent[r.id] && !r.cancelRequested {
+		// Split off a refused batch by this process, and not sent since:
+		// nothing to look for (and an Anthropic Find would wait for its
+		// running sibling of the same size to end).
+		return s.submit(ctx, r, lines, nil)
+	}
 	// Created before the row: a clock skew margin is the client's business.
 	b, found, err := s.cfg.Client.Find(ctx, r.tag(), r.createdAt, ids)
 	switch {
@@ -500,6 +514,7 @@ func (s *Submitter) recover(ctx context.Context, r *row) error {
 	}
 	if r.cancelRequested {
 		// Never reached the provider: its lines did not run.
+		delete(s.unsent, r.id)
 		return s.release(ctx, r, "abandoned", "not_run")
 	}
 	return s.submit(ctx, r, lines, nil)
@@ -524,6 +539,8 @@ func (s *Submitter) submit(ctx context.Context, r *row, lines []line, admitted *
 		// can end any moment: look again within a probe interval.
 		return s.reschedule(ctx, r, min(max(adm.Wait, s.t.Tick), max(s.cfg.Key.ProbeInterval, s.t.Tick)))
 	}
+	// From here the provider may have it: a later claim looks first.
+	delete(s.unsent, r.id)
 	bl := make([]batchapi.Line, len(lines))
 	for i, l := range lines {
 		bl[i] = batchapi.Line{CustomID: l.customID, Body: l.body}
@@ -544,6 +561,9 @@ func (s *Submitter) submit(ctx context.Context, r *row, lines []line, admitted *
 	}
 	s.probeDone(ctx, adm, true, "")
 	s.failures = 0
+	if b.VendorStatus != "validating" {
+		s.accepted() // Anthropic validates at create
+	}
 	s.log.InfoContext(ctx, "provider batch submitted", "key", s.key, "provider_batch", r.id, "id", b.ID, "lines", len(lines))
 	return s.recordSubmitted(ctx, r, b)
 }
@@ -628,13 +648,13 @@ func (s *Submitter) refused(ctx context.Context, r *row, lines []line, adm keys.
 		s.backOff()
 		return s.release(ctx, r, "abandoned", "pending")
 	default: // Rejected
-		// The provider refused the whole request and named no line: the
-		// same lines would be refused again. Each line gets the refusal as
-		// its answer, so its job dead-letters it with the classifier's
-		// reason (requeue after fixing the pipeline).
+		// The provider refused the whole request and named no line: maybe
+		// one line is bad, maybe all are. Split the batch to find out;
+		// a line refused alone gets the refusal as its answer, so its job
+		// dead-letters it with the classifier's reason.
 		s.probeDone(ctx, adm, true, "")
-		ans, _ := json.Marshal(ledger.BatchLineAnswer{Observation: o})
-		return s.answerAll(ctx, r, ans)
+		return s.refusedWhole(ctx, r, lines, refusal{answer: ledger.BatchLineAnswer{Observation: o},
+			status: o.Status, code: deref(v.Code), reason: v.Reason}, "abandoned")
 	}
 }
 
@@ -645,16 +665,6 @@ func (s *Submitter) backOff() {
 
 func (s *Submitter) backoffWait() time.Duration {
 	return jitter(s.t.PollMin, s.t.PollMax, s.failures)
-}
-
-// jitter is base·2^n capped at limit, with equal jitter.
-func jitter(base, limit time.Duration, n int) time.Duration {
-	d := base
-	for i := 0; i < n && d < limit; i++ {
-		d *= 2
-	}
-	d = min(d, limit)
-	return d/2 + rand.N(d/2+1)
 }
 
 // release ends a row that will get no further provider call (state
@@ -679,11 +689,12 @@ func (s *Submitter) release(ctx context.Context, r *row, state, lineState string
 	})
 }
 
-// answerAll gives every line of the row the same answer and wakes their
-// jobs.
-func (s *Submitter) answerAll(ctx context.Context, r *row, ans []byte) error {
+// answerAll gives every line of the row the same answer, moves the row to
+// state (abandoned: never created; collected: a failed batch) and wakes
+// the lines' jobs.
+func (s *Submitter) answerAll(ctx context.Context, r *row, state string, ans []byte) error {
 	return pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `UPDATE triage_provider_batch SET state = 'abandoned', collected_at = $2 WHERE id = $1`, r.id, s.now()); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE triage_provider_batch SET state = $3, collected_at = $2 WHERE id = $1`, r.id, s.now(), state); err != nil {
 			return err
 		}
 		return s.wakeJobs(ctx, tx, `UPDATE triage_provider_batch_line SET state = 'answered', observation = $2, answered_at = now()
@@ -730,6 +741,9 @@ func (s *Submitter) poll(ctx context.Context, r *row) error {
 	if b.Ended {
 		return s.collect(ctx, r, b)
 	}
+	if b.VendorStatus != "validating" {
+		s.accepted() // OpenAI accepted the file
+	}
 	counts, _ := json.Marshal(b.Counts)
 	if _, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET vendor_status = $2, counts = $3, polls = polls + 1,
 			next_poll_at = $4, last_error = NULL WHERE id = $1`,
@@ -756,6 +770,7 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 	if b.Failed {
 		return s.collectFailed(ctx, r, b)
 	}
+	s.accepted()
 	var (
 		ids, states  []string
 		answers      [][]byte
@@ -878,13 +893,19 @@ func (s *Submitter) collectFailed(ctx context.Context, r *row, b batchapi.Batch)
 			continue
 		}
 		named = true
-		ans, _ := json.Marshal(ledger.BatchLineAnswer{RejectReason: "batch_validation:" + ve.Code, RejectDetail: ve.Message})
+		ans, _ := json.Marshal(ledger.BatchLineAnswer{RejectReason: "batch_validation:" + ve.Code, RejectDetail: ve.Message, RejectCode: ve.Code})
 		ids, answers = append(ids, lines[ve.Line-1].customID), append(answers, ans)
 	}
 	if !named {
-		// empty_file, too_many_tasks: the submitter broke a limit.
-		s.log.ErrorContext(ctx, "provider batch failed validation naming no line: its lines go into a new batch",
-			"key", s.key, "provider_batch", r.id, "id", b.ID, "errors", len(b.Validation))
+		// empty_file, too_many_tasks, or an error about the file that one
+		// line causes: split the batch to find out, as a refused create.
+		code, msg := "file", ""
+		if len(b.Validation) > 0 {
+			code, msg = b.Validation[0].Code, b.Validation[0].Message
+		}
+		reason := "batch_validation:" + code
+		return s.refusedWhole(ctx, r, lines, refusal{file: true, code: code, reason: reason,
+			answer: ledger.BatchLineAnswer{RejectReason: reason, RejectDetail: msg, RejectCode: code}}, "collected")
 	}
 	err = pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
 		if len(ids) > 0 {
@@ -942,4 +963,109 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// refusal is a provider's refusal of a whole batch that names no line.
+type refusal struct {
+	// answer is what a line refused alone gets: its job dead-letters it.
+	answer ledger.BatchLineAnswer
+	status int
+	// code is the vendor's error code, reason the dead letter's reason.
+	code, reason string
+	// file: an OpenAI validation error about the file (empty_file,
+	// too_many_tasks, …), not about a line; one that persists on a single
+	// line is the account's or triage's problem, and is alerted.
+	file bool
+}
+
+// refusedWhole reacts to a refusal of the whole batch of r that names no
+// line: it splits the lines in halves, each a provider batch of its own
+// (bisection), so that the bad lines are isolated with O(log n) extra
+// creates while the good ones go through. A single line refused is
+// answered with the refusal (its job dead-letters it); so are the lines of
+// every refused batch once MaxRefusals refusals came in a row (the
+// refusal is not about a line), with an alert instead of a loop. state is
+// r's final state: abandoned (never created) or collected (failed).
+func (s *Submitter) refusedWhole(ctx context.Context, r *row, lines []line, rf refusal, state string) error {
+	s.refusals++
+	s.streakLines = max(s.streakLines, len(lines))
+	limit := refusalLimit(s.t.MaxRefusals, s.streakLines)
+	s.log.WarnContext(ctx, "provider batch refused as a whole, naming no line", "key", s.key, "provider_batch", r.id,
+		"lines", len(lines), "status", rf.status, "vendor_code", rf.code, "refusals_in_a_row", s.refusals, "limit", limit)
+	ans, _ := json.Marshal(rf.answer)
+	switch {
+	case s.refusals >= limit:
+		if !s.alerted {
+			s.alerted = true
+			s.alertRefused(ctx, r, rf, len(lines), "provider batches refused as a whole, again and again: "+
+				"their lines are dead-lettered instead of being sent again; fix the cause and requeue them")
+		}
+		return s.answerAll(ctx, r, state, ans)
+	case len(lines) <= 1:
+		if rf.file {
+			s.alertRefused(ctx, r, rf, len(lines), "a provider batch file error persists on a single line: the line is dead-lettered")
+		}
+		return s.answerAll(ctx, r, state, ans)
+	}
+	a, b := halves(lines)
+	// The halves are due now and sent by the rounds' steps in the order
+	// they became due, so a half's sibling (and its cousins) are tried
+	// before the half itself is split again: an accepted one resets
+	// refusals, which then count only refusals about no line at all.
+	return s.split(ctx, r, state, a, b)
+}
+
+// split ends r in state and moves its lines into one new intent row per
+// part, due now, in one transaction. Another process that claims one looks
+// for it at the provider first, as after a crash.
+func (s *Submitter) split(ctx context.Context, r *row, state string, parts ...[]line) error {
+	now := s.now()
+	out := make([]int64, len(parts))
+	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE triage_provider_batch SET state = $2, collected_at = $3 WHERE id = $1`, r.id, state, now); err != nil {
+			return err
+		}
+		for i, p := range parts {
+			var id int64
+			if err := tx.QueryRow(ctx, `INSERT INTO triage_provider_batch (key, vendor, model, lines, next_poll_at, created_at)
+				VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
+				s.key, s.cfg.Key.Vendor, r.model, len(p), now, now).Scan(&id); err != nil {
+				return err
+			}
+			ids := make([]int64, len(p))
+			for j, l := range p {
+				ids[j] = l.id
+			}
+			if _, err := tx.Exec(ctx, `UPDATE triage_provider_batch_line SET provider_batch = $1
+				WHERE id = ANY($2) AND provider_batch = $3 AND state = 'submitted'`, id, ids, r.id); err != nil {
+				return err
+			}
+			out[i] = id
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("submitter: split provider batch %d: %w", r.id, err)
+	}
+	if s.unsent == nil {
+		s.unsent = map[int64]bool{}
+	}
+	for _, id := range out {
+		s.unsent[id] = true
+	}
+	s.log.InfoContext(ctx, "refused provider batch split in halves", "key", s.key, "provider_batch", r.id, "into", out)
+	return nil
+}
+
+// accepted resets the refusal count: a provider batch was accepted.
+func (s *Submitter) accepted() { s.refusals, s.streakLines, s.alerted = 0, 0, false }
+
+func (s *Submitter) alertRefused(ctx context.Context, r *row, rf refusal, lines int, msg string) {
+	fields := map[string]any{"provider_batch": r.id, "lines": lines, "vendor_code": rf.code, "reason": rf.reason,
+		"http_status": rf.status, "refusals_in_a_row": s.refusals}
+	if s.cfg.Alerter == nil {
+		s.log.ErrorContext(ctx, msg, "key", s.key, "provider_batch", r.id, "vendor_code", rf.code, "reason", rf.reason)
+		return
+	}
+	s.cfg.Alerter.Alert(ctx, keys.Alert{Kind: keys.AlertBatchRefused, Key: s.key, Message: msg, Fields: fields})
 }

@@ -1,0 +1,94 @@
+package submitter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/triage-dev/triage/classify"
+	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/provider"
+)
+
+// ReasonJobGone is the ledger reason of a batch attempt whose line the
+// provider answered after its job was cancelled or deleted by hand: the
+// provider billed it (the cost is real), and no result was stored.
+const ReasonJobGone = "job_gone"
+
+// settleAnsweredOrphans finishes the attempts of answered lines whose job
+// was cancelled or deleted by hand while the line was in a live provider
+// batch: nobody will apply the answer, but the provider billed it, so the
+// attempt gets the answer's real cost (at batch prices) instead of staying
+// an intent counted as possibly billed for ever. The result is dropped.
+func (s *Submitter) settleAnsweredOrphans(ctx context.Context) error {
+	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT l.id, l.attempt_id, l.observation, a.model
+			FROM triage_provider_batch_line l LEFT JOIN triage_attempt a ON a.id = l.attempt_id
+			WHERE l.key = $1 AND l.state = 'answered' AND NOT `+s.liveJobSQL()+`
+			ORDER BY l.id LIMIT $2 FOR UPDATE OF l SKIP LOCKED`, s.key, chunk)
+		if err != nil {
+			return err
+		}
+		type orphan struct {
+			id      int64
+			attempt *int64
+			obs     []byte
+			model   *string
+		}
+		found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (orphan, error) {
+			var o orphan
+			err := r.Scan(&o.id, &o.attempt, &o.obs, &o.model)
+			return o, err
+		})
+		if err != nil || len(found) == 0 {
+			return err
+		}
+		ids := make([]int64, len(found))
+		for i, o := range found {
+			ids[i] = o.id
+			if o.attempt == nil {
+				continue
+			}
+			var ans ledger.BatchLineAnswer
+			if err := json.Unmarshal(o.obs, &ans); err != nil {
+				return fmt.Errorf("answer of line %d: %w", o.id, err)
+			}
+			out := s.orphanOutcome(ans, deref(o.model))
+			if err := ledger.FinishAttempt(ctx, tx, *o.attempt, out); err != nil && !errors.Is(err, ledger.ErrAttemptFinished) {
+				return err
+			}
+		}
+		_, err = tx.Exec(ctx, `UPDATE triage_provider_batch_line SET state = 'applied' WHERE id = ANY($1)`, ids)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("submitter: settle answered lines of cancelled jobs: %w", err)
+	}
+	return nil
+}
+
+// orphanOutcome is the ledger outcome of an answer nobody applies: its
+// class and usage priced as the job would have priced them.
+func (s *Submitter) orphanOutcome(ans ledger.BatchLineAnswer, model string) ledger.Outcome {
+	if ans.RejectReason != "" {
+		return ledger.Outcome{Status: ledger.AttemptFailed, Class: classify.Rejected, VendorCode: ans.RejectCode, Reason: ReasonJobGone}
+	}
+	o := ans.Observation
+	res := provider.DecodeResponse(s.cfg.Client.Format(), s.cfg.Key.Vendor, s.cfg.Key.Path, o.Status, o.Headers, []byte(o.Body))
+	v := s.cfg.Config.Classifier().Classify(res.Observation)
+	out := ledger.Outcome{Status: ledger.AttemptFailed, Class: v.Class, HTTPStatus: o.Status, VendorCode: deref(v.Code),
+		Reason: ReasonJobGone, InputTokens: res.InputTokens, OutputTokens: res.OutputTokens}
+	if v.Class == classify.OK {
+		out.Status = ledger.AttemptOK
+	}
+	if m, err := s.cfg.Config.Model(model); err == nil {
+		bi, bo := m.BatchPrices()
+		out.CostUSD = float64(res.InputTokens)*bi/1e6 + float64(res.OutputTokens)*bo/1e6
+		sync := float64(res.InputTokens)*m.InputUSDPerMTok/1e6 + float64(res.OutputTokens)*m.OutputUSDPerMTok/1e6
+		out.SyncCostUSD = &sync
+	}
+	return out
+}
