@@ -261,7 +261,9 @@ func UsageByClass(ctx context.Context, db DBTX, f AttemptFilter) (total ClassUsa
 			count(*), count(DISTINCT (batch, record_id)), count(*) FILTER (WHERE is_retry),
 			coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0),
 			coalesce(sum(cost_usd), 0)::float8,
-			coalesce(sum(est_cost_usd) FILTER (WHERE status IN ('possibly_billed', 'intent')), 0)::float8
+			coalesce(sum(est_cost_usd) FILTER (WHERE status = 'possibly_billed'
+				OR (status = 'intent' AND mode <> '`+ModeBatch+`')), 0)::float8,
+			coalesce(sum(est_cost_usd) FILTER (WHERE status = 'intent' AND mode = '`+ModeBatch+`'), 0)::float8
 		FROM triage_attempt
 		WHERE ($1 = '' OR batch = $1) AND ($2 = '' OR key = $2)
 		GROUP BY GROUPING SETS ((class), ())
@@ -276,7 +278,7 @@ func UsageByClass(ctx context.Context, db DBTX, f AttemptFilter) (total ClassUsa
 			isAll bool
 		)
 		if err := rows.Scan(&isAll, &u.Class, &u.Calls, &u.Records, &u.Retries, &u.InputTokens, &u.OutputTokens,
-			&u.SpendUSD, &u.PossiblyBilledUSD); err != nil {
+			&u.SpendUSD, &u.PossiblyBilledUSD, &u.BatchReservedUSD); err != nil {
 			return ClassUsage{}, nil, fmt.Errorf("ledger: usage by class: %w", err)
 		}
 		if isAll {

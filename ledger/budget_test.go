@@ -145,7 +145,7 @@ func TestRetryUsageCountsSyncCallsOnly(t *testing.T) {
 // A batch-mode line waiting for its provider batch is reserved, not
 // ambiguous: `triage status` shows its estimate as batch_reserved_usd, and
 // possibly_billed_usd keeps meaning "sent, outcome unknown".
-func TestStatusShowsBatchLinesInFlightApartFromPossiblyBilled(t *testing.T) {
+func TestStatusAndLedgerShowBatchLinesInFlightApartFromPossiblyBilled(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.batch(t, "b1", 3)
@@ -164,4 +164,9 @@ func TestStatusShowsBatchLinesInFlightApartFromPossiblyBilled(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	require.InDelta(t, 0.004, list[0].BatchReservedUSD, 1e-12)
+
+	total, _, err := ledger.UsageByClass(b.ctx, b.db.Pool, ledger.AttemptFilter{Batch: "b1"})
+	require.NoError(t, err)
+	require.InDelta(t, 0.01, total.PossiblyBilledUSD, 1e-12, "`triage ledger` splits them as `triage status` does")
+	require.InDelta(t, 0.004, total.BatchReservedUSD, 1e-12)
 }

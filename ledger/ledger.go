@@ -369,8 +369,13 @@ type ClassUsage struct {
 	// SpendUSD is the billed cost.
 	SpendUSD float64 `json:"spend_usd"`
 	// PossiblyBilledUSD is the estimated cost of attempts still ambiguous
-	// (possibly_billed, or an intent not finished).
+	// (possibly_billed, or an intent not finished). Batch-mode lines
+	// waiting in a provider batch are in BatchReservedUSD instead, as in
+	// Status: they are not lost calls but answers on their way.
 	PossiblyBilledUSD float64 `json:"possibly_billed_usd"`
+	// BatchReservedUSD is the estimated cost, at batch prices, of the
+	// batch-mode lines still waiting for their answer. Omitted when none.
+	BatchReservedUSD float64 `json:"batch_reserved_usd,omitempty"`
 }
 
 // ResultRow is one record of a batch with its stored output, for export.

@@ -67,6 +67,7 @@ func usageByClass(ctx context.Context, d *db, f ledger.AttemptFilter) (total led
 func roundUsage(u ledger.ClassUsage) ledger.ClassUsage {
 	u.SpendUSD = math.Round(u.SpendUSD*1e12) / 1e12
 	u.PossiblyBilledUSD = math.Round(u.PossiblyBilledUSD*1e12) / 1e12
+	u.BatchReservedUSD = math.Round(u.BatchReservedUSD*1e12) / 1e12
 	return u
 }
 
@@ -96,7 +97,7 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 	key := fs.String("key", "", "only this key's calls")
 	calls := fs.Bool("calls", false, "list the calls themselves (newest first), each with how its request was changed, instead of the sums")
 	record := fs.String("record", "", "with --batch: only this record's calls (implies --calls)")
-	asJSON := fs.Bool("json", false, `print {"batch","key","calls","records","retries","input_tokens","output_tokens","spend_usd","possibly_billed_usd","by_class":[...],"by_model":[{"model","key","calls","answered","spend_usd"}]}; with provider-batch lines also "by_mode":[{"mode","calls","spend_usd","sync_cost_usd"}] and "batch_saved_usd"`)
+	asJSON := fs.Bool("json", false, `print {"batch","key","calls","records","retries","input_tokens","output_tokens","spend_usd","possibly_billed_usd","by_class":[...],"by_model":[{"model","key","calls","answered","spend_usd"}]}; with provider-batch lines also "by_mode":[{"mode","calls","spend_usd","sync_cost_usd"}] and "batch_saved_usd", and "batch_reserved_usd" (lines waiting in provider batches, not in possibly_billed_usd)`)
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: triage ledger [--batch B [--record R]] [--key K] [--calls] [--json]")
 		fmt.Fprintln(e.stderr, "What the calls came to, by classifier class: calls, records, retries, tokens, spend and")
@@ -164,6 +165,9 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 		return exitOK
 	}
 	writeUsageTable(e.stdout, total, byClass, true)
+	if total.BatchReservedUSD > 0 {
+		fmt.Fprintf(e.stdout, "in provider batches: %s (estimate of the batch-mode lines waiting for their answer, at batch prices; not in possibly_billed_usd)\n", usd(total.BatchReservedUSD))
+	}
 	if len(byModel) > 1 {
 		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "\nmodel\tkey\tcalls\tanswered\tspend_usd\t")
