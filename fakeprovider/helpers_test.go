@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,36 +17,19 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/triage-dev/triage/fakeprovider"
+	"github.com/triage-dev/triage/worker/testclock"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const testKey = "sk-test-0123456789abcdefghijklmnop"
 
-// clock is the injected time source: tests move it instead of sleeping.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newClock() *testclock.Clock { return testclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)) }
 
 type testBundle struct {
 	fp     *fakeprovider.Server
 	srv    *httptest.Server
-	clock  *clock
+	clock  *testclock.Clock
 	http   *http.Client
 	openai openai.Client
 	anth   anthropic.Client

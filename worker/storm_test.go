@@ -2,7 +2,6 @@ package worker_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -10,30 +9,9 @@ import (
 
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/testclock"
 	"github.com/triage-dev/triage/worker/workertest"
 )
-
-// fakeClock is the time of the fake provider's outage windows and of the
-// fleet's key state (Options.Clock), moved by the test: minutes of outage
-// pass in a few seconds, without a sleep.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t.After(c.t) {
-		c.t = t
-	}
-}
 
 // The night: the provider goes down for five minutes in the middle
 // of a 300-record batch worked by two processes. The storm breaker, shared
@@ -52,7 +30,7 @@ func TestStormOutage(t *testing.T) {
 		outage      = 5 * time.Minute
 	)
 	start := time.Now().UTC()
-	clock := &fakeClock{t: start}
+	clock := testclock.New(start)
 	sc := fakeprovider.Scenario{Now: clock.Now, Outages: []fakeprovider.Outage{{
 		FromRequest: outageFrom, Requests: 1 << 30, // from request 60 on...
 		For: fakeprovider.Duration(outage), // ...for five minutes of the fake clock

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/worker/provider"
+	"github.com/triage-dev/triage/worker/testclock"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -23,29 +23,11 @@ const testKey = "sk-canary-7f3a9e-DO-NOT-LEAK"
 
 var vendors = []string{"openai", "anthropic"}
 
-// clock is the scenario clock: tests move it instead of sleeping.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 type testBundle struct {
 	vendor string
 	fp     *fakeprovider.Server
 	srv    *httptest.Server
-	clock  *clock
+	clock  *testclock.Clock
 	client *Client
 }
 
@@ -53,7 +35,7 @@ type testBundle struct {
 // batch client of vendor pointed at it.
 func setup(t *testing.T, vendor string, sc fakeprovider.Scenario) *testBundle {
 	t.Helper()
-	clk := &clock{t: time.Date(2026, 3, 1, 22, 0, 0, 0, time.UTC)}
+	clk := testclock.New(time.Date(2026, 3, 1, 22, 0, 0, 0, time.UTC))
 	sc.Now, sc.APIKey = clk.Now, testKey
 	fp := fakeprovider.New(sc)
 	srv := httptest.NewServer(fp)

@@ -2,7 +2,6 @@ package keys
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -10,40 +9,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/triage-dev/triage/ledger/dbtest"
+	"github.com/triage-dev/triage/worker/testclock"
 )
-
-// testClock is a Clock the test moves by hand.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newTestClock() *testClock {
-	return &testClock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 type testBundle struct {
 	db    *dbtest.DB
-	clock *testClock
+	clock *testclock.Clock
 	store *Store
 }
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	db := dbtest.New(t, dbtest.Options{MaxConns: 20})
-	clock := newTestClock()
+	clock := testclock.New(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 	return &testBundle{
 		db:    db,
 		clock: clock,
