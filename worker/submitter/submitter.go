@@ -907,9 +907,9 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 	}
 	s.accepted()
 	var (
-		ids, states  []string
-		answers      [][]byte
-		n, exhausted int
+		ids, states              []string
+		answers                  [][]byte
+		n, exhausted, unreadable int
 	)
 	flush := func() error {
 		if len(ids) == 0 {
@@ -929,7 +929,8 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 	}
 	for res, err := range s.cfg.Client.Results(ctx, b) {
 		if errors.Is(err, batchapi.ErrMalformedResult) {
-			// Its line stays submitted and is marked not run below.
+			// Its line stays submitted; see lostAnswer below.
+			unreadable++
 			s.log.WarnContext(ctx, "unreadable result line", "key", s.key, "provider_batch", r.id, "err", err)
 			continue
 		}
@@ -964,6 +965,17 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 		return fmt.Errorf("submitter: store results of %d: %w", r.id, err)
 	}
 	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
+		if unreadable > 0 {
+			// Some result lines could not be read: any line without a
+			// result may be one of them, run and billed. Sent again it would
+			// be billed twice with the first bill missing from the ledger;
+			// so each is an answer lost after the send, as a synchronous
+			// call's (ambiguous: possibly billed, ambiguous_retries decides).
+			if err := s.wakeJobs(ctx, tx, `UPDATE triage_provider_batch_line SET state = 'answered', observation = $2, answered_at = now()
+				WHERE provider_batch = $1 AND state = 'submitted' RETURNING job_id`, r.id, s.lostAnswer()); err != nil {
+				return err
+			}
+		}
 		if err := s.markRest(ctx, tx, r.id); err != nil {
 			return err
 		}
@@ -974,11 +986,19 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 		return fmt.Errorf("submitter: finish collecting %d: %w", r.id, err)
 	}
 	s.log.InfoContext(ctx, "provider batch collected", "key", s.key, "provider_batch", r.id, "id", b.ID,
-		"status", b.VendorStatus, "results", n, "exhausted", exhausted)
+		"status", b.VendorStatus, "results", n, "exhausted", exhausted, "unreadable", unreadable)
 	if exhausted > 0 {
 		s.tripExhausted(ctx, "batch lines: balance exhausted")
 	}
 	return nil
+}
+
+// lostAnswer is the stored answer of a line that may have run but whose
+// result could not be read: sent, no usable answer.
+func (s *Submitter) lostAnswer() []byte {
+	ans, _ := json.Marshal(ledger.BatchLineAnswer{Observation: classify.Observation{Vendor: s.cfg.Key.Vendor,
+		Path: s.cfg.Key.Path, Phase: classify.PhaseSentNoResponse}})
+	return ans
 }
 
 func (s *Submitter) alertExhausted(ctx context.Context, reason string) {
