@@ -87,3 +87,70 @@ func TestBatchUnreadableResultLineIsPossiblyBilledNotResent(t *testing.T) {
 		`SELECT status FROM triage_attempt WHERE idempotency_key = $1`, custom).Scan(&status))
 	require.Equal(t, string(ledger.AttemptPossiblyBilled), status, "its cost is unknown, not $0")
 }
+
+// lossyNthCreate loses the answer of the nth batch create (1-based), as a
+// connection reset after the request went out would.
+type lossyNthCreate struct {
+	mu        sync.Mutex
+	nth, seen int
+	lost      bool
+}
+
+func (l *lossyNthCreate) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil || r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/batches") {
+		return res, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen++
+	if l.seen != l.nth {
+		return res, nil
+	}
+	l.lost = true
+	_, _ = io.Copy(io.Discard, res.Body)
+	_ = res.Body.Close()
+	return nil, io.ErrUnexpectedEOF
+}
+
+// Anthropic batches are found after a lost create answer by their
+// custom_ids. A batch cancelled before any line ran holds the very same
+// custom_ids as the batch its requeued lines go into next: when that
+// create's answer is lost, the search finds the cancelled batch (ended)
+// while the new one runs. It must not be taken for it (the unique index on
+// the provider batch id refuses the record); the new batch is found once
+// it ends and its lines are collected, each billed once.
+func TestBatchIntentRowIsNotMatchedWithAnEarlierBatchOfTheSameLines(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}
+	// A short timeout, so a short lease: a refused record is tried again
+	// once the lease runs out.
+	b, clock := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic", timeout: "1s"})
+	lossy := &lossyNthCreate{nth: 2}
+	b.opts.HTTPClient = &http.Client{Transport: lossy}
+	const n = 10
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
+	_, err := ledger.RequestProviderCancel(context.Background(), b.db.Pool, "b1")
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, "cancelled, and its lines sent again", func() bool {
+		lossy.mu.Lock()
+		defer lossy.mu.Unlock()
+		return lossy.lost
+	})
+	require.Equal(t, n, b.fake.Stats().Batches.Canceled, "no line ran in the cancelled batch")
+	// The search runs while the new batch is still in progress: the
+	// cancelled one is the only ended candidate with these custom_ids.
+	polls := b.fake.Stats().Batches.Polls
+	eventually(t, 30*time.Second, "the submitter looks for the lost batch", func() bool { return b.fake.Stats().Batches.Polls >= polls+3 })
+	require.Equal(t, 2, b.fake.Stats().Batches.Created)
+	require.Equal(t, 1, b.providerBatches(t)["intent"], "not recorded as the cancelled batch")
+	clock.Advance(2 * time.Hour)
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.Completed)
+	stats := b.fake.Stats()
+	require.Equal(t, 2, stats.Batches.Created, "the lost create was found, not sent a third time")
+	require.Equal(t, 2, b.providerBatches(t)["collected"])
+	b.requireBilledOnce(t)
+}
