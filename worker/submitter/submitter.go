@@ -881,8 +881,8 @@ func (s *Submitter) poll(ctx context.Context, r *row) error {
 	}
 	counts, _ := json.Marshal(b.Counts)
 	if _, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET vendor_status = $2, counts = $3, polls = polls + 1,
-			next_poll_at = $4, last_error = NULL WHERE id = $1`,
-		r.id, b.VendorStatus, counts, s.now().Add(jitter(s.t.PollMin, s.t.PollMax, r.polls))); err != nil {
+			next_poll_at = $4, last_error = NULL WHERE id = $1 AND next_poll_at = $5`,
+		r.id, b.VendorStatus, counts, s.now().Add(jitter(s.t.PollMin, s.t.PollMax, r.polls)), r.lease); err != nil {
 		return fmt.Errorf("submitter: record poll of %d: %w", r.id, err)
 	}
 	return nil
