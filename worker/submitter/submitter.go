@@ -510,12 +510,14 @@ func (s *Submitter) recover(ctx context.Context, r *row) error {
 	for i, l := range lines {
 		ids[i] = l.customID
 	}
-	if s.unsent[r.id] && !r.cancelRequested {
-		// Split off a refused batch by this process, and not sent since:
-		// nothing to look for (and an Anthropic Find would wait for its
-		// running sibling of the same size to end).
+	if s.unsent[r.id] && r.polls == 0 && r.inputFileID == nil && !r.cancelRequested {
+		// Split off a refused batch by this process, and not sent since by
+		// any process (every send counts in polls first): nothing to look
+		// for (and an Anthropic Find would wait for its running sibling of
+		// the same size to end).
 		return s.submit(ctx, r, lines, nil)
 	}
+	delete(s.unsent, r.id)
 	// Created before the row: a clock skew margin is the client's business.
 	hctx, stop := s.hold(ctx, r)
 	b, found, err := s.cfg.Client.Find(hctx, r.tag(), r.createdAt, ids)
@@ -560,8 +562,10 @@ func (s *Submitter) submit(ctx context.Context, r *row, lines []line, admitted *
 		return s.reschedule(ctx, r, min(max(adm.Wait, s.t.Tick), max(s.cfg.Key.ProbeInterval, s.t.Tick)))
 	}
 	// The Find (or the admission) took time: the lease starts afresh before
-	// the first call that may create something.
-	if err := s.renew(ctx, r); err != nil {
+	// the first call that may create something. The send is counted in the
+	// row (polls) before it is made, so that no process takes the row for
+	// one nobody sent (recover's shortcut for split-off halves).
+	if err := s.renewSending(ctx, r); err != nil {
 		s.probeDone(ctx, adm, false, "")
 		return err
 	}
@@ -674,8 +678,18 @@ func (s *Submitter) strayBatch(ctx context.Context, r *row, b batchapi.Batch) er
 // renew moves the row's lease a full Lease ahead, if it is still this
 // process's.
 func (s *Submitter) renew(ctx context.Context, r *row) error {
-	err := s.cfg.Pool.QueryRow(ctx, `UPDATE triage_provider_batch SET next_poll_at = $2 WHERE id = $1 AND next_poll_at = $3
-		RETURNING next_poll_at`, r.id, s.now().Add(s.t.Lease), r.lease).Scan(&r.lease)
+	return s.renewCounting(ctx, r, 0)
+}
+
+// renewSending is renew before a send: the row's polls count it.
+func (s *Submitter) renewSending(ctx context.Context, r *row) error {
+	return s.renewCounting(ctx, r, 1)
+}
+
+func (s *Submitter) renewCounting(ctx context.Context, r *row, sends int) error {
+	err := s.cfg.Pool.QueryRow(ctx, `UPDATE triage_provider_batch SET next_poll_at = $2, polls = polls + $4
+		WHERE id = $1 AND next_poll_at = $3
+		RETURNING next_poll_at`, r.id, s.now().Add(s.t.Lease), r.lease, sends).Scan(&r.lease)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("submitter: provider batch %d: %w", r.id, errLeaseLost)
 	}
