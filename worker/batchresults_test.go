@@ -154,3 +154,63 @@ func TestBatchIntentRowIsNotMatchedWithAnEarlierBatchOfTheSameLines(t *testing.T
 	require.Equal(t, 2, b.providerBatches(t)["collected"])
 	b.requireBilledOnce(t)
 }
+
+// cutResults cuts the first results download after half its lines, as a
+// connection reset (or a process killed) midway through would.
+type cutResults struct {
+	mu  sync.Mutex
+	cut int // lines delivered before the cut
+}
+
+type failingReader struct{}
+
+func (failingReader) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
+
+func (c *cutResults) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil || r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/content") || res.StatusCode != http.StatusOK {
+		return res, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cut != 0 {
+		return res, nil
+	}
+	body, err := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	lines := bytes.SplitAfter(body, []byte("\n"))
+	c.cut = len(lines) / 2
+	res.Body = io.NopCloser(io.MultiReader(bytes.NewReader(bytes.Join(lines[:c.cut], nil)), failingReader{}))
+	res.ContentLength = -1
+	res.Header.Del("Content-Length")
+	return res, nil
+}
+
+// A collection cut midway (half the answers stored, their jobs applying
+// them) is resumed by the next poll: the lines already answered are not
+// answered again, the rest are, and every line is billed once.
+func TestBatchCollectionCutMidwayIsResumed(t *testing.T) {
+	t.Parallel()
+	b, _ := setupBatch(t, fakeprovider.Scenario{}, "batch", tweaks{})
+	cut := &cutResults{}
+	b.opts.HTTPClient = &http.Client{Transport: cut}
+	const n = 20
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.Completed)
+	cut.mu.Lock()
+	require.Positive(t, cut.cut, "the first download was cut")
+	cut.mu.Unlock()
+	stats := b.fake.Stats()
+	require.Equal(t, 1, stats.Batches.Created)
+	require.Equal(t, n, stats.Batches.Lines)
+	require.Equal(t, 1, b.providerBatches(t)["collected"])
+	b.requireBilledOnce(t)
+	var attempts int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM triage_attempt`).Scan(&attempts))
+	require.Equal(t, n, attempts, "one attempt per line: none answered twice")
+}
