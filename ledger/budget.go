@@ -52,7 +52,11 @@ func (e *BudgetError) Unwrap() error { return ErrBudgetReached }
 // in.InFlightFor); live reservations are the younger intents. The batch row
 // is locked for the one statement, so concurrent workers cannot together
 // pass the cap by more than the calls already in flight. A batch in
-// paused_budget reserves nothing. When the call would pass the cap even with
+// paused_budget reserves nothing. A batch-mode intent whose line is still
+// open is live whatever its age and whatever in.InFlightFor says (the
+// caller may be a synchronous call of an auto batch): it waits in, or for,
+// a provider batch, and an expired line goes into the next one with the same
+// attempt. When the call would pass the cap even with
 // nothing in flight, the batch moves to paused_budget and a *BudgetError is
 // returned; when it only lacks room because of calls in flight, the
 // *BudgetError says Wait and nothing is paused. Because stuck estimates count
@@ -119,8 +123,10 @@ func reserveCapped(ctx context.Context, db DBTX, in Intent) (int64, error) {
 				coalesce(sum(est_cost_usd) FILTER (WHERE a.live), 0)::float8,
 				coalesce(sum(est_cost_usd) FILTER (WHERE NOT a.live), 0)::float8
 			FROM (SELECT est_cost_usd,
-					status = 'intent' AND started_at > coalesce($2, now()) - make_interval(secs => $3) AS live
-				FROM triage_attempt
+					status = 'intent' AND (started_at > coalesce($2, now()) - make_interval(secs => $3)
+						OR (mode = '`+ModeBatch+`' AND EXISTS (SELECT 1 FROM triage_provider_batch_line l
+							WHERE l.job_id = t.job_id AND l.state <> '`+LineApplied+`' AND l.attempt_id = t.id))) AS live
+				FROM triage_attempt t
 				WHERE batch = $1 AND status IN ('intent', 'possibly_billed')) a`,
 			in.Batch, nowArg(in.Now), inFlight.Seconds()).Scan(&billed, &be.ReservedUSD, &be.PossiblyBilledUSD); err != nil {
 			return 0, fmt.Errorf("ledger: reserve attempt: reservations: %w", err)

@@ -170,3 +170,39 @@ func TestStatusAndLedgerShowBatchLinesInFlightApartFromPossiblyBilled(t *testing
 	require.InDelta(t, 0.01, total.PossiblyBilledUSD, 1e-12, "`triage ledger` splits them as `triage status` does")
 	require.InDelta(t, 0.004, total.BatchReservedUSD, 1e-12)
 }
+
+// A batch-mode line waiting in a provider batch is in flight however long
+// it waits (a batch takes up to 24 h, a line that expired goes into the
+// next one with the same attempt), whatever call reserves next: a
+// synchronous call of the same auto batch must find the cap full of
+// reservations (wait), not spent (pause the batch for a human).
+func TestReserveAttemptCountsOpenBatchLinesAsInFlight(t *testing.T) {
+	t.Parallel()
+	for _, age := range []time.Duration{2 * time.Hour, 30 * time.Hour} {
+		t.Run(age.String(), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			budgeted(t, b, "b1", 1.0, 3)
+			line := intent("b1", "r1", 1)
+			line.EstCostUSD, line.Mode, line.InFlightFor = 0.5, ledger.ModeBatch, 25*time.Hour
+			line.Now = time.Now().Add(-age)
+			id, err := ledger.ReserveAttempt(b.ctx, b.db.Pool, line)
+			require.NoError(t, err)
+			_, err = ledger.AddBatchLine(b.ctx, b.db.Pool, ledger.NewBatchLine{Key: "main", Batch: "b1", RecordID: "r1", JobID: line.JobID,
+				CustomID: line.IdempotencyKey, AttemptID: id, Body: []byte(`{}`)})
+			require.NoError(t, err)
+
+			sync := intent("b1", "r2", 1)
+			sync.JobID, sync.EstCostUSD, sync.InFlightFor = 43, 0.6, 90*time.Second
+			_, err = ledger.ReserveAttempt(b.ctx, b.db.Pool, sync)
+			var be *ledger.BudgetError
+			require.ErrorAs(t, err, &be)
+			require.True(t, be.Wait, "the line is in flight: wait for it")
+			require.False(t, be.Paused)
+			require.InDelta(t, 0.5, be.ReservedUSD, 1e-9)
+			st, err := ledger.BatchStatus(b.ctx, b.db.Pool, "b1")
+			require.NoError(t, err)
+			require.NotEqual(t, ledger.BatchPausedBudget, st.State)
+		})
+	}
+}

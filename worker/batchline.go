@@ -180,6 +180,11 @@ func (r *Runtime) applyLine(ctx context.Context, c *call, prior ledger.Prior, do
 	}
 	o := ans.Observation
 	c.res = provider.DecodeResponse(k.client.Format(), k.cfg.Vendor, k.cfg.Path, o.Status, o.Headers, []byte(o.Body))
+	if o.Phase != "" && o.Phase != classify.PhaseResponse {
+		// A line that may have run but whose result could not be read
+		// (worker/submitter): no answer, as a send whose answer was lost.
+		c.res.Observation.Phase = o.Phase
+	}
 	c.res, c.verdict = k.observe(c.res, r.cfg.Classifier())
 	a := after{
 		JobCalls: prior.JobCalls, MaxAttempts: p.MaxAttempts,

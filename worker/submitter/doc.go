@@ -20,10 +20,16 @@
 //
 // Fleet safety: a row is claimed by a short UPDATE … FOR UPDATE SKIP LOCKED
 // that moves its next_poll_at a lease ahead; no lock is held across a
-// provider call, and a process that dies mid-step loses its lease. An
-// intent or uploaded row found after a crash is looked for at the provider
+// provider call, and a process that dies mid-step loses its lease. A live
+// process renews the lease while an upload, create or Find runs, and the
+// next_poll_at it set is the fencing token of its writes to the row: a
+// process that lost the lease anyway writes nothing more, and a provider
+// batch it created for a row another process owns is cancelled. An intent
+// or uploaded row found after a crash is looked for at the provider
 // (batchapi.Client.Find) before anything is sent again; a submitted row's
-// lines are never sent again.
+// lines are never sent again. A result line that cannot be read may be a
+// line that ran: the lines left without a result are then answered as lost
+// after the send (ambiguous, possibly billed), not as not run.
 //
 // Failures of the submitter's own calls are classified like any call:
 // exhausted trips the key's breaker (running batches keep running; the

@@ -77,6 +77,10 @@ func (s *Submitter) orphanOutcome(ans ledger.BatchLineAnswer, model string) ledg
 		return ledger.Outcome{Status: ledger.AttemptFailed, Class: classify.Rejected, VendorCode: ans.RejectCode, Reason: ReasonJobGone}
 	}
 	o := ans.Observation
+	if o.Phase != "" && o.Phase != classify.PhaseResponse {
+		// Its result could not be read (lostAnswer): maybe billed, cost unknown.
+		return ledger.Outcome{Status: ledger.AttemptPossiblyBilled, Class: classify.Ambiguous, Reason: ReasonJobGone}
+	}
 	res := provider.DecodeResponse(s.cfg.Client.Format(), s.cfg.Key.Vendor, s.cfg.Key.Path, o.Status, o.Headers, []byte(o.Body))
 	v := s.cfg.Config.Classifier().Classify(res.Observation)
 	out := ledger.Outcome{Status: ledger.AttemptFailed, Class: v.Class, HTTPStatus: o.Status, VendorCode: deref(v.Code),

@@ -283,7 +283,11 @@ func (s *Submitter) deadlines(ctx context.Context) error {
 		return nil
 	}
 	now := s.now()
-	tag, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch pb SET cancel_requested = true, next_poll_at = least(next_poll_at, $4)
+	// Only a submitted row's next poll is brought forward: an intent or
+	// uploaded row's next_poll_at is the lease of a create that may be in
+	// flight (its fencing token), and the cancel is sent at its first poll.
+	tag, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch pb SET cancel_requested = true,
+			next_poll_at = CASE WHEN pb.state = 'submitted' THEN least(next_poll_at, $4) ELSE next_poll_at END
 		WHERE pb.key = $1 AND pb.state IN ('intent', 'uploaded', 'submitted') AND NOT pb.cancel_requested
 		  AND EXISTS (SELECT 1 FROM triage_provider_batch_line l WHERE l.provider_batch = pb.id AND `+nearSQL+`)`,
 		s.key, s.autoNames, s.autoMargins, now)
@@ -335,7 +339,19 @@ type row struct {
 	createdAt                        time.Time
 	cancelRequested                  bool
 	polls                            int
+	// lease is the row's next_poll_at as this process last set it (claim,
+	// form, renew): the fencing token of its writes. Another process can
+	// claim the row only once next_poll_at is due, and its claim moves it,
+	// so a write conditioned on it is lost by a process whose lease ran out
+	// while a slow provider call was still running, instead of undoing the
+	// new owner's work (an intent write after the new owner's submitted,
+	// its lines released while its provider batch runs).
+	lease time.Time
 }
+
+// errLeaseLost: another process claimed the row after this one's lease ran
+// out; this one writes nothing more to it.
+var errLeaseLost = errors.New("submitter: lease on the provider batch row lost to another process")
 
 func (r *row) tag() string { return strconv.FormatInt(r.id, 10) }
 
@@ -405,8 +421,8 @@ func (s *Submitter) form(ctx context.Context, adm keys.Admission) (bool, error) 
 		}
 		r.state, r.createdAt = "intent", now
 		if err := tx.QueryRow(ctx, `INSERT INTO triage_provider_batch (key, vendor, model, lines, next_poll_at, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
-			s.key, s.cfg.Key.Vendor, r.model, len(lines), now.Add(s.t.Lease), now).Scan(&r.id); err != nil {
+			VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, next_poll_at`,
+			s.key, s.cfg.Key.Vendor, r.model, len(lines), now.Add(s.t.Lease), now).Scan(&r.id, &r.lease); err != nil {
 			return err
 		}
 		ids := make([]int64, len(lines))
@@ -433,9 +449,9 @@ func (s *Submitter) claim(ctx context.Context) (*row, error) {
 		WHERE id = (SELECT id FROM triage_provider_batch
 			WHERE key = $1 AND state IN ('intent', 'uploaded', 'submitted', 'ended') AND next_poll_at <= $3
 			ORDER BY next_poll_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-		RETURNING id, state, model, provider_batch_id, input_file_id, vendor_status, created_at, cancel_requested, polls`,
+		RETURNING id, state, model, provider_batch_id, input_file_id, vendor_status, created_at, cancel_requested, polls, next_poll_at`,
 		s.key, now.Add(s.t.Lease), now).Scan(&r.id, &r.state, &r.model, &r.providerID, &r.inputFileID, &r.vstatus,
-		&r.createdAt, &r.cancelRequested, &r.polls)
+		&r.createdAt, &r.cancelRequested, &r.polls, &r.lease)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -494,14 +510,20 @@ func (s *Submitter) recover(ctx context.Context, r *row) error {
 	for i, l := range lines {
 		ids[i] = l.customID
 	}
-	if s.unsent[r.id] && !r.cancelRequested {
-		// Split off a refused batch by this process, and not sent since:
-		// nothing to look for (and an Anthropic Find would wait for its
-		// running sibling of the same size to end).
+	if s.unsent[r.id] && r.polls == 0 && r.inputFileID == nil && !r.cancelRequested {
+		// Split off a refused batch by this process, and not sent since by
+		// any process (every send counts in polls first): nothing to look
+		// for (and an Anthropic Find would wait for its running sibling of
+		// the same size to end).
 		return s.submit(ctx, r, lines, nil)
 	}
+	delete(s.unsent, r.id)
 	// Created before the row: a clock skew margin is the client's business.
-	b, found, err := s.cfg.Client.Find(ctx, r.tag(), r.createdAt, ids)
+	hctx, stop := s.hold(ctx, r)
+	b, found, err := s.cfg.Client.Find(hctx, r.tag(), r.createdAt, ids)
+	if lost := stop(); lost != nil {
+		return lost
+	}
 	switch {
 	case errors.Is(err, batchapi.ErrUnconfirmed):
 		// A candidate has not ended: ask again later, send nothing.
@@ -539,6 +561,14 @@ func (s *Submitter) submit(ctx context.Context, r *row, lines []line, admitted *
 		// can end any moment: look again within a probe interval.
 		return s.reschedule(ctx, r, min(max(adm.Wait, s.t.Tick), max(s.cfg.Key.ProbeInterval, s.t.Tick)))
 	}
+	// The Find (or the admission) took time: the lease starts afresh before
+	// the first call that may create something. The send is counted in the
+	// row (polls) before it is made, so that no process takes the row for
+	// one nobody sent (recover's shortcut for split-off halves).
+	if err := s.renewSending(ctx, r); err != nil {
+		s.probeDone(ctx, adm, false, "")
+		return err
+	}
 	// From here the provider may have it: a later claim looks first.
 	delete(s.unsent, r.id)
 	bl := make([]batchapi.Line, len(lines))
@@ -547,16 +577,37 @@ func (s *Submitter) submit(ctx context.Context, r *row, lines []line, admitted *
 	}
 	fileID := deref(r.inputFileID)
 	if fileID == "" && s.cfg.Key.Vendor == "openai" {
-		fileID, err = s.cfg.Client.Upload(ctx, bl, r.tag())
+		hctx, stop := s.hold(ctx, r)
+		fileID, err = s.cfg.Client.Upload(hctx, bl, r.tag())
+		if lost := stop(); lost != nil {
+			// Another process owns the row now and sends it itself; an
+			// uploaded file is only storage, never billed.
+			s.probeDone(ctx, adm, false, "")
+			return lost
+		}
 		if err != nil {
 			return s.refused(ctx, r, lines, adm, err)
 		}
-		if _, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET state = 'uploaded', input_file_id = $2 WHERE id = $1`, r.id, fileID); err != nil {
+		tag, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET state = 'uploaded', input_file_id = $2
+			WHERE id = $1 AND next_poll_at = $3`, r.id, fileID, r.lease)
+		if err != nil {
 			return fmt.Errorf("submitter: record upload of %d: %w", r.id, err)
 		}
+		if tag.RowsAffected() == 0 {
+			s.probeDone(ctx, adm, false, "")
+			return fmt.Errorf("submitter: record upload of %d: %w", r.id, errLeaseLost)
+		}
 	}
-	b, err := s.cfg.Client.Create(ctx, fileID, bl, r.tag())
+	hctx, stop := s.hold(ctx, r)
+	b, err := s.cfg.Client.Create(hctx, fileID, bl, r.tag())
+	lost := stop()
 	if err != nil {
+		if lost != nil {
+			// Cut because another process took the row over: it looks for
+			// this create (Find) before it sends anything.
+			s.probeDone(ctx, adm, false, "")
+			return lost
+		}
 		return s.refused(ctx, r, lines, adm, err)
 	}
 	s.probeDone(ctx, adm, true, "")
@@ -590,14 +641,100 @@ func (s *Submitter) probeDone(ctx context.Context, adm keys.Admission, ok bool, 
 
 func (s *Submitter) recordSubmitted(ctx context.Context, r *row, b batchapi.Batch) error {
 	counts, _ := json.Marshal(b.Counts)
-	_, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET state = 'submitted', provider_batch_id = $2,
+	tag, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET state = 'submitted', provider_batch_id = $2,
 			input_file_id = coalesce(nullif($3, ''), input_file_id), vendor_status = $4, counts = $5,
 			submitted_at = coalesce(submitted_at, $6), expires_at = $7, next_poll_at = $8, polls = 0, last_error = NULL
-		WHERE id = $1`, r.id, b.ID, b.InputFileID, b.VendorStatus, counts, s.now(), nullTime(b.ExpiresAt), s.now().Add(s.t.PollMin))
+		WHERE id = $1 AND next_poll_at = $9`, r.id, b.ID, b.InputFileID, b.VendorStatus, counts, s.now(), nullTime(b.ExpiresAt),
+		s.now().Add(s.t.PollMin), r.lease)
 	if err != nil {
 		return fmt.Errorf("submitter: record provider batch %d as %s: %w", r.id, b.ID, err)
 	}
+	if tag.RowsAffected() == 0 {
+		return s.strayBatch(ctx, r, b)
+	}
 	return nil
+}
+
+// strayBatch handles a provider batch this process created for a row it
+// no longer owns (its lease ran out during the create): unless the new
+// owner recorded this very batch (found it), it is a second batch of the
+// same lines, cancelled at once so that its lines are not billed twice.
+func (s *Submitter) strayBatch(ctx context.Context, r *row, b batchapi.Batch) error {
+	var recorded *string
+	if err := s.cfg.Pool.QueryRow(ctx, `SELECT provider_batch_id FROM triage_provider_batch WHERE id = $1`, r.id).Scan(&recorded); err != nil {
+		return fmt.Errorf("submitter: provider batch %d (%s) created after its lease was lost: %w", r.id, b.ID, err)
+	}
+	if deref(recorded) == b.ID {
+		return nil
+	}
+	s.log.ErrorContext(ctx, "provider batch created after the row's lease was lost: cancelling it", "key", s.key,
+		"provider_batch", r.id, "id", b.ID)
+	if _, err := s.cfg.Client.Cancel(ctx, b.ID); err != nil {
+		return fmt.Errorf("submitter: cancel stray provider batch %s of %d: %w", b.ID, r.id, err)
+	}
+	return fmt.Errorf("submitter: provider batch %d: %w", r.id, errLeaseLost)
+}
+
+// renew moves the row's lease a full Lease ahead, if it is still this
+// process's.
+func (s *Submitter) renew(ctx context.Context, r *row) error {
+	return s.renewCounting(ctx, r, 0)
+}
+
+// renewSending is renew before a send: the row's polls count it.
+func (s *Submitter) renewSending(ctx context.Context, r *row) error {
+	return s.renewCounting(ctx, r, 1)
+}
+
+func (s *Submitter) renewCounting(ctx context.Context, r *row, sends int) error {
+	err := s.cfg.Pool.QueryRow(ctx, `UPDATE triage_provider_batch SET next_poll_at = $2, polls = polls + $4
+		WHERE id = $1 AND next_poll_at = $3
+		RETURNING next_poll_at`, r.id, s.now().Add(s.t.Lease), r.lease, sends).Scan(&r.lease)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("submitter: provider batch %d: %w", r.id, errLeaseLost)
+	}
+	if err != nil {
+		return fmt.Errorf("submitter: renew the lease of %d: %w", r.id, err)
+	}
+	return nil
+}
+
+// hold keeps the row's lease while a provider call runs (an upload of a
+// large file can outlast any fixed lease): it renews it every third of a
+// Lease and cuts the call once it cannot, so no call of this process runs
+// on a row another process may have claimed. stop ends the renewals and
+// reports errLeaseLost (or the renewal's error) if the lease was not kept;
+// r.lease is then only read after stop.
+func (s *Submitter) hold(ctx context.Context, r *row) (context.Context, func() error) {
+	ctx, cancel := context.WithCancel(ctx)
+	quit, done := make(chan struct{}), make(chan struct{})
+	var lost error
+	go func() {
+		defer close(done)
+		t := time.NewTicker(s.t.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+			}
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), s.t.Lease/3)
+			err := s.renew(rctx, r)
+			rcancel()
+			if err != nil {
+				lost = err
+				cancel()
+				return
+			}
+		}
+	}()
+	return ctx, func() error {
+		close(quit)
+		<-done
+		cancel()
+		return lost
+	}
 }
 
 // refused reacts to an upload or create that failed, by the class of its
@@ -672,10 +809,15 @@ func (s *Submitter) backoffWait() time.Duration {
 // batch; not_run: their jobs decide), waking the jobs of not-run lines.
 func (s *Submitter) release(ctx context.Context, r *row, state, lineState string) error {
 	return pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `UPDATE triage_provider_batch SET state = $2, collected_at = $3 WHERE id = $1`, r.id, state, s.now()); err != nil {
+		tag, err := tx.Exec(ctx, `UPDATE triage_provider_batch SET state = $2, collected_at = $3 WHERE id = $1 AND next_poll_at = $4`,
+			r.id, state, s.now(), r.lease)
+		if err != nil {
 			return fmt.Errorf("submitter: release %d: %w", r.id, err)
 		}
-		var err error
+		if tag.RowsAffected() == 0 {
+			// The new owner's provider batch may hold these lines.
+			return fmt.Errorf("submitter: release %d: %w", r.id, errLeaseLost)
+		}
 		if lineState == ledger.LinePending {
 			_, err = tx.Exec(ctx, `UPDATE triage_provider_batch_line SET state = 'pending', provider_batch = NULL, pending_since = now()
 				WHERE provider_batch = $1 AND state = 'submitted'`, r.id)
@@ -694,8 +836,13 @@ func (s *Submitter) release(ctx context.Context, r *row, state, lineState string
 // the lines' jobs.
 func (s *Submitter) answerAll(ctx context.Context, r *row, state string, ans []byte) error {
 	return pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `UPDATE triage_provider_batch SET state = $3, collected_at = $2 WHERE id = $1`, r.id, s.now(), state); err != nil {
+		tag, err := tx.Exec(ctx, `UPDATE triage_provider_batch SET state = $3, collected_at = $2 WHERE id = $1 AND next_poll_at = $4`,
+			r.id, s.now(), state, r.lease)
+		if err != nil {
 			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("submitter: answer the lines of %d: %w", r.id, errLeaseLost)
 		}
 		return s.wakeJobs(ctx, tx, `UPDATE triage_provider_batch_line SET state = 'answered', observation = $2, answered_at = now()
 			WHERE provider_batch = $1 AND state = 'submitted' RETURNING job_id`, r.id, ans)
@@ -704,7 +851,9 @@ func (s *Submitter) answerAll(ctx context.Context, r *row, state string, ans []b
 
 // reschedule releases the lease until now+d.
 func (s *Submitter) reschedule(ctx context.Context, r *row, d time.Duration) error {
-	if _, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET next_poll_at = $2 WHERE id = $1`, r.id, s.now().Add(d)); err != nil {
+	// A row another process claimed meanwhile keeps that one's lease.
+	if _, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET next_poll_at = $2 WHERE id = $1 AND next_poll_at = $3`,
+		r.id, s.now().Add(d), r.lease); err != nil {
 		return fmt.Errorf("submitter: reschedule %d: %w", r.id, err)
 	}
 	return nil
@@ -715,8 +864,8 @@ func (s *Submitter) reschedule(ctx context.Context, r *row, d time.Duration) err
 func (s *Submitter) later(ctx context.Context, r *row, err error) error {
 	s.log.WarnContext(ctx, "provider batch poll failed", "key", s.key, "provider_batch", r.id, "err", err)
 	msg := err.Error()
-	if _, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET next_poll_at = $2, polls = polls + 1, last_error = $3 WHERE id = $1`,
-		r.id, s.now().Add(jitter(s.t.PollMin, s.t.PollMax, r.polls)), msg); err != nil {
+	if _, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET next_poll_at = $2, polls = polls + 1, last_error = $3
+		WHERE id = $1 AND next_poll_at = $4`, r.id, s.now().Add(jitter(s.t.PollMin, s.t.PollMax, r.polls)), msg, r.lease); err != nil {
 		return fmt.Errorf("submitter: reschedule %d: %w", r.id, err)
 	}
 	return nil
@@ -746,8 +895,8 @@ func (s *Submitter) poll(ctx context.Context, r *row) error {
 	}
 	counts, _ := json.Marshal(b.Counts)
 	if _, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET vendor_status = $2, counts = $3, polls = polls + 1,
-			next_poll_at = $4, last_error = NULL WHERE id = $1`,
-		r.id, b.VendorStatus, counts, s.now().Add(jitter(s.t.PollMin, s.t.PollMax, r.polls))); err != nil {
+			next_poll_at = $4, last_error = NULL WHERE id = $1 AND next_poll_at = $5`,
+		r.id, b.VendorStatus, counts, s.now().Add(jitter(s.t.PollMin, s.t.PollMax, r.polls)), r.lease); err != nil {
 		return fmt.Errorf("submitter: record poll of %d: %w", r.id, err)
 	}
 	return nil
@@ -764,7 +913,7 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 	counts, _ := json.Marshal(b.Counts)
 	if _, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET state = 'ended', vendor_status = $2, counts = $3,
 			output_file_id = nullif($4, ''), error_file_id = nullif($5, ''), ended_at = coalesce(ended_at, $6)
-		WHERE id = $1`, r.id, b.VendorStatus, counts, b.OutputFileID, b.ErrorFileID, endedAt(b, s.now())); err != nil {
+		WHERE id = $1 AND state IN ('submitted', 'ended')`, r.id, b.VendorStatus, counts, b.OutputFileID, b.ErrorFileID, endedAt(b, s.now())); err != nil {
 		return fmt.Errorf("submitter: record end of %d: %w", r.id, err)
 	}
 	if b.Failed {
@@ -772,9 +921,9 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 	}
 	s.accepted()
 	var (
-		ids, states  []string
-		answers      [][]byte
-		n, exhausted int
+		ids, states              []string
+		answers                  [][]byte
+		n, exhausted, unreadable int
 	)
 	flush := func() error {
 		if len(ids) == 0 {
@@ -794,7 +943,8 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 	}
 	for res, err := range s.cfg.Client.Results(ctx, b) {
 		if errors.Is(err, batchapi.ErrMalformedResult) {
-			// Its line stays submitted and is marked not run below.
+			// Its line stays submitted; see lostAnswer below.
+			unreadable++
 			s.log.WarnContext(ctx, "unreadable result line", "key", s.key, "provider_batch", r.id, "err", err)
 			continue
 		}
@@ -829,6 +979,17 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 		return fmt.Errorf("submitter: store results of %d: %w", r.id, err)
 	}
 	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
+		if unreadable > 0 {
+			// Some result lines could not be read: any line without a
+			// result may be one of them, run and billed. Sent again it would
+			// be billed twice with the first bill missing from the ledger;
+			// so each is an answer lost after the send, as a synchronous
+			// call's (ambiguous: possibly billed, ambiguous_retries decides).
+			if err := s.wakeJobs(ctx, tx, `UPDATE triage_provider_batch_line SET state = 'answered', observation = $2, answered_at = now()
+				WHERE provider_batch = $1 AND state = 'submitted' RETURNING job_id`, r.id, s.lostAnswer()); err != nil {
+				return err
+			}
+		}
 		if err := s.markRest(ctx, tx, r.id); err != nil {
 			return err
 		}
@@ -839,11 +1000,19 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 		return fmt.Errorf("submitter: finish collecting %d: %w", r.id, err)
 	}
 	s.log.InfoContext(ctx, "provider batch collected", "key", s.key, "provider_batch", r.id, "id", b.ID,
-		"status", b.VendorStatus, "results", n, "exhausted", exhausted)
+		"status", b.VendorStatus, "results", n, "exhausted", exhausted, "unreadable", unreadable)
 	if exhausted > 0 {
 		s.tripExhausted(ctx, "batch lines: balance exhausted")
 	}
 	return nil
+}
+
+// lostAnswer is the stored answer of a line that may have run but whose
+// result could not be read: sent, no usable answer.
+func (s *Submitter) lostAnswer() []byte {
+	ans, _ := json.Marshal(ledger.BatchLineAnswer{Observation: classify.Observation{Vendor: s.cfg.Key.Vendor,
+		Path: s.cfg.Key.Path, Phase: classify.PhaseSentNoResponse}})
+	return ans
 }
 
 func (s *Submitter) alertExhausted(ctx context.Context, reason string) {
@@ -1022,8 +1191,13 @@ func (s *Submitter) split(ctx context.Context, r *row, state string, parts ...[]
 	now := s.now()
 	out := make([]int64, len(parts))
 	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `UPDATE triage_provider_batch SET state = $2, collected_at = $3 WHERE id = $1`, r.id, state, now); err != nil {
+		tag, err := tx.Exec(ctx, `UPDATE triage_provider_batch SET state = $2, collected_at = $3 WHERE id = $1 AND next_poll_at = $4`,
+			r.id, state, now, r.lease)
+		if err != nil {
 			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return errLeaseLost
 		}
 		for i, p := range parts {
 			var id int64

@@ -1,0 +1,70 @@
+package worker_test
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/triage-dev/triage/fakeprovider"
+)
+
+// slowUpload holds the first OpenAI file upload until release is closed,
+// as a large file on a slow link would: the process that sent it outlives
+// its lease on the provider batch row.
+type slowUpload struct {
+	once    sync.Once
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (s *slowUpload) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/files") {
+		first := false
+		s.once.Do(func() { first = true })
+		if first {
+			close(s.held)
+			<-s.release
+		}
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// A process whose upload outlasts its lease on the provider batch row: a
+// second process claims the row, finds no batch, and submits the lines
+// itself. When the first one's upload returns at last it must not write the
+// row (it would set it back to uploaded) nor create a second provider batch
+// of the same lines: each line is billed once.
+func TestBatchRowLeaseLostDuringUploadIsNotSubmittedTwice(t *testing.T) {
+	t.Parallel()
+	b, clock := setupBatch(t, fakeprovider.Scenario{}, "batch", tweaks{timeout: "20s"})
+	slow := &slowUpload{held: make(chan struct{}), release: make(chan struct{})}
+	fast := b.opts.HTTPClient
+	b.opts.HTTPClient = &http.Client{Transport: slow}
+	const n = 20
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	select {
+	case <-slow.held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first process never uploaded")
+	}
+	// The lease (3 × the 20 s timeout) runs out while the upload hangs.
+	clock.Advance(2 * time.Minute)
+	b.opts.HTTPClient = fast
+	b.start(t)
+	eventually(t, 30*time.Second, "the second process submits the row", func() bool {
+		return b.providerBatches(t)["submitted"] == 1 && b.fake.Stats().Batches.Created == 1
+	})
+	close(slow.release)
+
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.Completed)
+	stats := b.fake.Stats()
+	require.Equal(t, 1, stats.Batches.Created, "the process that lost its lease created no second batch")
+	require.Equal(t, n, stats.Batches.Lines)
+	b.requireBilledOnce(t)
+}
