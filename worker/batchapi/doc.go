@@ -64,7 +64,8 @@
 // # Find and its limits
 //
 // Both vendors list batches newest first. OpenAI batches carry metadata:
-// Create sets triage_provider_batch to the tag (the caller's row id) and
+// Create sets triage_provider_batch to the tag (the caller's: the submitter
+// uses a random tag per provider batch row, unique across databases) and
 // Find lists batches for that tag, stopping at those created more than
 // FindClockSkew before since. The tag makes the match exact.
 //

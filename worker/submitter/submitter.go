@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -347,13 +346,18 @@ type row struct {
 	// new owner's work (an intent write after the new owner's submitted,
 	// its lines released while its provider batch runs).
 	lease time.Time
+	// tagValue is the row's tag (triage_provider_batch.tag), sent as the
+	// provider batch's metadata and looked for after a crash.
+	tagValue string
 }
 
 // errLeaseLost: another process claimed the row after this one's lease ran
 // out; this one writes nothing more to it.
 var errLeaseLost = errors.New("submitter: lease on the provider batch row lost to another process")
 
-func (r *row) tag() string { return strconv.FormatInt(r.id, 10) }
+// tag is random per row (migration 014), so a batch of another
+// installation on the same provider account is never taken for this one.
+func (r *row) tag() string { return r.tagValue }
 
 // line is one line of a provider batch, in input order.
 type line struct {
@@ -421,8 +425,8 @@ func (s *Submitter) form(ctx context.Context, adm keys.Admission) (bool, error) 
 		}
 		r.state, r.createdAt = "intent", now
 		if err := tx.QueryRow(ctx, `INSERT INTO triage_provider_batch (key, vendor, model, lines, next_poll_at, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, next_poll_at`,
-			s.key, s.cfg.Key.Vendor, r.model, len(lines), now.Add(s.t.Lease), now).Scan(&r.id, &r.lease); err != nil {
+			VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, next_poll_at, tag`,
+			s.key, s.cfg.Key.Vendor, r.model, len(lines), now.Add(s.t.Lease), now).Scan(&r.id, &r.lease, &r.tagValue); err != nil {
 			return err
 		}
 		ids := make([]int64, len(lines))
@@ -449,9 +453,9 @@ func (s *Submitter) claim(ctx context.Context) (*row, error) {
 		WHERE id = (SELECT id FROM triage_provider_batch
 			WHERE key = $1 AND state IN ('intent', 'uploaded', 'submitted', 'ended') AND next_poll_at <= $3
 			ORDER BY next_poll_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-		RETURNING id, state, model, provider_batch_id, input_file_id, vendor_status, created_at, cancel_requested, polls, next_poll_at`,
+		RETURNING id, state, model, provider_batch_id, input_file_id, vendor_status, created_at, cancel_requested, polls, next_poll_at, tag`,
 		s.key, now.Add(s.t.Lease), now).Scan(&r.id, &r.state, &r.model, &r.providerID, &r.inputFileID, &r.vstatus,
-		&r.createdAt, &r.cancelRequested, &r.polls, &r.lease)
+		&r.createdAt, &r.cancelRequested, &r.polls, &r.lease, &r.tagValue)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
