@@ -117,6 +117,14 @@ type CancelRequest struct {
 // an empty slice). It only records the request: the key's submitter sends
 // the cancel to the provider and puts the lines the provider never ran back
 // in the queue. Whether the batch exists is the caller's check.
+//
+// A submitted provider batch is made due at once: its next poll, which sends
+// the cancel, may otherwise be up to the poll backoff's 10 minutes away. Only
+// submitted ones: their steps (poll, cancel, collect) are guarded by their
+// lines' states, so a step taken while another process still holds the row
+// does nothing twice; an intent row's step creates a provider batch, and must
+// never run twice at once, so it waits for its own turn (which honours the
+// cancel before creating anything).
 func RequestProviderCancel(ctx context.Context, db DBTX, batch string) ([]CancelRequest, error) {
 	rows, err := db.Query(ctx, `WITH t AS (
 			SELECT pb.id, pb.cancel_requested AS already FROM triage_provider_batch pb
@@ -124,7 +132,8 @@ func RequestProviderCancel(ctx context.Context, db DBTX, batch string) ([]Cancel
 			  AND EXISTS (SELECT 1 FROM triage_provider_batch_line l WHERE l.provider_batch = pb.id AND l.batch = $1)
 			FOR UPDATE
 		)
-		UPDATE triage_provider_batch pb SET cancel_requested = true
+		UPDATE triage_provider_batch pb SET cancel_requested = true,
+			next_poll_at = CASE WHEN pb.state = 'submitted' THEN least(pb.next_poll_at, now()) ELSE pb.next_poll_at END
 		FROM t WHERE pb.id = t.id
 		RETURNING pb.id, pb.provider_batch_id, pb.vendor, pb.state, t.already, pb.created_at`, batch)
 	if err != nil {

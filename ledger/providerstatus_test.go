@@ -89,6 +89,10 @@ func TestRequestProviderCancel(t *testing.T) {
 	other := workertest.InsertProviderBatch(t, b.db.Pool, workertest.ProviderBatch{Key: "main", Batch: "b2",
 		Records: []string{"r1"}, ProviderBatchID: "batch_other"})
 
+	// Each polled a moment ago, the next poll backed off to minutes away.
+	_, err := b.db.Pool.Exec(b.ctx, `UPDATE triage_provider_batch SET next_poll_at = now() + interval '10 minutes'`)
+	require.NoError(t, err)
+
 	got, err := ledger.RequestProviderCancel(b.ctx, b.db.Pool, "b1")
 	require.NoError(t, err)
 	require.Len(t, got, 2)
@@ -107,6 +111,16 @@ func TestRequestProviderCancel(t *testing.T) {
 	require.True(t, requested(second))
 	require.False(t, requested(done), "a collected batch is over")
 	require.False(t, requested(other), "another batch's")
+	// The cancel is sent on the submitter's next poll: a submitted batch
+	// is due at once, not after its poll backoff.
+	due := func(id int64) bool {
+		var v bool
+		require.NoError(t, b.db.Pool.QueryRow(b.ctx, `SELECT next_poll_at <= now() FROM triage_provider_batch WHERE id = $1`, id).Scan(&v))
+		return v
+	}
+	require.True(t, due(first))
+	require.True(t, due(second))
+	require.False(t, due(other), "another batch's poll is not moved")
 
 	again, err := ledger.RequestProviderCancel(b.ctx, b.db.Pool, "b1")
 	require.NoError(t, err)
