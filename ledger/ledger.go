@@ -340,6 +340,11 @@ type Status struct {
 	// ProviderBatches are the provider batches in flight (not collected or
 	// abandoned) holding lines of the batch, oldest first; omitted when none.
 	ProviderBatches []ProviderBatchStatus `json:"provider_batches,omitempty"`
+	// BatchLinesUnsent counts the batch's batch-mode lines in no provider
+	// batch yet: written by their jobs and waiting for the key's submitter
+	// to gather them into the next one (a run's lines are sent together,
+	// once no new line has come for a while); omitted when none.
+	BatchLinesUnsent int `json:"batch_lines_unsent,omitempty"`
 	// Key is the batch's key, for joining it with the key's breaker; not part
 	// of the JSON shape.
 	Key string `json:"-"`

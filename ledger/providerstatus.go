@@ -100,6 +100,35 @@ func providerBatchesInFlight(ctx context.Context, db DBTX, batches []string) (ma
 	return out, nil
 }
 
+// batchLinesUnsent counts, per triage batch, the batch-mode lines waiting
+// for the key's submitter to put them in a provider batch (pending): for the
+// batches named, or for every batch when batches is nil. The state <> 'applied'
+// term lets the planner read the small partial index of open lines instead
+// of every line ever written.
+func batchLinesUnsent(ctx context.Context, db DBTX, batches []string) (map[string]int, error) {
+	rows, err := db.Query(ctx, `SELECT l.batch, count(*) FROM triage_provider_batch_line l
+		WHERE l.state <> 'applied' AND l.state = 'pending' AND ($1::text[] IS NULL OR l.batch = ANY($1))
+		GROUP BY l.batch`, batches)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: batch lines unsent: %w", err)
+	}
+	out := map[string]int{}
+	for rows.Next() {
+		var (
+			batch string
+			n     int
+		)
+		if err := rows.Scan(&batch, &n); err != nil {
+			return nil, fmt.Errorf("ledger: batch lines unsent: %w", err)
+		}
+		out[batch] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger: batch lines unsent: %w", err)
+	}
+	return out, nil
+}
+
 // CancelRequest is one provider batch `triage batch cancel` asked to cancel.
 type CancelRequest struct {
 	ID int64 `json:"id"`

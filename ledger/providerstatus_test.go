@@ -73,6 +73,36 @@ func TestBatchStatusProviderBatchesInFlight(t *testing.T) {
 	require.NotContains(t, string(out), "deadline")
 }
 
+// Lines written but in no provider batch yet are counted, so a batch that
+// waits for the submitter to gather its lines says so; a batch with none
+// has no "batch_lines_unsent".
+func TestBatchStatusLinesUnsent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.batch(t, "b1", 4)
+	b.batch(t, "b2", 1)
+	workertest.InsertProviderBatch(t, b.db.Pool, workertest.ProviderBatch{Key: "main", Batch: "b1",
+		Records: []string{"r1"}, ProviderBatchID: "batch_abc"})
+	_, err := b.db.Pool.Exec(b.ctx, `INSERT INTO triage_provider_batch_line (key, job_id, batch, record_id, custom_id, body, state)
+		VALUES ('main', 8001, 'b1', 'r2', 'c-b1-r2', '{}', 'pending'), ('main', 8002, 'b1', 'r3', 'c-b1-r3', '{}', 'pending'),
+		       ('main', 8003, 'b1', 'r4', 'c-b1-r4', '{}', 'applied')`)
+	require.NoError(t, err)
+
+	st, err := ledger.BatchStatus(b.ctx, b.db.Pool, "b1")
+	require.NoError(t, err)
+	require.Equal(t, 2, st.BatchLinesUnsent, "the submitted and the applied lines are not waiting to be sent")
+	list, err := ledger.ListBatches(b.ctx, b.db.Pool)
+	require.NoError(t, err)
+	require.Equal(t, 2, list[0].BatchLinesUnsent)
+	require.Zero(t, list[1].BatchLinesUnsent)
+
+	st2, err := ledger.BatchStatus(b.ctx, b.db.Pool, "b2")
+	require.NoError(t, err)
+	out, err := json.Marshal(st2)
+	require.NoError(t, err)
+	require.NotContains(t, string(out), "batch_lines_unsent")
+}
+
 // A cancel request marks every provider batch in flight holding the
 // batch's lines, and only those; asking twice says it was asked before.
 func TestRequestProviderCancel(t *testing.T) {

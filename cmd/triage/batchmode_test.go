@@ -105,6 +105,10 @@ func TestStatusProviderBatches(t *testing.T) {
 		SubmittedAgo: 90*time.Minute + 30*time.Second, ExpiresIn: 22*time.Hour + 29*time.Minute + 30*time.Second})
 	workertest.InsertProviderBatch(t, c.db.Pool, workertest.ProviderBatch{Batch: "b1", Records: []string{"r003"}, Lines: 5,
 		Vendor: "anthropic", State: "intent", SubmittedAgo: 10 * time.Second})
+	// And a line its job wrote that is in no provider batch yet.
+	_, err := c.db.Pool.Exec(t.Context(), `INSERT INTO triage_provider_batch_line (key, job_id, batch, record_id, custom_id, body)
+		VALUES ('main', 9001, 'b1', 'r004', 'c-b1-r004', '{}')`)
+	require.NoError(t, err)
 
 	r := c.run("", "status", "b1")
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -112,12 +116,14 @@ func TestStatusProviderBatches(t *testing.T) {
 	require.Regexp(t, `(?m)^PROVIDER ID\s+VENDOR\s+STATE\s+COUNTS\s+LINES\s+AGE\s+EXPIRES IN$`, r.stdout)
 	require.Regexp(t, `(?m)^batch_abc\s+openai\s+submitted: in_progress\s+total 2, completed 1\s+2\s+1h30m\s+22h29m$`, r.stdout)
 	require.Regexp(t, `(?m)^#\d+ \(not submitted\)\s+anthropic\s+intent\s+-\s+1 of 5\s+1\ds\s+-$`, r.stdout)
+	require.Regexp(t, `(?m)^waiting to be sent:\s+1 line \(the key's submitter gathers`, r.stdout)
 
 	r = c.run("", "status", "b1", "--json")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	var obj map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &obj))
-	require.Equal(t, slices.Sorted(slices.Values(append(slices.Clone(statusJSONKeys), "provider_batches"))), slices.Sorted(maps.Keys(obj)), "one field added")
+	require.Equal(t, slices.Sorted(slices.Values(append(slices.Clone(statusJSONKeys), "provider_batches", "batch_lines_unsent"))), slices.Sorted(maps.Keys(obj)), "two fields added")
+	require.JSONEq(t, `1`, string(obj["batch_lines_unsent"]))
 	var pbs []map[string]any
 	require.NoError(t, json.Unmarshal(obj["provider_batches"], &pbs))
 	require.Len(t, pbs, 2)

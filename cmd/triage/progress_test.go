@@ -104,3 +104,39 @@ func TestProgressLineSaysPacing(t *testing.T) {
 	st.State = ledger.BatchSettled
 	require.Equal(t, line, withPacing(line, st, binding, false), "nor once the batch is settled")
 }
+
+// A running batch whose lines wait on a provider says on what, and why
+// lines not sent yet are not sent; a batch with none reads as before.
+func TestProgressBatchWait(t *testing.T) {
+	t.Parallel()
+	id := "batch_6752"
+	inProgress := "in_progress"
+	st := ledger.Status{Batch: "b1", Total: 50, Pending: 50, Calls: 50, State: ledger.BatchRunning}
+	line := progressLine(st, nil, time.Second, false)
+	require.Equal(t, line, withBatchWait(line, st, 0, false), "nothing in provider batches: unchanged")
+
+	st.BatchLinesUnsent = 50
+	require.Equal(t, line+", 50 lines to send as a provider batch (sent once no new line has come for 30s)",
+		withBatchWait(line, st, 0, false), "the submitter's default gather")
+	require.Equal(t, "1 line to send as a provider batch (sent once no new line has come for 2s)",
+		describeBatchWait(ledger.Status{State: ledger.BatchRunning, BatchLinesUnsent: 1}, 2*time.Second))
+
+	st.BatchLinesUnsent = 0
+	st.ProviderBatches = []ledger.ProviderBatchStatus{{ID: 3, ProviderBatchID: &id, State: "submitted", VendorStatus: &inProgress,
+		Lines: 50, BatchLines: 50}}
+	require.Equal(t, line+", waiting for provider batch batch_6752 (50 lines, in_progress)", withBatchWait(line, st, 0, false))
+	bar := progressLine(st, nil, time.Second, true)
+	require.Equal(t, bar+" · waiting for provider batch batch_6752 (50 lines, in_progress)", withBatchWait(bar, st, 0, true))
+
+	st.ProviderBatches[0].CancelRequested = true
+	st.ProviderBatches = append(st.ProviderBatches,
+		ledger.ProviderBatchStatus{ID: 4, State: "intent", Lines: 120, BatchLines: 2},
+		ledger.ProviderBatchStatus{ID: 5, ProviderBatchID: &id, State: "ended", Lines: 1, BatchLines: 1})
+	st.BatchLinesUnsent = 3
+	require.Equal(t, "waiting for 3 provider batches: batch_6752 (50 lines, in_progress, cancel requested); "+
+		"#4 (2 of 120 lines, not submitted yet); batch_6752 (1 line, ended, collecting the results); "+
+		"3 lines to send as a provider batch (sent once no new line has come for 30s)", describeBatchWait(st, 0))
+
+	st.State = ledger.BatchSettled
+	require.Equal(t, line, withBatchWait(line, st, 0, false), "a settled batch waits for nothing")
+}

@@ -321,7 +321,8 @@ func pollBatch(ctx context.Context, store *keys.Store, pace func() (keys.PaceSta
 		}
 		done := st.State == ledger.BatchSettled || st.State == ledger.BatchPausedBudget
 		ps, _ := pace()
-		p.show(withPacing(progressLine(st, ks, time.Since(start), p.tty), st, ps, p.tty), now, done)
+		line := withPacing(progressLine(st, ks, time.Since(start), p.tty), st, ps, p.tty)
+		p.show(withBatchWait(line, st, r.opts.Batch.Gather, p.tty), now, done)
 		switch st.State {
 		case ledger.BatchSettled:
 			return runOutcome{st: st}, nil
