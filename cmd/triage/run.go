@@ -281,6 +281,12 @@ func pollBatch(ctx context.Context, store *keys.Store, pace func() (keys.PaceSta
 	}
 	var prev *keys.KeyStatus
 	var last ledger.Status
+	// How long the key's submitter gathers lines before it sends them, for
+	// the progress line of a batch-mode run.
+	gather := r.opts.Batch.Gather
+	if k, err := r.cfg.Key(r.key); err == nil {
+		gather = r.opts.Batch.ForKey(k).Gather
+	}
 	down := outage{limit: r.dbWait}
 	if down.limit <= 0 {
 		down.limit = dbWaitDefault
@@ -322,7 +328,7 @@ func pollBatch(ctx context.Context, store *keys.Store, pace func() (keys.PaceSta
 		done := st.State == ledger.BatchSettled || st.State == ledger.BatchPausedBudget
 		ps, _ := pace()
 		line := withPacing(progressLine(st, ks, time.Since(start), p.tty), st, ps, p.tty)
-		p.show(withBatchWait(line, st, r.opts.Batch.Gather, p.tty), now, done)
+		p.show(withBatchWait(line, st, gather, p.tty), now, done)
 		switch st.State {
 		case ledger.BatchSettled:
 			return runOutcome{st: st}, nil

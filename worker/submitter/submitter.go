@@ -64,16 +64,46 @@ type Tuning struct {
 	MaxRefusals int
 }
 
+// ForKey is t with the key's own timing from triage.toml (batch_gather,
+// batch_poll_min, batch_poll_max) over it: the file is where a user tunes a
+// key, and it names one key, so it is the more specific of the two.
+func (t Tuning) ForKey(k *config.Key) Tuning {
+	over := func(v *time.Duration, d time.Duration) {
+		if d > 0 {
+			*v = d
+		}
+	}
+	over(&t.Gather, k.BatchGather)
+	over(&t.PollMin, k.BatchPollMin)
+	over(&t.PollMax, k.BatchPollMax)
+	// A file's poll_min above the Go option's poll_max (or the other way
+	// round) must not invert the backoff.
+	if t.PollMax > 0 && t.PollMin > t.PollMax {
+		t.PollMax = t.PollMin
+	}
+	return t
+}
+
 func (t Tuning) withDefaults() Tuning {
 	def := func(v *time.Duration, d time.Duration) {
 		if *v <= 0 {
 			*v = d
 		}
 	}
+	minSet := t.PollMin > 0
 	def(&t.Tick, TickDefault)
 	def(&t.Gather, GatherDefault)
 	def(&t.PollMin, PollMinDefault)
 	def(&t.PollMax, PollMaxDefault)
+	// Only one bound given, on the wrong side of the other's default: the
+	// one given is what was meant (poll_max = "5s" alone: poll every 5s).
+	if t.PollMin > t.PollMax {
+		if minSet {
+			t.PollMax = t.PollMin
+		} else {
+			t.PollMin = t.PollMax
+		}
+	}
 	def(&t.Lease, LeaseDefault)
 	return t
 }
