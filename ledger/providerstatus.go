@@ -57,6 +57,11 @@ type ProviderBatchStatus struct {
 	// so every machine of a fleet reads the same.
 	AgeS       int64  `json:"age_s"`
 	ExpiresInS *int64 `json:"expires_in_s"`
+	// LastError is why the submitter's last step on it (upload, create,
+	// poll, cancel, download) failed, status and vendor code only; null once
+	// a step succeeds. The submitter retries with backoff: meanwhile
+	// VendorStatus is stale, and this says why.
+	LastError *string `json:"last_error"`
 }
 
 // providerOpenSQL is a provider batch still in flight, over a
@@ -71,7 +76,7 @@ func providerBatchesInFlight(ctx context.Context, db DBTX, batches []string) (ma
 			pb.vendor_status, pb.counts, pb.lines, count(*), pb.cancel_requested,
 			pb.created_at, pb.submitted_at, pb.expires_at, pb.ended_at,
 			floor(extract(epoch FROM now() - coalesce(pb.submitted_at, pb.created_at)))::bigint,
-			floor(extract(epoch FROM pb.expires_at - now()))::bigint
+			floor(extract(epoch FROM pb.expires_at - now()))::bigint, pb.last_error
 		FROM triage_provider_batch pb
 		JOIN triage_provider_batch_line l ON l.provider_batch = pb.id
 		WHERE `+providerOpenSQL+` AND ($1::text[] IS NULL OR l.batch = ANY($1))
@@ -89,7 +94,7 @@ func providerBatchesInFlight(ctx context.Context, db DBTX, batches []string) (ma
 		)
 		if err := rows.Scan(&batch, &p.ID, &p.Key, &p.Vendor, &p.Model, &p.State, &p.ProviderBatchID,
 			&p.VendorStatus, &p.Counts, &p.Lines, &p.BatchLines, &p.CancelRequested,
-			&p.CreatedAt, &p.SubmittedAt, &p.ExpiresAt, &p.EndedAt, &p.AgeS, &p.ExpiresInS); err != nil {
+			&p.CreatedAt, &p.SubmittedAt, &p.ExpiresAt, &p.EndedAt, &p.AgeS, &p.ExpiresInS, &p.LastError); err != nil {
 			return nil, fmt.Errorf("ledger: provider batches in flight: %w", err)
 		}
 		out[batch] = append(out[batch], p)

@@ -54,6 +54,15 @@ func TestBatchStatusProviderBatchesInFlight(t *testing.T) {
 	require.Nil(t, q.ProviderBatchID, "not at the provider yet")
 	require.Nil(t, q.ExpiresInS)
 	require.JSONEq(t, `{}`, string(q.Counts))
+	require.Nil(t, p.LastError, "no step failed")
+
+	// A failed poll is said, until a step succeeds.
+	_, err = b.db.Pool.Exec(b.ctx, `UPDATE triage_provider_batch SET last_error = 'batchapi: get: status 404 (invalid_request_error)' WHERE id = $1`, shared)
+	require.NoError(t, err)
+	st, err = ledger.BatchStatus(b.ctx, b.db.Pool, "b1")
+	require.NoError(t, err)
+	require.NotNil(t, st.ProviderBatches[0].LastError)
+	require.Equal(t, "batchapi: get: status 404 (invalid_request_error)", *st.ProviderBatches[0].LastError)
 
 	list, err := ledger.ListBatches(b.ctx, b.db.Pool)
 	require.NoError(t, err)

@@ -117,6 +117,7 @@ func TestStatusProviderBatches(t *testing.T) {
 	require.Regexp(t, `(?m)^batch_abc\s+openai\s+submitted: in_progress\s+total 2, completed 1\s+2\s+1h30m\s+22h29m$`, r.stdout)
 	require.Regexp(t, `(?m)^#\d+ \(not submitted\)\s+anthropic\s+intent\s+-\s+1 of 5\s+1\ds\s+-$`, r.stdout)
 	require.Regexp(t, `(?m)^waiting to be sent:\s+1 line \(the key's submitter gathers`, r.stdout)
+	require.NotContains(t, r.stdout, "failed")
 
 	r = c.run("", "status", "b1", "--json")
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -140,6 +141,16 @@ func TestStatusProviderBatches(t *testing.T) {
 	for _, k := range []string{"id", "key", "vendor", "model", "state", "created_at", "submitted_at", "expires_at", "ended_at"} {
 		require.Contains(t, pbs[0], k)
 	}
+
+	require.Nil(t, pbs[0]["last_error"])
+
+	// A provider batch whose polls fail says why its status is stale.
+	_, err = c.db.Pool.Exec(t.Context(), `UPDATE triage_provider_batch SET last_error = 'batchapi: get: status 404 (invalid_request_error)'
+		WHERE provider_batch_id = 'batch_abc'`)
+	require.NoError(t, err)
+	r = c.run("", "status", "b1")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "\nbatch_abc: the last request about it failed, retrying with backoff: batchapi: get: status 404 (invalid_request_error)\n")
 
 	// b2 has none: its status is the contract's shape, nothing new.
 	r = c.run("", "status", "b2", "--json")

@@ -202,6 +202,9 @@ func describeProviderBatch(pb ledger.ProviderBatchStatus) string {
 	if pb.CancelRequested {
 		status += ", cancel requested"
 	}
+	if pb.LastError != nil {
+		status += ", last request failed: " + *pb.LastError
+	}
 	return fmt.Sprintf("%s (%s, %s)", id, lines, status)
 }
 

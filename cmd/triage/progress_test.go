@@ -137,6 +137,12 @@ func TestProgressBatchWait(t *testing.T) {
 		"#4 (2 of 120 lines, not submitted yet); batch_6752 (1 line, ended, collecting the results); "+
 		"3 lines to send as a provider batch (sent once no new line has come for 30s)", describeBatchWait(st, 0))
 
+	failed := "batchapi: get: status 404 (invalid_request_error)"
+	require.Equal(t, "waiting for provider batch batch_6752 (1 line, in_progress, last request failed: "+failed+")",
+		describeBatchWait(ledger.Status{State: ledger.BatchRunning, ProviderBatches: []ledger.ProviderBatchStatus{{ID: 6,
+			ProviderBatchID: &id, State: "submitted", VendorStatus: &inProgress, Lines: 1, BatchLines: 1, LastError: &failed}}}, 0),
+		"a stale status says why")
+
 	st.State = ledger.BatchSettled
 	require.Equal(t, line, withBatchWait(line, st, 0, false), "a settled batch waits for nothing")
 }

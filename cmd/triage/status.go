@@ -194,6 +194,15 @@ func writeProviderBatches(w io.Writer, withBatch bool, list []ledger.Status) {
 		}
 	}
 	tw.Flush()
+	// A failing poll leaves the vendor's status stale; say why under the
+	// table rather than widen it.
+	for _, st := range list {
+		for _, p := range st.ProviderBatches {
+			if p.LastError != nil {
+				fmt.Fprintf(w, "%s: the last request about it failed, retrying with backoff: %s\n", operator.ProviderID(p), safe(*p.LastError))
+			}
+		}
+	}
 }
 
 // modelCounts is "gpt-4o: 80, gpt-4o-mini: 20", by name.
