@@ -619,7 +619,7 @@ func (s *Submitter) probeDone(ctx context.Context, adm keys.Admission, ok bool, 
 }
 
 func (s *Submitter) recordSubmitted(ctx context.Context, r *row, b batchapi.Batch) error {
-	counts, _ := json.Marshal(b.Counts)
+	counts, _ := json.Marshal(b.Counts.Vendor(s.cfg.Key.Vendor))
 	_, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET state = 'submitted', provider_batch_id = $2,
 			input_file_id = coalesce(nullif($3, ''), input_file_id), vendor_status = $4, counts = $5,
 			submitted_at = coalesce(submitted_at, $6), expires_at = $7, next_poll_at = $8, polls = 0, last_error = NULL
@@ -774,7 +774,7 @@ func (s *Submitter) poll(ctx context.Context, r *row) error {
 	if b.VendorStatus != "validating" {
 		s.accepted() // OpenAI accepted the file
 	}
-	counts, _ := json.Marshal(b.Counts)
+	counts, _ := json.Marshal(b.Counts.Vendor(s.cfg.Key.Vendor))
 	if _, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET vendor_status = $2, counts = $3, polls = polls + 1,
 			next_poll_at = $4, last_error = NULL WHERE id = $1`,
 		r.id, b.VendorStatus, counts, s.now().Add(jitter(s.t.PollMin, s.t.PollMax, r.polls))); err != nil {
@@ -791,7 +791,7 @@ func cancelling(status string) bool { return status == "cancelling" || status ==
 // its own transaction and only over lines still submitted, so a collection
 // cut midway is resumed without writing a line twice.
 func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error {
-	counts, _ := json.Marshal(b.Counts)
+	counts, _ := json.Marshal(b.Counts.Vendor(s.cfg.Key.Vendor))
 	if _, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET state = 'ended', vendor_status = $2, counts = $3,
 			output_file_id = nullif($4, ''), error_file_id = nullif($5, ''), ended_at = coalesce(ended_at, $6)
 		WHERE id = $1`, r.id, b.VendorStatus, counts, b.OutputFileID, b.ErrorFileID, endedAt(b, s.now())); err != nil {
