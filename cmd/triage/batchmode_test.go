@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -315,4 +316,24 @@ func TestBatchHelp(t *testing.T) {
 	require.Contains(t, r.stderr, "triage batch cancel B")
 	r = c.run("", "batch", "pause")
 	require.Contains(t, r.stderr, "want budget or cancel")
+}
+
+// A batch-mode `triage run` with the key's submitter timed from
+// triage.toml: the progress line says the lines wait to be sent and why,
+// the run settles, and the summary says what batch mode saved.
+func TestRunBatchModeSaysWhatItWaitsFor(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{}, `mode = "batch"`)
+	raw, err := os.ReadFile(c.config)
+	require.NoError(t, err)
+	toml := strings.Replace(string(raw), "\napi_key_env = ", "\nbatch_gather = \"3s\"\nbatch_poll_min = \"1s\"\nbatch_poll_max = \"1s\"\napi_key_env = ", 1)
+	require.NotEqual(t, string(raw), toml)
+	require.NoError(t, os.WriteFile(c.config, []byte(toml), 0o600))
+
+	r := c.run(jsonl(5), "run", "--pipeline", "enrich", "--batch", "b1", "--progress-interval", "100ms", "-")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Regexp(t, `progress: 0/5 done, .*, running, 5 lines to send as a provider batch \(sent once no new line has come for 3s\)\n`, r.stderr,
+		"the gather wait is said, with the key's batch_gather")
+	require.Contains(t, r.stderr, "progress: 5/5 done, 0 dead-lettered, 0 pending")
+	require.Regexp(t, `(?m)^batch mode: 5 lines at batch prices, \$\S+ \(\$\S+ at sync prices\): saved \$\S+$`, r.stdout)
 }

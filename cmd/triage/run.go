@@ -379,6 +379,14 @@ func writeSummary(ctx context.Context, w io.Writer, d *db, out runOutcome) error
 		st.Batch, st.Pipeline, st.Total, st.Completed, st.DeadLettered, st.Pending)
 	writeUsageTable(w, total, byClass, false)
 	fmt.Fprintf(w, "\nspend %s, possibly billed %s (outcome unknown: sent with no answer, or answered unreadably)\n", usd(st.SpendUSD), usd(st.PossiblyBilledUSD))
+	if st.BatchSavedUSD != nil {
+		for _, m := range st.ByMode {
+			if m.Mode == ledger.ModeBatch && m.SyncCostUSD != nil {
+				fmt.Fprintf(w, "batch mode: %d %s at batch prices, %s (%s at sync prices): saved %s\n",
+					m.Calls, plural(m.Calls, "line", "lines"), usd(m.SpendUSD), usd(*m.SyncCostUSD), usd(*st.BatchSavedUSD))
+			}
+		}
+	}
 	if len(dls) > 0 {
 		type reasonKey struct{ class, reason string }
 		counts := map[reasonKey]int{}
