@@ -220,6 +220,10 @@ type Attempt struct {
 	// Change: how the request was changed before it was sent; "" (omitted):
 	// sent as rendered.
 	Change string `json:"change,omitempty"`
+	// Mode is how the attempt reached the model: ModeSync (a call of its
+	// own) or ModeBatch (a line of a provider batch, billed at the batch
+	// price).
+	Mode string `json:"mode"`
 }
 
 // AttemptFilter selects attempts for ListAttempts; empty fields match all.

@@ -209,6 +209,23 @@ func TestSpendByModeShown(t *testing.T) {
 	require.Regexp(t, `(?m)^\s*batch\s+2\s+0\.500000\s+1\.000000\s*$`, r.stdout)
 	require.Contains(t, r.stdout, "batch mode saved $0.500000 against the same calls sync")
 
+	// Each call says how it reached the model.
+	r = c.run("", "ledger", "--calls", "--json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	var calls []ledger.Attempt
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &calls))
+	modes := map[string]string{}
+	for _, a := range calls {
+		modes[a.Batch+"/"+a.RecordID] = a.Mode
+	}
+	require.Equal(t, "batch", modes["b2/r001"])
+	require.Equal(t, "sync", modes["b1/"+calls[len(calls)-1].RecordID])
+	require.Contains(t, r.stdout, `"mode":"sync"`)
+	r = c.run("", "ledger", "--calls", "--batch", "b2")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Regexp(t, `(?m)^ID\s+BATCH\s+RECORD\s+ATTEMPT\s+STATUS\s+CLASS\s+REASON\s+CHANGE\s+COST USD\s+MODE$`, r.stdout)
+	require.Regexp(t, `(?m)^\d+\s+b2\s+r001\s+1\s+ok\s+ok\s+-\s+-\s+0\.250000\s+batch$`, r.stdout)
+
 	r = c.run("", "ledger", "--batch", "b2", "--json")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	var rep struct {
