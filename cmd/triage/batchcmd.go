@@ -155,6 +155,15 @@ func runBatchCancel(ctx context.Context, e *env, args []string) int {
 		return failCmd(e, cmd, err)
 	}
 	if len(reqs) == 0 {
+		// Lines written but not sent yet are what a user cancelling early
+		// expects to stop: say they will go out, and how to stop them.
+		if st, err := ledger.BatchStatus(ctx, d.pool, id); err == nil && st.BatchLinesUnsent > 0 {
+			n := st.BatchLinesUnsent
+			fmt.Fprintf(e.stdout, "batch %s: no provider batch in flight yet, nothing to cancel: %d %s to be sent in the key's next provider batch "+
+				"(a cancel does not stop %s; to stop the records, cancel their River jobs; `triage status %s`)\n",
+				id, n, plural(n, "line waits", "lines wait"), plural(n, "it", "them"), id)
+			return exitOK
+		}
 		fmt.Fprintf(e.stdout, "batch %s: no provider batches in flight, nothing to cancel (its records go through sync calls or wait for the next provider batch; `triage status %s`)\n", id, id)
 		return exitOK
 	}

@@ -298,6 +298,15 @@ func TestBatchCancel(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.Contains(t, r.stdout, "batch b2: no provider batches in flight, nothing to cancel")
 
+	// Lines written but not sent yet: told they will still go out.
+	_, err := c.db.Pool.Exec(ctx, `INSERT INTO triage_provider_batch_line (key, job_id, batch, record_id, custom_id, body)
+		VALUES ('main', 9101, 'b2', 'r001', 'c-b2-r001', '{}')`)
+	require.NoError(t, err)
+	r = c.run("", "batch", "cancel", "b2")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Equal(t, "batch b2: no provider batch in flight yet, nothing to cancel: 1 line waits to be sent in the key's next provider batch "+
+		"(a cancel does not stop it; to stop the records, cancel their River jobs; `triage status b2`)\n", r.stdout)
+
 	for _, tc := range []struct {
 		name, want string
 		args       []string
