@@ -363,3 +363,21 @@ func TestRunBatchModeSaysWhatItWaitsFor(t *testing.T) {
 	require.Contains(t, r.stderr, "progress: 5/5 done, 0 dead-lettered, 0 pending")
 	require.Regexp(t, `(?m)^batch mode: 5 lines at batch prices, \$\S+ \(\$\S+ at sync prices\): saved \$\S+$`, r.stdout)
 }
+
+// An auto run whose deadline comes near while its lines wait to be sent:
+// they are taken back and called synchronously, and the summary explains
+// the throttled batch_not_run rows its class table counts for them.
+func TestRunAutoModeExplainsLinesNotRun(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{}, "mode = \"auto\"\nauto_margin = \"8s\"")
+	raw, err := os.ReadFile(c.config)
+	require.NoError(t, err)
+	toml := strings.Replace(string(raw), "\napi_key_env = ", "\nbatch_gather = \"1m\"\napi_key_env = ", 1)
+	require.NoError(t, os.WriteFile(c.config, []byte(toml), 0o600))
+
+	r := c.run(jsonl(4), "run", "--pipeline", "enrich", "--batch", "b1", "--deadline", "10s", "-")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "4 batch lines never run by the provider (expired, cancelled, or taken back for a sync call near the deadline) "+
+		"counted as throttled, reason batch_not_run: not billed, no attempt counted, sent again\n")
+	require.NotContains(t, r.stdout, "batch mode:", "no line ran at the provider: nothing saved to tell")
+}

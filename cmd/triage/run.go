@@ -380,10 +380,21 @@ func writeSummary(ctx context.Context, w io.Writer, d *db, out runOutcome) error
 	writeUsageTable(w, total, byClass, false)
 	fmt.Fprintf(w, "\nspend %s, possibly billed %s (outcome unknown: sent with no answer, or answered unreadably)\n", usd(st.SpendUSD), usd(st.PossiblyBilledUSD))
 	if st.BatchSavedUSD != nil {
+		notRun, err := ledger.BatchLinesNotRun(ctx, d.pool, st.Batch)
+		if err != nil {
+			return err
+		}
+		if notRun > 0 {
+			fmt.Fprintf(w, "%d batch %s never run by the provider (expired, cancelled, or taken back for a sync call near the deadline) "+
+				"counted as throttled, reason %s: not billed, no attempt counted, sent again\n",
+				notRun, plural(notRun, "line", "lines"), ledger.ReasonBatchNotRun)
+		}
 		for _, m := range st.ByMode {
-			if m.Mode == ledger.ModeBatch && m.SyncCostUSD != nil {
+			// The lines the provider ran: those never run cost nothing and
+			// are explained above.
+			if ran := m.Calls - notRun; m.Mode == ledger.ModeBatch && m.SyncCostUSD != nil && ran > 0 {
 				fmt.Fprintf(w, "batch mode: %d %s at batch prices, %s (%s at sync prices): saved %s\n",
-					m.Calls, plural(m.Calls, "line", "lines"), usd(m.SpendUSD), usd(*m.SyncCostUSD), usd(*st.BatchSavedUSD))
+					ran, plural(ran, "line", "lines"), usd(m.SpendUSD), usd(*m.SyncCostUSD), usd(*st.BatchSavedUSD))
 			}
 		}
 	}
