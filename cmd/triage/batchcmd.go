@@ -29,8 +29,11 @@ const batchCancelHelp = `Asks for every provider batch in flight that holds line
 cancelled at the provider. The key's batch submitter (in a running
 ` + "`triage work`" + ` or ` + "`triage run`" + `) sends the cancel; the lines the provider
 never ran go back to the queue once it confirms, so nothing is lost and
-nothing answered is paid twice. Exit 0 also when B has no provider batch in
-flight; 2 when there is no batch B.`
+nothing answered is paid twice. Back in the queue they are sent again (mode
+"batch": in the key's next provider batch; "auto" near the deadline: sync
+calls): a cancel does not stop the records; to stop them for good, cancel
+their River jobs too. Exit 0 also when B has no provider batch in flight; 2
+when there is no batch B.`
 
 func runBatch(ctx context.Context, e *env, args []string) int {
 	if len(args) == 0 {

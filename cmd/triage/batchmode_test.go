@@ -337,6 +337,7 @@ func TestBatchHelp(t *testing.T) {
 	require.Equal(t, exitOK, r.code)
 	require.Contains(t, r.stderr, "usage: triage batch cancel B")
 	require.Contains(t, r.stderr, "batch submitter")
+	require.Contains(t, r.stderr, "a cancel does not stop the records", "what a user cancelling to stop spending must know")
 	r = c.run("", "batch")
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.stderr, "triage batch cancel B")
