@@ -138,11 +138,11 @@ func withPacing(line string, st ledger.Status, ps keys.PaceState, bar bool) stri
 // a run's lines into one provider batch, sent once no new line has come for
 // gather). Without it a batch waiting minutes to hours on a provider reads
 // as stuck at 0 done.
-func withBatchWait(line string, st ledger.Status, gather time.Duration, bar bool) string {
+func withBatchWait(line string, st ledger.Status, gather time.Duration, near, bar bool) string {
 	if st.State != ledger.BatchRunning {
 		return line
 	}
-	w := describeBatchWait(st, gather)
+	w := describeBatchWait(st, gather, near)
 	if w == "" {
 		return line
 	}
@@ -154,7 +154,9 @@ func withBatchWait(line string, st ledger.Status, gather time.Duration, bar bool
 
 // describeBatchWait says what the batch's lines wait for, e.g. "waiting for
 // provider batch batch_6752 (50 lines, in_progress)"; "" when none waits.
-func describeBatchWait(st ledger.Status, gather time.Duration) string {
+// near: an auto pipeline's deadline is within its margin, so the lines not
+// sent are being taken back for sync calls, not gathered.
+func describeBatchWait(st ledger.Status, gather time.Duration, near bool) string {
 	var parts []string
 	if n := len(st.ProviderBatches); n > 0 {
 		each := make([]string, n)
@@ -167,7 +169,9 @@ func describeBatchWait(st ledger.Status, gather time.Duration) string {
 			parts = append(parts, fmt.Sprintf("waiting for %d provider batches: %s", n, strings.Join(each, "; ")))
 		}
 	}
-	if n := st.BatchLinesUnsent; n > 0 {
+	if n := st.BatchLinesUnsent; n > 0 && near {
+		parts = append(parts, fmt.Sprintf("%d %s taken back for sync calls (the deadline is within auto_margin)", n, plural(n, "line", "lines")))
+	} else if n > 0 {
 		if gather <= 0 {
 			gather = submitter.GatherDefault
 		}

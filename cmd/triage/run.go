@@ -328,7 +328,7 @@ func pollBatch(ctx context.Context, store *keys.Store, pace func() (keys.PaceSta
 		done := st.State == ledger.BatchSettled || st.State == ledger.BatchPausedBudget
 		ps, _ := pace()
 		line := withPacing(progressLine(st, ks, time.Since(start), p.tty), st, ps, p.tty)
-		p.show(withBatchWait(line, st, gather, p.tty), now, done)
+		p.show(withBatchWait(line, st, gather, deadlineNear(r.cfg, st, now), p.tty), now, done)
 		switch st.State {
 		case ledger.BatchSettled:
 			return runOutcome{st: st}, nil
@@ -344,6 +344,16 @@ func pollBatch(ctx context.Context, store *keys.Store, pace func() (keys.PaceSta
 		case <-tick.C:
 		}
 	}
+}
+
+// deadlineNear reports whether st's pipeline is in mode auto and its
+// deadline is within the pipeline's auto_margin: its lines then go sync.
+func deadlineNear(cfg *config.Config, st ledger.Status, now time.Time) bool {
+	pl, err := cfg.Pipeline(st.Pipeline)
+	if err != nil || pl.Mode != config.ModeAuto || st.Deadline == nil {
+		return false
+	}
+	return st.Deadline.Sub(now) < pl.AutoMargin
 }
 
 // narrateKey prints the breaker's transitions between two polls.
