@@ -201,7 +201,7 @@ func ListAttempts(ctx context.Context, db DBTX, f AttemptFilter) ([]Attempt, err
 	}
 	rows, err := db.Query(ctx, `SELECT id, batch, record_id, job_id, attempt, key, model, idempotency_key,
 			request_hash, status, class, http_status, vendor_code, reason, input_tokens, output_tokens,
-			cost_usd::float8, est_cost_usd::float8, partial_text, is_retry, started_at, finished_at, change
+			cost_usd::float8, est_cost_usd::float8, partial_text, is_retry, started_at, finished_at, change, mode
 		FROM triage_attempt
 		WHERE ($1 = '' OR batch = $1) AND ($2 = '' OR key = $2) AND ($4 = '' OR record_id = $4)
 		ORDER BY id DESC
@@ -213,7 +213,7 @@ func ListAttempts(ctx context.Context, db DBTX, f AttemptFilter) ([]Attempt, err
 		var a Attempt
 		err := r.Scan(&a.ID, &a.Batch, &a.RecordID, &a.JobID, &a.Attempt, &a.Key, &a.Model, &a.IdempotencyKey,
 			&a.RequestHash, &a.Status, &a.Class, &a.HTTPStatus, &a.VendorCode, &a.Reason, &a.InputTokens,
-			&a.OutputTokens, &a.CostUSD, &a.EstCostUSD, &a.PartialText, &a.IsRetry, &a.StartedAt, &a.FinishedAt, &a.Change)
+			&a.OutputTokens, &a.CostUSD, &a.EstCostUSD, &a.PartialText, &a.IsRetry, &a.StartedAt, &a.FinishedAt, &a.Change, &a.Mode)
 		return a, err
 	})
 	if err != nil {

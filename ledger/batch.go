@@ -197,6 +197,11 @@ func BatchStatus(ctx context.Context, db DBTX, id string) (Status, error) {
 		return Status{}, err
 	}
 	s.ProviderBatches = inFlight[id]
+	unsent, err := batchLinesUnsent(ctx, db, []string{id})
+	if err != nil {
+		return Status{}, err
+	}
+	s.BatchLinesUnsent = unsent[id]
 	return s, nil
 }
 
@@ -214,8 +219,13 @@ func ListBatches(ctx context.Context, db DBTX) ([]Status, error) {
 	if err != nil {
 		return nil, err
 	}
+	unsent, err := batchLinesUnsent(ctx, db, nil)
+	if err != nil {
+		return nil, err
+	}
 	for i := range out {
 		out[i].ProviderBatches = inFlight[out[i].Batch]
+		out[i].BatchLinesUnsent = unsent[out[i].Batch]
 	}
 	return out, nil
 }

@@ -33,6 +33,18 @@ const (
 // against max_attempts.
 const ReasonBatchNotRun = "batch_not_run"
 
+// BatchLinesNotRun counts a batch's batch attempts the provider never ran
+// (ReasonBatchNotRun): the run summary explains them, as the class table
+// counts them as throttled calls that cost nothing.
+func BatchLinesNotRun(ctx context.Context, db DBTX, batch string) (int, error) {
+	var n int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM triage_attempt WHERE batch = $1 AND reason = $2`,
+		batch, ReasonBatchNotRun).Scan(&n); err != nil {
+		return 0, fmt.Errorf("ledger: batch lines not run of %q: %w", batch, err)
+	}
+	return n, nil
+}
+
 // BatchLine is a job's open line (not applied), with its triage batch's
 // deadline.
 type BatchLine struct {

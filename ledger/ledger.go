@@ -220,6 +220,10 @@ type Attempt struct {
 	// Change: how the request was changed before it was sent; "" (omitted):
 	// sent as rendered.
 	Change string `json:"change,omitempty"`
+	// Mode is how the attempt reached the model: ModeSync (a call of its
+	// own) or ModeBatch (a line of a provider batch, billed at the batch
+	// price).
+	Mode string `json:"mode"`
 }
 
 // AttemptFilter selects attempts for ListAttempts; empty fields match all.
@@ -340,6 +344,11 @@ type Status struct {
 	// ProviderBatches are the provider batches in flight (not collected or
 	// abandoned) holding lines of the batch, oldest first; omitted when none.
 	ProviderBatches []ProviderBatchStatus `json:"provider_batches,omitempty"`
+	// BatchLinesUnsent counts the batch's batch-mode lines in no provider
+	// batch yet: written by their jobs and waiting for the key's submitter
+	// to gather them into the next one (a run's lines are sent together,
+	// once no new line has come for a while); omitted when none.
+	BatchLinesUnsent int `json:"batch_lines_unsent,omitempty"`
 	// Key is the batch's key, for joining it with the key's breaker; not part
 	// of the JSON shape.
 	Key string `json:"-"`

@@ -57,6 +57,11 @@ type ProviderBatchStatus struct {
 	// so every machine of a fleet reads the same.
 	AgeS       int64  `json:"age_s"`
 	ExpiresInS *int64 `json:"expires_in_s"`
+	// LastError is why the submitter's last step on it (upload, create,
+	// poll, cancel, download) failed, status and vendor code only; null once
+	// a step succeeds. The submitter retries with backoff: meanwhile
+	// VendorStatus is stale, and this says why.
+	LastError *string `json:"last_error"`
 }
 
 // providerOpenSQL is a provider batch still in flight, over a
@@ -71,7 +76,7 @@ func providerBatchesInFlight(ctx context.Context, db DBTX, batches []string) (ma
 			pb.vendor_status, pb.counts, pb.lines, count(*), pb.cancel_requested,
 			pb.created_at, pb.submitted_at, pb.expires_at, pb.ended_at,
 			floor(extract(epoch FROM now() - coalesce(pb.submitted_at, pb.created_at)))::bigint,
-			floor(extract(epoch FROM pb.expires_at - now()))::bigint
+			floor(extract(epoch FROM pb.expires_at - now()))::bigint, pb.last_error
 		FROM triage_provider_batch pb
 		JOIN triage_provider_batch_line l ON l.provider_batch = pb.id
 		WHERE `+providerOpenSQL+` AND ($1::text[] IS NULL OR l.batch = ANY($1))
@@ -89,13 +94,42 @@ func providerBatchesInFlight(ctx context.Context, db DBTX, batches []string) (ma
 		)
 		if err := rows.Scan(&batch, &p.ID, &p.Key, &p.Vendor, &p.Model, &p.State, &p.ProviderBatchID,
 			&p.VendorStatus, &p.Counts, &p.Lines, &p.BatchLines, &p.CancelRequested,
-			&p.CreatedAt, &p.SubmittedAt, &p.ExpiresAt, &p.EndedAt, &p.AgeS, &p.ExpiresInS); err != nil {
+			&p.CreatedAt, &p.SubmittedAt, &p.ExpiresAt, &p.EndedAt, &p.AgeS, &p.ExpiresInS, &p.LastError); err != nil {
 			return nil, fmt.Errorf("ledger: provider batches in flight: %w", err)
 		}
 		out[batch] = append(out[batch], p)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("ledger: provider batches in flight: %w", err)
+	}
+	return out, nil
+}
+
+// batchLinesUnsent counts, per triage batch, the batch-mode lines waiting
+// for the key's submitter to put them in a provider batch (pending): for the
+// batches named, or for every batch when batches is nil. The state <> 'applied'
+// term lets the planner read the small partial index of open lines instead
+// of every line ever written.
+func batchLinesUnsent(ctx context.Context, db DBTX, batches []string) (map[string]int, error) {
+	rows, err := db.Query(ctx, `SELECT l.batch, count(*) FROM triage_provider_batch_line l
+		WHERE l.state <> 'applied' AND l.state = 'pending' AND ($1::text[] IS NULL OR l.batch = ANY($1))
+		GROUP BY l.batch`, batches)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: batch lines unsent: %w", err)
+	}
+	out := map[string]int{}
+	for rows.Next() {
+		var (
+			batch string
+			n     int
+		)
+		if err := rows.Scan(&batch, &n); err != nil {
+			return nil, fmt.Errorf("ledger: batch lines unsent: %w", err)
+		}
+		out[batch] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger: batch lines unsent: %w", err)
 	}
 	return out, nil
 }
@@ -117,6 +151,14 @@ type CancelRequest struct {
 // an empty slice). It only records the request: the key's submitter sends
 // the cancel to the provider and puts the lines the provider never ran back
 // in the queue. Whether the batch exists is the caller's check.
+//
+// A submitted provider batch is made due at once: its next poll, which sends
+// the cancel, may otherwise be up to the poll backoff's 10 minutes away. Only
+// submitted ones: their steps (poll, cancel, collect) are guarded by their
+// lines' states, so a step taken while another process still holds the row
+// does nothing twice; an intent row's step creates a provider batch, and must
+// never run twice at once, so it waits for its own turn (which honours the
+// cancel before creating anything).
 func RequestProviderCancel(ctx context.Context, db DBTX, batch string) ([]CancelRequest, error) {
 	rows, err := db.Query(ctx, `WITH t AS (
 			SELECT pb.id, pb.cancel_requested AS already FROM triage_provider_batch pb
@@ -124,7 +166,8 @@ func RequestProviderCancel(ctx context.Context, db DBTX, batch string) ([]Cancel
 			  AND EXISTS (SELECT 1 FROM triage_provider_batch_line l WHERE l.provider_batch = pb.id AND l.batch = $1)
 			FOR UPDATE
 		)
-		UPDATE triage_provider_batch pb SET cancel_requested = true
+		UPDATE triage_provider_batch pb SET cancel_requested = true,
+			next_poll_at = CASE WHEN pb.state = 'submitted' THEN least(pb.next_poll_at, now()) ELSE pb.next_poll_at END
 		FROM t WHERE pb.id = t.id
 		RETURNING pb.id, pb.provider_batch_id, pb.vendor, pb.state, t.already, pb.created_at`, batch)
 	if err != nil {

@@ -54,6 +54,15 @@ func TestBatchStatusProviderBatchesInFlight(t *testing.T) {
 	require.Nil(t, q.ProviderBatchID, "not at the provider yet")
 	require.Nil(t, q.ExpiresInS)
 	require.JSONEq(t, `{}`, string(q.Counts))
+	require.Nil(t, p.LastError, "no step failed")
+
+	// A failed poll is said, until a step succeeds.
+	_, err = b.db.Pool.Exec(b.ctx, `UPDATE triage_provider_batch SET last_error = 'batchapi: get: status 404 (invalid_request_error)' WHERE id = $1`, shared)
+	require.NoError(t, err)
+	st, err = ledger.BatchStatus(b.ctx, b.db.Pool, "b1")
+	require.NoError(t, err)
+	require.NotNil(t, st.ProviderBatches[0].LastError)
+	require.Equal(t, "batchapi: get: status 404 (invalid_request_error)", *st.ProviderBatches[0].LastError)
 
 	list, err := ledger.ListBatches(b.ctx, b.db.Pool)
 	require.NoError(t, err)
@@ -73,6 +82,36 @@ func TestBatchStatusProviderBatchesInFlight(t *testing.T) {
 	require.NotContains(t, string(out), "deadline")
 }
 
+// Lines written but in no provider batch yet are counted, so a batch that
+// waits for the submitter to gather its lines says so; a batch with none
+// has no "batch_lines_unsent".
+func TestBatchStatusLinesUnsent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.batch(t, "b1", 4)
+	b.batch(t, "b2", 1)
+	workertest.InsertProviderBatch(t, b.db.Pool, workertest.ProviderBatch{Key: "main", Batch: "b1",
+		Records: []string{"r1"}, ProviderBatchID: "batch_abc"})
+	_, err := b.db.Pool.Exec(b.ctx, `INSERT INTO triage_provider_batch_line (key, job_id, batch, record_id, custom_id, body, state)
+		VALUES ('main', 8001, 'b1', 'r2', 'c-b1-r2', '{}', 'pending'), ('main', 8002, 'b1', 'r3', 'c-b1-r3', '{}', 'pending'),
+		       ('main', 8003, 'b1', 'r4', 'c-b1-r4', '{}', 'applied')`)
+	require.NoError(t, err)
+
+	st, err := ledger.BatchStatus(b.ctx, b.db.Pool, "b1")
+	require.NoError(t, err)
+	require.Equal(t, 2, st.BatchLinesUnsent, "the submitted and the applied lines are not waiting to be sent")
+	list, err := ledger.ListBatches(b.ctx, b.db.Pool)
+	require.NoError(t, err)
+	require.Equal(t, 2, list[0].BatchLinesUnsent)
+	require.Zero(t, list[1].BatchLinesUnsent)
+
+	st2, err := ledger.BatchStatus(b.ctx, b.db.Pool, "b2")
+	require.NoError(t, err)
+	out, err := json.Marshal(st2)
+	require.NoError(t, err)
+	require.NotContains(t, string(out), "batch_lines_unsent")
+}
+
 // A cancel request marks every provider batch in flight holding the
 // batch's lines, and only those; asking twice says it was asked before.
 func TestRequestProviderCancel(t *testing.T) {
@@ -88,6 +127,10 @@ func TestRequestProviderCancel(t *testing.T) {
 		Records: []string{"r3"}, State: "collected", ProviderBatchID: "batch_old"})
 	other := workertest.InsertProviderBatch(t, b.db.Pool, workertest.ProviderBatch{Key: "main", Batch: "b2",
 		Records: []string{"r1"}, ProviderBatchID: "batch_other"})
+
+	// Each polled a moment ago, the next poll backed off to minutes away.
+	_, err := b.db.Pool.Exec(b.ctx, `UPDATE triage_provider_batch SET next_poll_at = now() + interval '10 minutes'`)
+	require.NoError(t, err)
 
 	got, err := ledger.RequestProviderCancel(b.ctx, b.db.Pool, "b1")
 	require.NoError(t, err)
@@ -107,6 +150,16 @@ func TestRequestProviderCancel(t *testing.T) {
 	require.True(t, requested(second))
 	require.False(t, requested(done), "a collected batch is over")
 	require.False(t, requested(other), "another batch's")
+	// The cancel is sent on the submitter's next poll: a submitted batch
+	// is due at once, not after its poll backoff.
+	due := func(id int64) bool {
+		var v bool
+		require.NoError(t, b.db.Pool.QueryRow(b.ctx, `SELECT next_poll_at <= now() FROM triage_provider_batch WHERE id = $1`, id).Scan(&v))
+		return v
+	}
+	require.True(t, due(first))
+	require.True(t, due(second))
+	require.False(t, due(other), "another batch's poll is not moved")
 
 	again, err := ledger.RequestProviderCancel(b.ctx, b.db.Pool, "b1")
 	require.NoError(t, err)

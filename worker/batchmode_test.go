@@ -792,3 +792,29 @@ func (b *testBundle) customID(t *testing.T, record string) string {
 		`SELECT custom_id FROM triage_provider_batch_line WHERE record_id = $1 LIMIT 1`, record).Scan(&id))
 	return id
 }
+
+// A provider batch's counts are stored as its vendor's request_counts names
+// them (what `triage status` shows and its "counts" promises), not in
+// triage's own vocabulary.
+func TestBatchCountsInTheVendorsWords(t *testing.T) {
+	t.Parallel()
+	want := map[string]map[string]int{
+		"openai":    {"total": 20, "completed": 18, "failed": 2},
+		"anthropic": {"processing": 0, "succeeded": 18, "errored": 2, "canceled": 0, "expired": 0},
+	}
+	for vendor, counts := range want {
+		t.Run(vendor, func(t *testing.T) {
+			t.Parallel()
+			b, _ := setupBatch(t, fakeprovider.Scenario{Poison: fakeprovider.Poison{InvalidMarker: "POISON"}}, "batch", tweaks{vendor: vendor})
+			b.enqueue(t, "b1", records(20, poisoned(10)))
+			b.start(t)
+			b.waitSettled(t, "b1", 60*time.Second)
+			var raw []byte
+			require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+				`SELECT counts FROM triage_provider_batch ORDER BY id DESC LIMIT 1`).Scan(&raw))
+			var got map[string]int
+			require.NoError(t, json.Unmarshal(raw, &got))
+			require.Equal(t, counts, got)
+		})
+	}
+}

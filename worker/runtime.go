@@ -362,7 +362,7 @@ func (r *Runtime) newSubmitters() error {
 			return fmt.Errorf("worker: key %q: batch client: %w", name, err)
 		}
 		s, err := submitter.New(submitter.Config{Key: k.cfg, Config: r.cfg, Client: client, Pool: r.pool, Store: r.store,
-			RiverSchema: r.opts.Schema, Clock: r.opts.Clock, Logger: r.log, Alerter: r.alerter, Tuning: r.opts.Batch})
+			RiverSchema: r.opts.Schema, Clock: r.opts.Clock, Logger: r.log, Alerter: r.alerter, Tuning: r.opts.Batch.ForKey(k.cfg)})
 		if err != nil {
 			return fmt.Errorf("worker: key %q: %w", name, err)
 		}

@@ -29,8 +29,11 @@ const batchCancelHelp = `Asks for every provider batch in flight that holds line
 cancelled at the provider. The key's batch submitter (in a running
 ` + "`triage work`" + ` or ` + "`triage run`" + `) sends the cancel; the lines the provider
 never ran go back to the queue once it confirms, so nothing is lost and
-nothing answered is paid twice. Exit 0 also when B has no provider batch in
-flight; 2 when there is no batch B.`
+nothing answered is paid twice. Back in the queue they are sent again (mode
+"batch": in the key's next provider batch; "auto" near the deadline: sync
+calls): a cancel does not stop the records; to stop them for good, cancel
+their River jobs too. Exit 0 also when B has no provider batch in flight; 2
+when there is no batch B.`
 
 func runBatch(ctx context.Context, e *env, args []string) int {
 	if len(args) == 0 {
@@ -155,6 +158,15 @@ func runBatchCancel(ctx context.Context, e *env, args []string) int {
 		return failCmd(e, cmd, err)
 	}
 	if len(reqs) == 0 {
+		// Lines written but not sent yet are what a user cancelling early
+		// expects to stop: say they will go out, and how to stop them.
+		if st, err := ledger.BatchStatus(ctx, d.pool, id); err == nil && st.BatchLinesUnsent > 0 {
+			n := st.BatchLinesUnsent
+			fmt.Fprintf(e.stdout, "batch %s: no provider batch in flight yet, nothing to cancel: %d %s to be sent in the key's next provider batch "+
+				"(a cancel does not stop %s; to stop the records, cancel their River jobs; `triage status %s`)\n",
+				id, n, plural(n, "line waits", "lines wait"), plural(n, "it", "them"), id)
+			return exitOK
+		}
 		fmt.Fprintf(e.stdout, "batch %s: no provider batches in flight, nothing to cancel (its records go through sync calls or wait for the next provider batch; `triage status %s`)\n", id, id)
 		return exitOK
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -105,6 +106,10 @@ func TestStatusProviderBatches(t *testing.T) {
 		SubmittedAgo: 90*time.Minute + 30*time.Second, ExpiresIn: 22*time.Hour + 29*time.Minute + 30*time.Second})
 	workertest.InsertProviderBatch(t, c.db.Pool, workertest.ProviderBatch{Batch: "b1", Records: []string{"r003"}, Lines: 5,
 		Vendor: "anthropic", State: "intent", SubmittedAgo: 10 * time.Second})
+	// And a line its job wrote that is in no provider batch yet.
+	_, err := c.db.Pool.Exec(t.Context(), `INSERT INTO triage_provider_batch_line (key, job_id, batch, record_id, custom_id, body)
+		VALUES ('main', 9001, 'b1', 'r004', 'c-b1-r004', '{}')`)
+	require.NoError(t, err)
 
 	r := c.run("", "status", "b1")
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -112,12 +117,15 @@ func TestStatusProviderBatches(t *testing.T) {
 	require.Regexp(t, `(?m)^PROVIDER ID\s+VENDOR\s+STATE\s+COUNTS\s+LINES\s+AGE\s+EXPIRES IN$`, r.stdout)
 	require.Regexp(t, `(?m)^batch_abc\s+openai\s+submitted: in_progress\s+total 2, completed 1\s+2\s+1h30m\s+22h29m$`, r.stdout)
 	require.Regexp(t, `(?m)^#\d+ \(not submitted\)\s+anthropic\s+intent\s+-\s+1 of 5\s+1\ds\s+-$`, r.stdout)
+	require.Regexp(t, `(?m)^waiting to be sent:\s+1 line \(the key's submitter gathers`, r.stdout)
+	require.NotContains(t, r.stdout, "failed")
 
 	r = c.run("", "status", "b1", "--json")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	var obj map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &obj))
-	require.Equal(t, slices.Sorted(slices.Values(append(slices.Clone(statusJSONKeys), "provider_batches"))), slices.Sorted(maps.Keys(obj)), "one field added")
+	require.Equal(t, slices.Sorted(slices.Values(append(slices.Clone(statusJSONKeys), "provider_batches", "batch_lines_unsent"))), slices.Sorted(maps.Keys(obj)), "two fields added")
+	require.JSONEq(t, `1`, string(obj["batch_lines_unsent"]))
 	var pbs []map[string]any
 	require.NoError(t, json.Unmarshal(obj["provider_batches"], &pbs))
 	require.Len(t, pbs, 2)
@@ -134,6 +142,16 @@ func TestStatusProviderBatches(t *testing.T) {
 	for _, k := range []string{"id", "key", "vendor", "model", "state", "created_at", "submitted_at", "expires_at", "ended_at"} {
 		require.Contains(t, pbs[0], k)
 	}
+
+	require.Nil(t, pbs[0]["last_error"])
+
+	// A provider batch whose polls fail says why its status is stale.
+	_, err = c.db.Pool.Exec(t.Context(), `UPDATE triage_provider_batch SET last_error = 'batchapi: get: status 404 (invalid_request_error)'
+		WHERE provider_batch_id = 'batch_abc'`)
+	require.NoError(t, err)
+	r = c.run("", "status", "b1")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "\nbatch_abc: the last request about it failed, retrying with backoff: batchapi: get: status 404 (invalid_request_error)\n")
 
 	// b2 has none: its status is the contract's shape, nothing new.
 	r = c.run("", "status", "b2", "--json")
@@ -190,6 +208,23 @@ func TestSpendByModeShown(t *testing.T) {
 	require.Regexp(t, `(?m)^\s*sync\s+2\s+\d+\.\d{6}\s+-\s*$`, r.stdout)
 	require.Regexp(t, `(?m)^\s*batch\s+2\s+0\.500000\s+1\.000000\s*$`, r.stdout)
 	require.Contains(t, r.stdout, "batch mode saved $0.500000 against the same calls sync")
+
+	// Each call says how it reached the model.
+	r = c.run("", "ledger", "--calls", "--json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	var calls []ledger.Attempt
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &calls))
+	modes := map[string]string{}
+	for _, a := range calls {
+		modes[a.Batch+"/"+a.RecordID] = a.Mode
+	}
+	require.Equal(t, "batch", modes["b2/r001"])
+	require.Equal(t, "sync", modes["b1/"+calls[len(calls)-1].RecordID])
+	require.Contains(t, r.stdout, `"mode":"sync"`)
+	r = c.run("", "ledger", "--calls", "--batch", "b2")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Regexp(t, `(?m)^ID\s+BATCH\s+RECORD\s+ATTEMPT\s+STATUS\s+CLASS\s+REASON\s+CHANGE\s+COST USD\s+MODE$`, r.stdout)
+	require.Regexp(t, `(?m)^\d+\s+b2\s+r001\s+1\s+ok\s+ok\s+-\s+-\s+0\.250000\s+batch$`, r.stdout)
 
 	r = c.run("", "ledger", "--batch", "b2", "--json")
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -263,6 +298,15 @@ func TestBatchCancel(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.Contains(t, r.stdout, "batch b2: no provider batches in flight, nothing to cancel")
 
+	// Lines written but not sent yet: told they will still go out.
+	_, err := c.db.Pool.Exec(ctx, `INSERT INTO triage_provider_batch_line (key, job_id, batch, record_id, custom_id, body)
+		VALUES ('main', 9101, 'b2', 'r001', 'c-b2-r001', '{}')`)
+	require.NoError(t, err)
+	r = c.run("", "batch", "cancel", "b2")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Equal(t, "batch b2: no provider batch in flight yet, nothing to cancel: 1 line waits to be sent in the key's next provider batch "+
+		"(a cancel does not stop it; to stop the records, cancel their River jobs; `triage status b2`)\n", r.stdout)
+
 	for _, tc := range []struct {
 		name, want string
 		args       []string
@@ -293,9 +337,48 @@ func TestBatchHelp(t *testing.T) {
 	require.Equal(t, exitOK, r.code)
 	require.Contains(t, r.stderr, "usage: triage batch cancel B")
 	require.Contains(t, r.stderr, "batch submitter")
+	require.Contains(t, r.stderr, "a cancel does not stop the records", "what a user cancelling to stop spending must know")
 	r = c.run("", "batch")
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.stderr, "triage batch cancel B")
 	r = c.run("", "batch", "pause")
 	require.Contains(t, r.stderr, "want budget or cancel")
+}
+
+// A batch-mode `triage run` with the key's submitter timed from
+// triage.toml: the progress line says the lines wait to be sent and why,
+// the run settles, and the summary says what batch mode saved.
+func TestRunBatchModeSaysWhatItWaitsFor(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{}, `mode = "batch"`)
+	raw, err := os.ReadFile(c.config)
+	require.NoError(t, err)
+	toml := strings.Replace(string(raw), "\napi_key_env = ", "\nbatch_gather = \"3s\"\nbatch_poll_min = \"1s\"\nbatch_poll_max = \"1s\"\napi_key_env = ", 1)
+	require.NotEqual(t, string(raw), toml)
+	require.NoError(t, os.WriteFile(c.config, []byte(toml), 0o600))
+
+	r := c.run(jsonl(5), "run", "--pipeline", "enrich", "--batch", "b1", "--progress-interval", "100ms", "-")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Regexp(t, `progress: 0/5 done, .*, running, 5 lines to send as a provider batch \(sent once no new line has come for 3s\)\n`, r.stderr,
+		"the gather wait is said, with the key's batch_gather")
+	require.Contains(t, r.stderr, "progress: 5/5 done, 0 dead-lettered, 0 pending")
+	require.Regexp(t, `(?m)^batch mode: 5 lines at batch prices, \$\S+ \(\$\S+ at sync prices\): saved \$\S+$`, r.stdout)
+}
+
+// An auto run whose deadline comes near while its lines wait to be sent:
+// they are taken back and called synchronously, and the summary explains
+// the throttled batch_not_run rows its class table counts for them.
+func TestRunAutoModeExplainsLinesNotRun(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{}, "mode = \"auto\"\nauto_margin = \"8s\"")
+	raw, err := os.ReadFile(c.config)
+	require.NoError(t, err)
+	toml := strings.Replace(string(raw), "\napi_key_env = ", "\nbatch_gather = \"1m\"\napi_key_env = ", 1)
+	require.NoError(t, os.WriteFile(c.config, []byte(toml), 0o600))
+
+	r := c.run(jsonl(4), "run", "--pipeline", "enrich", "--batch", "b1", "--deadline", "10s", "-")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "4 batch lines never run by the provider (expired, cancelled, or taken back for a sync call near the deadline) "+
+		"counted as throttled, reason batch_not_run: not billed, no attempt counted, sent again\n")
+	require.NotContains(t, r.stdout, "batch mode:", "no line ran at the provider: nothing saved to tell")
 }

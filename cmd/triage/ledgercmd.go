@@ -235,14 +235,14 @@ func ledgerCalls(ctx context.Context, e *env, d *db, f ledger.AttemptFilter, asJ
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tBATCH\tRECORD\tATTEMPT\tSTATUS\tCLASS\tREASON\tCHANGE\tCOST USD")
+	fmt.Fprintln(tw, "ID\tBATCH\tRECORD\tATTEMPT\tSTATUS\tCLASS\tREASON\tCHANGE\tCOST USD\tMODE")
 	for _, a := range rows {
 		change := a.Change
 		if change == "" {
 			change = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%.6f\n", a.ID, safe(a.Batch), safe(a.RecordID), a.Attempt, a.Status,
-			derefOrDash(a.Class), safe(derefOrDash(a.Reason)), change, a.CostUSD)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%.6f\t%s\n", a.ID, safe(a.Batch), safe(a.RecordID), a.Attempt, a.Status,
+			derefOrDash(a.Class), safe(derefOrDash(a.Reason)), change, a.CostUSD, a.Mode)
 	}
 	tw.Flush()
 	if len(rows) == ledger.AttemptLimitDefault {

@@ -10,6 +10,7 @@ import (
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/operator"
+	"github.com/triage-dev/triage/worker/submitter"
 )
 
 // progressIntervalDefault is how often `triage run` prints a plain progress
@@ -129,6 +130,93 @@ func withPacing(line string, st ledger.Status, ps keys.PaceState, bar bool) stri
 		return line + " · " + s
 	}
 	return line + ", " + s
+}
+
+// withBatchWait adds what a running batch's batch-mode lines wait for: the
+// provider batches holding them, with the vendor's status as last polled,
+// and the lines the key's submitter has not sent yet, with why (it gathers
+// a run's lines into one provider batch, sent once no new line has come for
+// gather). Without it a batch waiting minutes to hours on a provider reads
+// as stuck at 0 done.
+func withBatchWait(line string, st ledger.Status, gather time.Duration, near, bar bool) string {
+	if st.State != ledger.BatchRunning {
+		return line
+	}
+	w := describeBatchWait(st, gather, near)
+	if w == "" {
+		return line
+	}
+	if bar {
+		return line + " · " + w
+	}
+	return line + ", " + w
+}
+
+// describeBatchWait says what the batch's lines wait for, e.g. "waiting for
+// provider batch batch_6752 (50 lines, in_progress)"; "" when none waits.
+// near: an auto pipeline's deadline is within its margin, so the lines not
+// sent are being taken back for sync calls, not gathered.
+func describeBatchWait(st ledger.Status, gather time.Duration, near bool) string {
+	var parts []string
+	if n := len(st.ProviderBatches); n > 0 {
+		each := make([]string, n)
+		for i, pb := range st.ProviderBatches {
+			each[i] = describeProviderBatch(pb)
+		}
+		if n == 1 {
+			parts = append(parts, "waiting for provider batch "+each[0])
+		} else {
+			parts = append(parts, fmt.Sprintf("waiting for %d provider batches: %s", n, strings.Join(each, "; ")))
+		}
+	}
+	if n := st.BatchLinesUnsent; n > 0 && near {
+		parts = append(parts, fmt.Sprintf("%d %s taken back for sync calls (the deadline is within auto_margin)", n, plural(n, "line", "lines")))
+	} else if n > 0 {
+		if gather <= 0 {
+			gather = submitter.GatherDefault
+		}
+		parts = append(parts, fmt.Sprintf("%d %s to send as a provider batch (sent once no new line has come for %s)",
+			n, plural(n, "line", "lines"), gather))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// describeProviderBatch is one provider batch in a few words: its vendor id
+// (or triage's before the provider has it), its lines and its status.
+func describeProviderBatch(pb ledger.ProviderBatchStatus) string {
+	id := fmt.Sprintf("#%d", pb.ID)
+	if pb.ProviderBatchID != nil {
+		id = *pb.ProviderBatchID
+	}
+	lines := fmt.Sprintf("%d %s", pb.BatchLines, plural(pb.BatchLines, "line", "lines"))
+	if pb.Lines > pb.BatchLines {
+		lines = fmt.Sprintf("%d of %d lines", pb.BatchLines, pb.Lines)
+	}
+	var status string
+	switch {
+	case pb.State == "ended":
+		status = "ended, collecting the results"
+	case pb.ProviderBatchID == nil:
+		status = "not submitted yet"
+	case pb.VendorStatus != nil:
+		status = *pb.VendorStatus
+	default:
+		status = "submitted"
+	}
+	if pb.CancelRequested {
+		status += ", cancel requested"
+	}
+	if pb.LastError != nil {
+		status += ", last request failed: " + *pb.LastError
+	}
+	return fmt.Sprintf("%s (%s, %s)", id, lines, status)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // fitWidth cuts line to columns runes (0: no limit), so a redrawn line

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -103,4 +104,65 @@ func TestProgressLineSaysPacing(t *testing.T) {
 	require.Equal(t, line, withPacing(line, st, idle, false), "not said while the pace does not hold calls back")
 	st.State = ledger.BatchSettled
 	require.Equal(t, line, withPacing(line, st, binding, false), "nor once the batch is settled")
+}
+
+// A running batch whose lines wait on a provider says on what, and why
+// lines not sent yet are not sent; a batch with none reads as before.
+func TestProgressBatchWait(t *testing.T) {
+	t.Parallel()
+	id := "batch_6752"
+	inProgress := "in_progress"
+	st := ledger.Status{Batch: "b1", Total: 50, Pending: 50, Calls: 50, State: ledger.BatchRunning}
+	line := progressLine(st, nil, time.Second, false)
+	require.Equal(t, line, withBatchWait(line, st, 0, false, false), "nothing in provider batches: unchanged")
+
+	st.BatchLinesUnsent = 50
+	require.Equal(t, line+", 50 lines to send as a provider batch (sent once no new line has come for 30s)",
+		withBatchWait(line, st, 0, false, false), "the submitter's default gather")
+	require.Equal(t, "1 line to send as a provider batch (sent once no new line has come for 2s)",
+		describeBatchWait(ledger.Status{State: ledger.BatchRunning, BatchLinesUnsent: 1}, 2*time.Second, false))
+	require.Equal(t, "2 lines taken back for sync calls (the deadline is within auto_margin)",
+		describeBatchWait(ledger.Status{State: ledger.BatchRunning, BatchLinesUnsent: 2}, 0, true), "auto near its deadline: not gathered")
+
+	st.BatchLinesUnsent = 0
+	st.ProviderBatches = []ledger.ProviderBatchStatus{{ID: 3, ProviderBatchID: &id, State: "submitted", VendorStatus: &inProgress,
+		Lines: 50, BatchLines: 50}}
+	require.Equal(t, line+", waiting for provider batch batch_6752 (50 lines, in_progress)", withBatchWait(line, st, 0, false, false))
+	bar := progressLine(st, nil, time.Second, true)
+	require.Equal(t, bar+" · waiting for provider batch batch_6752 (50 lines, in_progress)", withBatchWait(bar, st, 0, false, true))
+
+	st.ProviderBatches[0].CancelRequested = true
+	st.ProviderBatches = append(st.ProviderBatches,
+		ledger.ProviderBatchStatus{ID: 4, State: "intent", Lines: 120, BatchLines: 2},
+		ledger.ProviderBatchStatus{ID: 5, ProviderBatchID: &id, State: "ended", Lines: 1, BatchLines: 1})
+	st.BatchLinesUnsent = 3
+	require.Equal(t, "waiting for 3 provider batches: batch_6752 (50 lines, in_progress, cancel requested); "+
+		"#4 (2 of 120 lines, not submitted yet); batch_6752 (1 line, ended, collecting the results); "+
+		"3 lines to send as a provider batch (sent once no new line has come for 30s)", describeBatchWait(st, 0, false))
+
+	failed := "batchapi: get: status 404 (invalid_request_error)"
+	require.Equal(t, "waiting for provider batch batch_6752 (1 line, in_progress, last request failed: "+failed+")",
+		describeBatchWait(ledger.Status{State: ledger.BatchRunning, ProviderBatches: []ledger.ProviderBatchStatus{{ID: 6,
+			ProviderBatchID: &id, State: "submitted", VendorStatus: &inProgress, Lines: 1, BatchLines: 1, LastError: &failed}}}, 0, false),
+		"a stale status says why")
+
+	st.State = ledger.BatchSettled
+	require.Equal(t, line, withBatchWait(line, st, 0, false, false), "a settled batch waits for nothing")
+}
+
+// An auto pipeline's deadline is near once within its auto_margin; other
+// modes and batches without a deadline never are.
+func TestDeadlineNear(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	cfg := &config.Config{Pipelines: []config.Pipeline{
+		{Name: "a", Mode: config.ModeAuto, AutoMargin: time.Hour},
+		{Name: "b", Mode: config.ModeBatch},
+	}}
+	in := func(d time.Duration) *time.Time { at := now.Add(d); return &at }
+	require.True(t, deadlineNear(cfg, ledger.Status{Pipeline: "a", Deadline: in(59 * time.Minute)}, now))
+	require.False(t, deadlineNear(cfg, ledger.Status{Pipeline: "a", Deadline: in(2 * time.Hour)}, now))
+	require.False(t, deadlineNear(cfg, ledger.Status{Pipeline: "a"}, now), "no deadline")
+	require.False(t, deadlineNear(cfg, ledger.Status{Pipeline: "b", Deadline: in(time.Minute)}, now), "mode batch waits for the provider")
+	require.False(t, deadlineNear(cfg, ledger.Status{Pipeline: "gone", Deadline: in(time.Minute)}, now))
 }

@@ -281,6 +281,12 @@ func pollBatch(ctx context.Context, store *keys.Store, pace func() (keys.PaceSta
 	}
 	var prev *keys.KeyStatus
 	var last ledger.Status
+	// How long the key's submitter gathers lines before it sends them, for
+	// the progress line of a batch-mode run.
+	gather := r.opts.Batch.Gather
+	if k, err := r.cfg.Key(r.key); err == nil {
+		gather = r.opts.Batch.ForKey(k).Gather
+	}
 	down := outage{limit: r.dbWait}
 	if down.limit <= 0 {
 		down.limit = dbWaitDefault
@@ -321,7 +327,8 @@ func pollBatch(ctx context.Context, store *keys.Store, pace func() (keys.PaceSta
 		}
 		done := st.State == ledger.BatchSettled || st.State == ledger.BatchPausedBudget
 		ps, _ := pace()
-		p.show(withPacing(progressLine(st, ks, time.Since(start), p.tty), st, ps, p.tty), now, done)
+		line := withPacing(progressLine(st, ks, time.Since(start), p.tty), st, ps, p.tty)
+		p.show(withBatchWait(line, st, gather, deadlineNear(r.cfg, st, now), p.tty), now, done)
 		switch st.State {
 		case ledger.BatchSettled:
 			return runOutcome{st: st}, nil
@@ -337,6 +344,16 @@ func pollBatch(ctx context.Context, store *keys.Store, pace func() (keys.PaceSta
 		case <-tick.C:
 		}
 	}
+}
+
+// deadlineNear reports whether st's pipeline is in mode auto and its
+// deadline is within the pipeline's auto_margin: its lines then go sync.
+func deadlineNear(cfg *config.Config, st ledger.Status, now time.Time) bool {
+	pl, err := cfg.Pipeline(st.Pipeline)
+	if err != nil || pl.Mode != config.ModeAuto || st.Deadline == nil {
+		return false
+	}
+	return st.Deadline.Sub(now) < pl.AutoMargin
 }
 
 // narrateKey prints the breaker's transitions between two polls.
@@ -372,6 +389,25 @@ func writeSummary(ctx context.Context, w io.Writer, d *db, out runOutcome) error
 		st.Batch, st.Pipeline, st.Total, st.Completed, st.DeadLettered, st.Pending)
 	writeUsageTable(w, total, byClass, false)
 	fmt.Fprintf(w, "\nspend %s, possibly billed %s (outcome unknown: sent with no answer, or answered unreadably)\n", usd(st.SpendUSD), usd(st.PossiblyBilledUSD))
+	if st.BatchSavedUSD != nil {
+		notRun, err := ledger.BatchLinesNotRun(ctx, d.pool, st.Batch)
+		if err != nil {
+			return err
+		}
+		if notRun > 0 {
+			fmt.Fprintf(w, "%d batch %s never run by the provider (expired, cancelled, or taken back for a sync call near the deadline) "+
+				"counted as throttled, reason %s: not billed, no attempt counted, sent again\n",
+				notRun, plural(notRun, "line", "lines"), ledger.ReasonBatchNotRun)
+		}
+		for _, m := range st.ByMode {
+			// The lines the provider ran: those never run cost nothing and
+			// are explained above.
+			if ran := m.Calls - notRun; m.Mode == ledger.ModeBatch && m.SyncCostUSD != nil && ran > 0 {
+				fmt.Fprintf(w, "batch mode: %d %s at batch prices, %s (%s at sync prices): saved %s\n",
+					ran, plural(ran, "line", "lines"), usd(m.SpendUSD), usd(*m.SyncCostUSD), usd(*st.BatchSavedUSD))
+			}
+		}
+	}
 	if len(dls) > 0 {
 		type reasonKey struct{ class, reason string }
 		counts := map[reasonKey]int{}

@@ -43,7 +43,7 @@ func batchStatus(ctx context.Context, pool *pgxpool.Pool, store *keys.Store, id 
 func runStatus(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("triage status", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	asJSON := fs.Bool("json", false, `print {"batch","pipeline","total","completed","dead_lettered","pending","calls","spend_usd","possibly_billed_usd","state","cancelled","models","fallback"} (an array without B); cancelled counts the dead letters of jobs cancelled or deleted by hand; models the completed records by the model that answered; fallback the records moved to a fallback model. Only when the batch has them: "deadline"; "by_mode" [{"mode","calls","spend_usd","sync_cost_usd"}] and "batch_saved_usd" (batch-mode lines); "batch_reserved_usd" (the estimate of batch-mode lines waiting in provider batches, not in possibly_billed_usd); "provider_batches" [{"id","provider_batch_id","vendor","state","vendor_status","counts","lines","batch_lines","cancel_requested","age_s","expires_in_s",...}] (in flight)`)
+	asJSON := fs.Bool("json", false, `print {"batch","pipeline","total","completed","dead_lettered","pending","calls","spend_usd","possibly_billed_usd","state","cancelled","models","fallback"} (an array without B); cancelled counts the dead letters of jobs cancelled or deleted by hand; models the completed records by the model that answered; fallback the records moved to a fallback model. Only when the batch has them: "deadline"; "by_mode" [{"mode","calls","spend_usd","sync_cost_usd"}] and "batch_saved_usd" (batch-mode lines); "batch_reserved_usd" (the estimate of batch-mode lines waiting in provider batches, not in possibly_billed_usd); "batch_lines_unsent" (batch-mode lines in no provider batch yet); "provider_batches" [{"id","provider_batch_id","vendor","state","vendor_status","counts","lines","batch_lines","cancel_requested","age_s","expires_in_s",...}] (in flight)`)
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: triage status [B] [--json]")
 		fmt.Fprintln(e.stderr, "One batch's progress, or a table of every batch. state: running | settled | paused_exhausted | paused_budget.")
@@ -139,6 +139,10 @@ func writeStatus(w io.Writer, st ledger.Status, b ledger.Batch, ks *keys.KeyStat
 	if st.BatchReservedUSD > 0 {
 		fmt.Fprintf(tw, "in provider batches:\t%s (estimate of the lines waiting for their answer, at batch prices)\n", usd(st.BatchReservedUSD))
 	}
+	if st.BatchLinesUnsent > 0 {
+		fmt.Fprintf(tw, "waiting to be sent:\t%d %s (the key's submitter gathers the lines into one provider batch, sent once no new line has come for a while)\n",
+			st.BatchLinesUnsent, plural(st.BatchLinesUnsent, "line", "lines"))
+	}
 	tw.Flush()
 	if len(st.ProviderBatches) > 0 {
 		fmt.Fprintln(w, "\nprovider batches in flight:")
@@ -190,6 +194,15 @@ func writeProviderBatches(w io.Writer, withBatch bool, list []ledger.Status) {
 		}
 	}
 	tw.Flush()
+	// A failing poll leaves the vendor's status stale; say why under the
+	// table rather than widen it.
+	for _, st := range list {
+		for _, p := range st.ProviderBatches {
+			if p.LastError != nil {
+				fmt.Fprintf(w, "%s: the last request about it failed, retrying with backoff: %s\n", operator.ProviderID(p), safe(*p.LastError))
+			}
+		}
+	}
 }
 
 // modelCounts is "gpt-4o: 80, gpt-4o-mini: 20", by name.

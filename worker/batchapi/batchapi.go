@@ -101,6 +101,19 @@ type Counts struct {
 	Total, Processing, Succeeded, Errored, Canceled, Expired int
 }
 
+// Vendor is c as the vendor's request_counts object names it, for people
+// and programs that read the vendor's own words (`triage status`'s
+// "counts"): OpenAI total/completed/failed, Anthropic processing/succeeded/
+// errored/canceled/expired. What triage derived beyond them (OpenAI's lines
+// counted in neither) is left out, as the vendor leaves it out.
+func (c Counts) Vendor(vendor string) map[string]int {
+	if vendor == "anthropic" {
+		return map[string]int{"processing": c.Processing, "succeeded": c.Succeeded, "errored": c.Errored,
+			"canceled": c.Canceled, "expired": c.Expired}
+	}
+	return map[string]int{"total": c.Total, "completed": c.Succeeded, "failed": c.Errored}
+}
+
 // ValidationError is one entry of an OpenAI batch's errors.data.
 type ValidationError struct {
 	Code string

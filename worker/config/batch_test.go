@@ -70,3 +70,32 @@ func TestBatchModeOptionErrors(t *testing.T) {
 		})
 	}
 }
+
+// A key's batch submitter timing is read from the file; unset it is zero
+// (the worker's options, then the submitter's defaults); a bad value or an
+// inverted backoff names the setting.
+func TestBatchSubmitterTiming(t *testing.T) {
+	t.Parallel()
+	key := func(lines string) string {
+		return strings.Replace(minimal, `api_key_env = "OPENAI_API_KEY"`, `api_key_env = "OPENAI_API_KEY"`+"\n"+lines, 1)
+	}
+	cfg, err := Parse([]byte(minimal), "triage.toml")
+	require.NoError(t, err)
+	require.Zero(t, cfg.Keys[0].BatchGather)
+	require.Zero(t, cfg.Keys[0].BatchPollMin)
+	require.Zero(t, cfg.Keys[0].BatchPollMax)
+
+	cfg, err = Parse([]byte(key("batch_gather = \"2s\"\nbatch_poll_min = \"1s\"\nbatch_poll_max = \"5s\"")), "triage.toml")
+	require.NoError(t, err)
+	k := cfg.Keys[0]
+	require.Equal(t, 2*time.Second, k.BatchGather)
+	require.Equal(t, time.Second, k.BatchPollMin)
+	require.Equal(t, 5*time.Second, k.BatchPollMax)
+
+	_, err = Parse([]byte(key(`batch_gather = "soon"`)), "triage.toml")
+	require.ErrorContains(t, err, `keys[0] "main": batch_gather "soon"`)
+	_, err = Parse([]byte(key(`batch_poll_min = "0s"`)), "triage.toml")
+	require.ErrorContains(t, err, `batch_poll_min "0s": must be positive`)
+	_, err = Parse([]byte(key("batch_poll_min = \"1m\"\nbatch_poll_max = \"10s\"")), "triage.toml")
+	require.ErrorContains(t, err, "batch_poll_max (10s) must not be shorter than batch_poll_min (1m0s)")
+}

@@ -172,6 +172,17 @@ type Key struct {
 	StormProbeMax   time.Duration `toml:"storm_probe_max"`
 	StormAlertAfter time.Duration `toml:"storm_alert_after"`
 
+	// The key's batch submitter (pipelines in mode batch or auto): it sends
+	// the pending lines as one provider batch once no new line has come for
+	// BatchGather, and polls a provider batch first after BatchPollMin,
+	// doubling up to BatchPollMax. Zero: worker.Options.Batch, else the
+	// submitter's defaults (30s, 30s, 10m), which suit batches of hours; a
+	// small run against a quick endpoint (a local test server, a gateway
+	// that answers batches in seconds) waits a minute or more for them.
+	BatchGather  time.Duration `toml:"batch_gather"`
+	BatchPollMin time.Duration `toml:"batch_poll_min"`
+	BatchPollMax time.Duration `toml:"batch_poll_max"`
+
 	retryBudgetSet bool
 }
 

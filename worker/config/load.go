@@ -83,6 +83,10 @@ type rawKey struct {
 	StormProbeMin   string   `toml:"storm_probe_min"`
 	StormProbeMax   string   `toml:"storm_probe_max"`
 	StormAlertAfter string   `toml:"storm_alert_after"`
+	// Batch submitter timing: see Key.BatchGather.
+	BatchGather  string `toml:"batch_gather"`
+	BatchPollMin string `toml:"batch_poll_min"`
+	BatchPollMax string `toml:"batch_poll_max"`
 }
 
 type rawPipeline struct {
@@ -163,6 +167,9 @@ func (r rawFile) config(name string) (*Config, error) {
 			{"storm_probe_min", rk.StormProbeMin, &k.StormProbeMin},
 			{"storm_probe_max", rk.StormProbeMax, &k.StormProbeMax},
 			{"storm_alert_after", rk.StormAlertAfter, &k.StormAlertAfter},
+			{"batch_gather", rk.BatchGather, &k.BatchGather},
+			{"batch_poll_min", rk.BatchPollMin, &k.BatchPollMin},
+			{"batch_poll_max", rk.BatchPollMax, &k.BatchPollMax},
 		} {
 			if *d.dst, err = parseDuration(d.raw); err != nil {
 				return nil, fmt.Errorf("%s: %s: %s %q: %w", name, elem("keys", i, rk.Name), d.name, d.raw, err)

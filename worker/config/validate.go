@@ -172,6 +172,9 @@ func (c *Config) Validate() error {
 		if k.StormFailures < -1 || k.StormMinCalls < 0 {
 			v.addf(at, "storm_failures and storm_min_calls must not be negative")
 		}
+		if k.BatchPollMin > 0 && k.BatchPollMax > 0 && k.BatchPollMax < k.BatchPollMin {
+			v.addf(at, "batch_poll_max (%s) must not be shorter than batch_poll_min (%s)", k.BatchPollMax, k.BatchPollMin)
+		}
 		if k.StormProbeMin > 0 && k.StormProbeMax > 0 && k.StormProbeMax < k.StormProbeMin {
 			v.addf(at, "storm_probe_max (%s) must not be shorter than storm_probe_min (%s)", k.StormProbeMax, k.StormProbeMin)
 		}

@@ -82,6 +82,13 @@ func TestBrowserBatchPageShowsProviderBatches(t *testing.T) {
 		Model: "fake-model", IdempotencyKey: "idem-r004", RequestHash: "h", EstCostUSD: 0.04, Mode: ledger.ModeBatch})
 	require.NoError(t, err)
 	b.enqueue(t, "b2", workertest.Records(2, nil))
+	// The Anthropic batch's last poll failed; and one line is in no provider batch yet.
+	_, err = b.db.Pool.Exec(ctx, `UPDATE triage_provider_batch SET last_error = 'batchapi: get: status 404 (not_found_error)'
+		WHERE provider_batch_id = 'msgbatch_xyz'`)
+	require.NoError(t, err)
+	_, err = b.db.Pool.Exec(ctx, `INSERT INTO triage_provider_batch_line (key, job_id, batch, record_id, custom_id, body)
+		VALUES ('main', 9201, 'b1', 'r001', 'c-b1-r001', '{}')`)
+	require.NoError(t, err)
 
 	tc := tab(t, browserTimeout)
 	run(t, tc, chromedp.Navigate(b.url+"/"), chromedp.WaitVisible(css(`#batches tr[data-batch="b1"]`)))
@@ -95,7 +102,11 @@ func TestBrowserBatchPageShowsProviderBatches(t *testing.T) {
 	for _, want := range []string{"batch_abc", "openai", "submitted: in_progress", "total 120, completed 40, failed 2", "2 of 120", "1h30m", "22h30m"} {
 		require.Contains(t, row, want)
 	}
-	require.Contains(t, text(t, tc, `#provider-batches tr[data-provider-batch="msgbatch_xyz"]`), "anthropic")
+	xyz := text(t, tc, `#provider-batches tr[data-provider-batch="msgbatch_xyz"]`)
+	require.Contains(t, xyz, "anthropic")
+	require.Contains(t, xyz, "the last request about it failed, retrying with backoff: batchapi: get: status 404 (not_found_error)")
+	require.NotContains(t, row, "failed, retrying")
+	require.True(t, strings.HasPrefix(text(t, tc, `#batch-unsent`), "1 line "), text(t, tc, `#batch-unsent`))
 	require.Regexp(t, `\(in 7h5\dm\)$`, text(t, tc, `#deadline`))
 	require.Equal(t, "sync $0.0000 for 0 calls; batch $0.2500 for 2 lines ($0.5000 at sync prices)", text(t, tc, `#by-mode`), "the line in flight counts as a line")
 	require.Equal(t, "$0.2500", text(t, tc, `#batch-saved`))
@@ -104,7 +115,7 @@ func TestBrowserBatchPageShowsProviderBatches(t *testing.T) {
 
 	// A sync-only batch's page has none of it.
 	run(t, tc, chromedp.Navigate(b.url+"/batches/b2"), chromedp.WaitVisible(css(`#batch`)))
-	missing := get(t, tc, chromedp.Evaluate[bool](`!document.querySelector("#provider-batches, #deadline, #by-mode, #batch-saved, #batch-reserved")`))
+	missing := get(t, tc, chromedp.Evaluate[bool](`!document.querySelector("#provider-batches, #deadline, #by-mode, #batch-saved, #batch-reserved, #batch-unsent")`))
 	require.True(t, missing)
 
 	// ?format=json is `triage status B --json`, with the new fields.

@@ -148,6 +148,10 @@ type ProviderBatchRow struct {
 	Age         string // ProviderAge
 	ExpiresIn   string // ProviderExpiresIn
 	CancelAsked bool
+	// LastError is why the submitter's last request about it failed
+	// (status and vendor code only); "" when the last one succeeded. While
+	// set, State and Counts are stale.
+	LastError string
 }
 
 // ProviderRows are the rows of st's provider batches in flight, oldest
@@ -158,6 +162,9 @@ func ProviderRows(st ledger.Status) []ProviderBatchRow {
 		out[i] = ProviderBatchRow{Batch: st.Batch, ID: ProviderID(p), Vendor: p.Vendor, State: ProviderState(p),
 			Counts: DescribeCounts(p.Counts), Lines: ProviderLines(p), Age: ProviderAge(p), ExpiresIn: ProviderExpiresIn(p),
 			CancelAsked: p.CancelRequested}
+		if p.LastError != nil {
+			out[i].LastError = *p.LastError
+		}
 	}
 	return out
 }

@@ -63,16 +63,46 @@ type Tuning struct {
 	MaxRefusals int
 }
 
+// ForKey is t with the key's own timing from triage.toml (batch_gather,
+// batch_poll_min, batch_poll_max) over it: the file is where a user tunes a
+// key, and it names one key, so it is the more specific of the two.
+func (t Tuning) ForKey(k *config.Key) Tuning {
+	over := func(v *time.Duration, d time.Duration) {
+		if d > 0 {
+			*v = d
+		}
+	}
+	over(&t.Gather, k.BatchGather)
+	over(&t.PollMin, k.BatchPollMin)
+	over(&t.PollMax, k.BatchPollMax)
+	// A file's poll_min above the Go option's poll_max (or the other way
+	// round) must not invert the backoff.
+	if t.PollMax > 0 && t.PollMin > t.PollMax {
+		t.PollMax = t.PollMin
+	}
+	return t
+}
+
 func (t Tuning) withDefaults() Tuning {
 	def := func(v *time.Duration, d time.Duration) {
 		if *v <= 0 {
 			*v = d
 		}
 	}
+	minSet := t.PollMin > 0
 	def(&t.Tick, TickDefault)
 	def(&t.Gather, GatherDefault)
 	def(&t.PollMin, PollMinDefault)
 	def(&t.PollMax, PollMaxDefault)
+	// Only one bound given, on the wrong side of the other's default: the
+	// one given is what was meant (poll_max = "5s" alone: poll every 5s).
+	if t.PollMin > t.PollMax {
+		if minSet {
+			t.PollMax = t.PollMin
+		} else {
+			t.PollMin = t.PollMax
+		}
+	}
 	def(&t.Lease, LeaseDefault)
 	return t
 }
@@ -644,7 +674,7 @@ func (s *Submitter) probeDone(ctx context.Context, adm keys.Admission, ok bool, 
 }
 
 func (s *Submitter) recordSubmitted(ctx context.Context, r *row, b batchapi.Batch) error {
-	counts, _ := json.Marshal(b.Counts)
+	counts, _ := json.Marshal(b.Counts.Vendor(s.cfg.Key.Vendor))
 	tag, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET state = 'submitted', provider_batch_id = $2,
 			input_file_id = coalesce(nullif($3, ''), input_file_id), vendor_status = $4, counts = $5,
 			submitted_at = coalesce(submitted_at, $6), expires_at = $7, next_poll_at = $8, polls = 0, last_error = NULL
@@ -897,7 +927,7 @@ func (s *Submitter) poll(ctx context.Context, r *row) error {
 	if b.VendorStatus != "validating" {
 		s.accepted() // OpenAI accepted the file
 	}
-	counts, _ := json.Marshal(b.Counts)
+	counts, _ := json.Marshal(b.Counts.Vendor(s.cfg.Key.Vendor))
 	if _, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET vendor_status = $2, counts = $3, polls = polls + 1,
 			next_poll_at = $4, last_error = NULL WHERE id = $1 AND next_poll_at = $5`,
 		r.id, b.VendorStatus, counts, s.now().Add(jitter(s.t.PollMin, s.t.PollMax, r.polls)), r.lease); err != nil {
@@ -914,7 +944,7 @@ func cancelling(status string) bool { return status == "cancelling" || status ==
 // its own transaction and only over lines still submitted, so a collection
 // cut midway is resumed without writing a line twice.
 func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error {
-	counts, _ := json.Marshal(b.Counts)
+	counts, _ := json.Marshal(b.Counts.Vendor(s.cfg.Key.Vendor))
 	if _, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET state = 'ended', vendor_status = $2, counts = $3,
 			output_file_id = nullif($4, ''), error_file_id = nullif($5, ''), ended_at = coalesce(ended_at, $6)
 		WHERE id = $1 AND state IN ('submitted', 'ended')`, r.id, b.VendorStatus, counts, b.OutputFileID, b.ErrorFileID, endedAt(b, s.now())); err != nil {

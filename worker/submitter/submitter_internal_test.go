@@ -192,3 +192,19 @@ mode = "batch"
 	require.Zero(t, refused.CostUSD, "a line refused at validation never ran")
 	require.Equal(t, "x", refused.VendorCode)
 }
+
+// The key's timing from triage.toml goes over the worker's options, field
+// by field; a backoff it would invert is not inverted.
+func TestTuningForKey(t *testing.T) {
+	t.Parallel()
+	opts := Tuning{Tick: time.Second, Gather: 10 * time.Second, PollMax: time.Minute}
+	require.Equal(t, opts, opts.ForKey(&config.Key{}), "nothing in the file: the options")
+	got := opts.ForKey(&config.Key{BatchGather: 2 * time.Second, BatchPollMin: time.Second})
+	require.Equal(t, Tuning{Tick: time.Second, Gather: 2 * time.Second, PollMin: time.Second, PollMax: time.Minute}, got)
+	got = opts.ForKey(&config.Key{BatchPollMin: 5 * time.Minute})
+	require.Equal(t, 5*time.Minute, got.PollMin)
+	require.Equal(t, 5*time.Minute, got.PollMax, "poll_max raised to the file's poll_min")
+	got = Tuning{}.ForKey(&config.Key{BatchPollMax: 5 * time.Second}).withDefaults()
+	require.Equal(t, 5*time.Second, got.PollMin, "a poll_max under the default poll_min: the one given is meant")
+	require.Equal(t, 5*time.Second, got.PollMax)
+}
