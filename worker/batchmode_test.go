@@ -61,18 +61,7 @@ func setupBatch(t *testing.T, sc fakeprovider.Scenario, mode string, tw tweaks) 
 // lineStates counts the batch lines by state.
 func (b *testBundle) lineStates(t testing.TB) map[string]int {
 	t.Helper()
-	rows, err := b.db.Pool.Query(context.Background(), "SELECT state, count(*) FROM triage_provider_batch_line GROUP BY 1")
-	require.NoError(t, err)
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var s string
-		var n int
-		require.NoError(t, rows.Scan(&s, &n))
-		out[s] = n
-	}
-	require.NoError(t, rows.Err())
-	return out
+	return b.countBy(t, "SELECT state, count(*) FROM triage_provider_batch_line GROUP BY 1")
 }
 
 // ledgerBill sums the ledger: cost, what it would have cost sync, attempts
@@ -177,18 +166,7 @@ func (b *testBundle) startProcess(t *testing.T) *exec.Cmd {
 // providerBatches counts triage_provider_batch rows by state.
 func (b *testBundle) providerBatches(t testing.TB) map[string]int {
 	t.Helper()
-	rows, err := b.db.Pool.Query(context.Background(), "SELECT state, count(*) FROM triage_provider_batch GROUP BY 1")
-	require.NoError(t, err)
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var s string
-		var n int
-		require.NoError(t, rows.Scan(&s, &n))
-		out[s] = n
-	}
-	require.NoError(t, rows.Err())
-	return out
+	return b.countBy(t, "SELECT state, count(*) FROM triage_provider_batch GROUP BY 1")
 }
 
 // requireBilledOnce checks the money: nothing billed twice, and the
@@ -346,12 +324,15 @@ func TestAutoModeMissingTheDeadlineGoesSync(t *testing.T) {
 	b.requireBilledOnce(t)
 }
 
-// lossyCreate forwards the first batch create to the provider and loses its
-// answer, as a connection reset after the request went out would: the
-// provider batch exists, the worker does not know its id.
+// lossyCreate loses the answer of the nth batch create (1-based; 0: the
+// first), as a connection reset after the request went out would: the
+// provider batch exists, the worker does not know its id. afterLoss, if
+// set, runs once the answer is lost, before the worker hears of it.
 type lossyCreate struct {
-	mu   sync.Mutex
-	lost int
+	mu        sync.Mutex
+	nth, seen int
+	lost      bool
+	afterLoss func(r *http.Request) error
 }
 
 func (l *lossyCreate) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -361,17 +342,30 @@ func (l *lossyCreate) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.lost > 0 {
+	l.seen++
+	if l.seen != max(l.nth, 1) {
 		return res, nil
 	}
-	l.lost++
+	l.lost = true
 	_, _ = io.Copy(io.Discard, res.Body)
 	_ = res.Body.Close()
+	if l.afterLoss != nil {
+		if err := l.afterLoss(r); err != nil {
+			return nil, err
+		}
+	}
 	return nil, io.ErrUnexpectedEOF
 }
 
+// hasLost says whether the create's answer was lost yet.
+func (l *lossyCreate) hasLost() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost
+}
+
 // A create whose answer was lost leaves its intent row behind: the
-// submitter finds the provider batch (OpenAI by the row id in its metadata,
+// submitter finds the provider batch (OpenAI by the row's tag in its metadata,
 // Anthropic by its custom_ids) instead of creating a second one.
 func TestBatchIntentRowIsFoundNotResubmitted(t *testing.T) {
 	t.Parallel()
@@ -386,7 +380,7 @@ func TestBatchIntentRowIsFoundNotResubmitted(t *testing.T) {
 			b.start(t)
 			st := b.waitSettled(t, "b1", 30*time.Second)
 			require.Equal(t, n, st.Completed)
-			require.Equal(t, 1, lossy.lost, "the create's answer was lost")
+			require.True(t, lossy.hasLost(), "the create's answer was lost")
 			stats := b.fake.Stats()
 			require.Equal(t, 1, stats.Batches.Created, "the batch was found, not created again")
 			require.Equal(t, n, stats.Batches.Lines)
@@ -542,9 +536,7 @@ func TestBatchIntentRowWaitsForAnUnconfirmedCandidate(t *testing.T) {
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
 	eventually(t, 30*time.Second, "the create went out and its answer was lost", func() bool {
-		lossy.mu.Lock()
-		defer lossy.mu.Unlock()
-		return lossy.lost == 1
+		return lossy.hasLost()
 	})
 	polls := b.fake.Stats().Batches.Polls
 	eventually(t, 30*time.Second, "the submitter looks for the batch", func() bool { return b.fake.Stats().Batches.Polls >= polls+3 })

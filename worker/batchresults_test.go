@@ -88,31 +88,6 @@ func TestBatchUnreadableResultLineIsPossiblyBilledNotResent(t *testing.T) {
 	require.Equal(t, string(ledger.AttemptPossiblyBilled), status, "its cost is unknown, not $0")
 }
 
-// lossyNthCreate loses the answer of the nth batch create (1-based), as a
-// connection reset after the request went out would.
-type lossyNthCreate struct {
-	mu        sync.Mutex
-	nth, seen int
-	lost      bool
-}
-
-func (l *lossyNthCreate) RoundTrip(r *http.Request) (*http.Response, error) {
-	res, err := http.DefaultTransport.RoundTrip(r)
-	if err != nil || r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/batches") {
-		return res, err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.seen++
-	if l.seen != l.nth {
-		return res, nil
-	}
-	l.lost = true
-	_, _ = io.Copy(io.Discard, res.Body)
-	_ = res.Body.Close()
-	return nil, io.ErrUnexpectedEOF
-}
-
 // Anthropic batches are found after a lost create answer by their
 // custom_ids. A batch cancelled before any line ran holds the very same
 // custom_ids as the batch its requeued lines go into next: when that
@@ -126,7 +101,7 @@ func TestBatchIntentRowIsNotMatchedWithAnEarlierBatchOfTheSameLines(t *testing.T
 	// A short timeout, so a short lease: a refused record is tried again
 	// once the lease runs out.
 	b, clock := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic", timeout: "1s"})
-	lossy := &lossyNthCreate{nth: 2}
+	lossy := &lossyCreate{nth: 2}
 	b.opts.HTTPClient = &http.Client{Transport: lossy}
 	const n = 10
 	b.enqueue(t, "b1", records(n, nil))
@@ -135,9 +110,7 @@ func TestBatchIntentRowIsNotMatchedWithAnEarlierBatchOfTheSameLines(t *testing.T
 	_, err := ledger.RequestProviderCancel(context.Background(), b.db.Pool, "b1")
 	require.NoError(t, err)
 	eventually(t, 30*time.Second, "cancelled, and its lines sent again", func() bool {
-		lossy.mu.Lock()
-		defer lossy.mu.Unlock()
-		return lossy.lost
+		return lossy.hasLost()
 	})
 	require.Equal(t, n, b.fake.Stats().Batches.Canceled, "no line ran in the cancelled batch")
 	// The search runs while the new batch is still in progress: the

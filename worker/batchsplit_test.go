@@ -63,13 +63,11 @@ func TestBatchSplitHalfSentByAnotherProcessIsLookedForFirst(t *testing.T) {
 		t.Fatal("the first process never sent a half")
 	}
 	// A second process sends the other half; its create's answer is lost.
-	lossy := &lossyNthCreate{nth: 1}
+	lossy := &lossyCreate{}
 	b.opts.HTTPClient = &http.Client{Transport: lossy}
 	other := b.start(t)
 	eventually(t, 30*time.Second, "the other process sent a half", func() bool {
-		lossy.mu.Lock()
-		defer lossy.mu.Unlock()
-		return lossy.lost
+		return lossy.hasLost()
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -3,10 +3,8 @@ package worker_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,37 +16,13 @@ import (
 	"github.com/triage-dev/triage/worker/workertest"
 )
 
-// lostCreateThenForeign loses the answer of the first batch create, as
-// lossyCreate does, and before the worker looks the batch up another
-// installation on the same provider account (a staging database, a
-// database rebuilt) creates a batch of its own, tagged as its first row
-// would have been under the old scheme: "1".
-type lostCreateThenForeign struct {
-	mu      sync.Mutex
-	lost    bool
-	foreign string
-}
+// foreignBatch stands for another installation on the same provider
+// account (a staging database, a database rebuilt) that creates a batch of
+// its own, tagged as its first row would have been under the old scheme:
+// "1".
+type foreignBatch struct{ id string }
 
-func (l *lostCreateThenForeign) RoundTrip(r *http.Request) (*http.Response, error) {
-	res, err := http.DefaultTransport.RoundTrip(r)
-	if err != nil || r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/batches") {
-		return res, err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lost {
-		return res, nil
-	}
-	l.lost = true
-	_, _ = io.Copy(io.Discard, res.Body)
-	_ = res.Body.Close()
-	if err := l.createForeign(r); err != nil {
-		return nil, err
-	}
-	return nil, io.ErrUnexpectedEOF
-}
-
-func (l *lostCreateThenForeign) createForeign(r *http.Request) error {
+func (l *foreignBatch) create(r *http.Request) error {
 	c, err := batchapi.New(batchapi.Options{Vendor: "openai", BaseURL: strings.TrimSuffix(r.URL.String(), "/batches"),
 		APIKey: workertest.APIKey, HTTPClient: &http.Client{Transport: http.DefaultTransport}})
 	if err != nil {
@@ -69,7 +43,7 @@ func (l *lostCreateThenForeign) createForeign(r *http.Request) error {
 		return err
 	}
 	b, err := c.Create(ctx, file, lines, "1")
-	l.foreign = b.ID
+	l.id = b.ID
 	return err
 }
 
@@ -81,14 +55,16 @@ func (l *lostCreateThenForeign) createForeign(r *http.Request) error {
 func TestBatchLookUpIgnoresAnotherInstallationsBatch(t *testing.T) {
 	t.Parallel()
 	b, _ := setupBatch(t, fakeprovider.Scenario{}, "batch", tweaks{})
-	tr := &lostCreateThenForeign{}
-	b.opts.HTTPClient = &http.Client{Transport: tr}
+	// The first create's answer is lost, and the other installation's
+	// batch is created before the worker looks its own up.
+	foreign := &foreignBatch{}
+	b.opts.HTTPClient = &http.Client{Transport: &lossyCreate{afterLoss: foreign.create}}
 	const n = 12
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
 	st := b.waitSettled(t, "b1", 30*time.Second)
 	require.Equal(t, n, st.Completed)
-	require.NotEmpty(t, tr.foreign, "the other installation's batch exists")
+	require.NotEmpty(t, foreign.id, "the other installation's batch exists")
 
 	stats := b.fake.Stats()
 	require.Equal(t, 2, stats.Batches.Created, "ours, found again after its lost answer, and the foreign one; none sent twice")
@@ -103,5 +79,5 @@ func TestBatchLookUpIgnoresAnotherInstallationsBatch(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.Len(t, recorded, 1)
-	require.NotEqual(t, tr.foreign, recorded[0], "the foreign batch is not recorded as ours")
+	require.NotEqual(t, foreign.id, recorded[0], "the foreign batch is not recorded as ours")
 }

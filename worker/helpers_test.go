@@ -133,7 +133,14 @@ func (b *testBundle) deadLetters(t testing.TB, batch string) []ledger.DeadLetter
 // jobStates counts the batch's River jobs by state.
 func (b *testBundle) jobStates(t testing.TB) map[string]int {
 	t.Helper()
-	rows, err := b.db.Pool.Query(context.Background(), "SELECT state::text, count(*) FROM river_job GROUP BY 1")
+	return b.countBy(t, "SELECT state::text, count(*) FROM river_job GROUP BY 1")
+}
+
+// countBy runs a "SELECT label, count(*) … GROUP BY 1" query and returns
+// the counts by label.
+func (b *testBundle) countBy(t testing.TB, query string) map[string]int {
+	t.Helper()
+	rows, err := b.db.Pool.Query(context.Background(), query)
 	require.NoError(t, err)
 	defer rows.Close()
 	out := map[string]int{}
