@@ -111,8 +111,7 @@ func (r *Runtime) addLine(ctx context.Context, c *call, b before, prior ledger.P
 	if err != nil {
 		return r.apply(ctx, c, deadLetter(classify.Rejected, ReasonConfig, err.Error()), keys.Report{})
 	}
-	in, out := m.BatchPrices()
-	est := float64(estimateTokens(c.req))*in/1e6 + float64(c.req.MaxTokens)*out/1e6
+	est := m.BatchCost(estimateTokens(c.req), c.req.MaxTokens)
 	tx, err := r.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("batch line: %w", err)
@@ -244,8 +243,7 @@ func batchBreakerOutcome(a after) keys.Outcome {
 // lineCost prices a batch line at the model's batch prices, and what the
 // same tokens would have cost synchronously.
 func lineCost(m *config.Model, in, out int) (batch, sync float64) {
-	bi, bo := m.BatchPrices()
-	return float64(in)*bi/1e6 + float64(out)*bo/1e6, cost(m, in, out)
+	return m.BatchCost(in, out), m.Cost(in, out)
 }
 
 // closeLine closes the job's open line in tx, for a run that ends the job

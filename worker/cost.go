@@ -8,9 +8,7 @@ import (
 )
 
 // cost prices a call from the usage the provider reported.
-func cost(m *config.Model, in, out int) float64 {
-	return float64(in)*m.InputUSDPerMTok/1e6 + float64(out)*m.OutputUSDPerMTok/1e6
-}
+func cost(m *config.Model, in, out int) float64 { return m.Cost(in, out) }
 
 // estimateCost is the most a request can cost: its prompt (about four bytes
 // a token) plus max_tokens of output. The ledger counts it as possibly billed

@@ -42,6 +42,18 @@ func (m *Model) BatchPrices() (in, out float64) {
 	return m.BatchInputUSDPerMTok, m.BatchOutputUSDPerMTok
 }
 
+// Cost prices usage (input and output tokens) at the model's synchronous
+// prices. One formula for every place that prices a call: the worker, the
+// submitter's orphaned answers, the estimates.
+func (m *Model) Cost(in, out int) float64 {
+	return float64(in)*m.InputUSDPerMTok/1e6 + float64(out)*m.OutputUSDPerMTok/1e6
+}
+
+// BatchCost prices usage at the model's batch prices.
+func (m *Model) BatchCost(in, out int) float64 {
+	return float64(in)*m.BatchInputUSDPerMTok/1e6 + float64(out)*m.BatchOutputUSDPerMTok/1e6
+}
+
 // batchOptions reads the pipeline's mode settings from the file.
 func (rp rawPipeline) batchOptions(p *Pipeline) error {
 	p.Mode = Mode(rp.Mode)

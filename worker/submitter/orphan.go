@@ -89,9 +89,8 @@ func (s *Submitter) orphanOutcome(ans ledger.BatchLineAnswer, model string) ledg
 		out.Status = ledger.AttemptOK
 	}
 	if m, err := s.cfg.Config.Model(model); err == nil {
-		bi, bo := m.BatchPrices()
-		out.CostUSD = float64(res.InputTokens)*bi/1e6 + float64(res.OutputTokens)*bo/1e6
-		sync := float64(res.InputTokens)*m.InputUSDPerMTok/1e6 + float64(res.OutputTokens)*m.OutputUSDPerMTok/1e6
+		out.CostUSD = m.BatchCost(res.InputTokens, res.OutputTokens)
+		sync := m.Cost(res.InputTokens, res.OutputTokens)
 		out.SyncCostUSD = &sync
 	}
 	return out
