@@ -147,3 +147,34 @@ func TestBatchCreateExhaustedOnAStormProbeClosesTheStorm(t *testing.T) {
 	require.Equal(t, 1, b.fake.Stats().Batches.CreatesRefused)
 	eventually(t, 10*time.Second, "key_exhausted raised", func() bool { return b.hooks.count("key_exhausted") == 1 })
 }
+
+// The storm variant: a batch job applying its stored answer as the storm
+// breaker's probe made no call, so the storm is not over: the breaker stays
+// open (parked synchronous jobs are not sent back into an outage) while
+// every stored answer is still applied.
+func TestBatchAnswerAppliedAsTheStormProbeDoesNotEndTheStorm(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const n = 4
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}
+	b, clock := setupBatch(t, sc, "batch", tweaks{extraKey: "storm_probe_min = \"200ms\"\n"})
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	eventually(t, 30*time.Second, "the provider batch is created", func() bool { return b.fake.Stats().Batches.Created == 1 })
+
+	store := keys.NewStore(b.db.Pool, keys.StoreConfig{Clock: clock})
+	adm, err := store.Admit(ctx, workertest.Key, 0)
+	require.NoError(t, err)
+	rep, err := store.StormFailure(ctx, workertest.Key, adm, true, "server_error", 200*time.Millisecond)
+	require.NoError(t, err)
+	require.True(t, rep.Opened)
+
+	clock.Advance(2 * time.Hour) // the lines are answered
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.Completed, "every stored answer is applied")
+	ks, err := store.KeyStatus(ctx, workertest.Key)
+	require.NoError(t, err)
+	require.NotEqual(t, keys.StateClosed, ks.Storm.State, "no call was made: the storm is not over")
+	require.Equal(t, 1, b.fake.Stats().Batches.Created)
+	b.requireBilledOnce(t)
+}
