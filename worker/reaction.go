@@ -412,20 +412,5 @@ func breakerOutcome(a after) keys.Outcome {
 	if a.ClientErr != "" || a.stopped() {
 		return keys.OutcomeNone
 	}
-	switch a.Verdict.Class {
-	case classify.OK:
-		return keys.OutcomeSuccess
-	case classify.Rejected:
-		// The provider answered: it is up, whatever it thought of the
-		// request; the balance it says nothing about.
-		return keys.OutcomeRejected
-	case classify.Transient:
-		return keys.OutcomeFailure
-	case classify.Exhausted:
-		return keys.OutcomeExhausted
-	default:
-		// Throttled and ambiguous say nothing about the provider being up
-		// or the balance (gobreaker's IsExcluded).
-		return keys.OutcomeExcluded
-	}
+	return keys.OutcomeOf(a.Verdict.Class)
 }

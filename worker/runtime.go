@@ -361,7 +361,7 @@ func (r *Runtime) newSubmitters() error {
 		if err != nil {
 			return fmt.Errorf("worker: key %q: batch client: %w", name, err)
 		}
-		s, err := submitter.New(submitter.Config{Key: k.cfg, Config: r.cfg, Client: client, Pool: r.pool, Store: r.store,
+		s, err := submitter.New(submitter.Config{Key: k.cfg, Config: r.cfg, Client: client, Pool: r.pool, Store: r.store, Gate: k.gate,
 			RiverSchema: r.opts.Schema, Clock: r.opts.Clock, Logger: r.log, Alerter: r.alerter, Tuning: r.opts.Batch.ForKey(k.cfg)})
 		if err != nil {
 			return fmt.Errorf("worker: key %q: %w", name, err)
