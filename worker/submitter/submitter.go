@@ -453,10 +453,14 @@ func (s *Submitter) form(ctx context.Context, adm keys.Admission) (bool, error) 
 		if len(lines) == 0 {
 			return nil
 		}
-		r.state, r.createdAt = "intent", now
-		if err := tx.QueryRow(ctx, `INSERT INTO triage_provider_batch (key, vendor, model, lines, next_poll_at, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, next_poll_at, tag`,
-			s.key, s.cfg.Key.Vendor, r.model, len(lines), now.Add(s.t.Lease), now).Scan(&r.id, &r.lease, &r.tagValue); err != nil {
+		// created_at is the database's clock, not this host's: it is the
+		// lower bound of the look-up (Find) after a lost create answer, and
+		// a host clock ahead of the provider's would cut that window short
+		// of the batch and have it created again.
+		r.state = "intent"
+		if err := tx.QueryRow(ctx, `INSERT INTO triage_provider_batch (key, vendor, model, lines, next_poll_at)
+			VALUES ($1, $2, $3, $4, $5) RETURNING id, next_poll_at, tag, created_at`,
+			s.key, s.cfg.Key.Vendor, r.model, len(lines), now.Add(s.t.Lease)).Scan(&r.id, &r.lease, &r.tagValue, &r.createdAt); err != nil {
 			return err
 		}
 		ids := make([]int64, len(lines))
@@ -552,7 +556,9 @@ func (s *Submitter) recover(ctx context.Context, r *row) error {
 		return s.submit(ctx, r, lines, nil)
 	}
 	delete(s.unsent, r.id)
-	// Created before the row: a clock skew margin is the client's business.
+	// The row's created_at is the database's clock at the intent; the
+	// provider's clock may differ from it by minutes, which the client's
+	// margin (batchapi.FindClockSkew) covers. No host clock is involved.
 	hctx, stop := s.hold(ctx, r)
 	b, found, err := s.cfg.Client.Find(hctx, r.tag(), r.createdAt, ids)
 	if lost := stop(); lost != nil {
@@ -1235,9 +1241,9 @@ func (s *Submitter) split(ctx context.Context, r *row, state string, parts ...[]
 		}
 		for i, p := range parts {
 			var id int64
-			if err := tx.QueryRow(ctx, `INSERT INTO triage_provider_batch (key, vendor, model, lines, next_poll_at, created_at)
-				VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
-				s.key, s.cfg.Key.Vendor, r.model, len(p), now, now).Scan(&id); err != nil {
+			if err := tx.QueryRow(ctx, `INSERT INTO triage_provider_batch (key, vendor, model, lines, next_poll_at)
+				VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+				s.key, s.cfg.Key.Vendor, r.model, len(p), now).Scan(&id); err != nil {
 				return err
 			}
 			ids := make([]int64, len(p))
