@@ -141,6 +141,7 @@ type Submitter struct {
 	key   string
 	limit batchapi.Limits
 	// auto pipelines and their margins, for the deadline checks.
+	auto        []ledger.AutoMargin
 	autoNames   []string
 	autoMargins []float64
 
@@ -182,6 +183,7 @@ func New(cfg Config) (*Submitter, error) {
 	}
 	for _, p := range cfg.Config.Pipelines {
 		if p.Mode == config.ModeAuto {
+			s.auto = append(s.auto, ledger.AutoMargin{Pipeline: p.Name, Margin: p.AutoMargin})
 			s.autoNames = append(s.autoNames, p.Name)
 			s.autoMargins = append(s.autoMargins, p.AutoMargin.Seconds())
 		}
@@ -297,8 +299,9 @@ func (s *Submitter) formAll(ctx context.Context) error {
 }
 
 // nearSQL is the condition "line l's triage batch has an auto pipeline
-// whose deadline is within its margin"; $2, $3: the auto pipelines and
-// their margins in seconds, $4 now.
+// whose deadline is within its margin" (as ledger.NearDeadlineBatches
+// says), for the pending lines a new provider batch leaves out; $2, $3:
+// the auto pipelines and their margins in seconds, $4 now.
 const nearSQL = `EXISTS (SELECT 1 FROM triage_batch tb
 		JOIN unnest($2::text[], $3::float8[]) AS m(pipeline, margin) ON m.pipeline = tb.pipeline
 		WHERE tb.id = l.batch AND tb.deadline IS NOT NULL AND tb.deadline < $4::timestamptz + make_interval(secs => m.margin))`
@@ -306,30 +309,31 @@ const nearSQL = `EXISTS (SELECT 1 FROM triage_batch tb
 // deadlines asks for the cancel of the provider batches holding a line of
 // an auto pipeline whose deadline is near, and wakes the jobs of such lines
 // still waiting for a batch: their jobs take them back and call
-// synchronously.
+// synchronously. It runs every round: with no deadline near it reads no
+// line, and with one near only the lines of the batches concerned (see
+// ledger.NearDeadlineBatches).
 func (s *Submitter) deadlines(ctx context.Context) error {
-	if len(s.autoNames) == 0 {
+	if len(s.auto) == 0 {
 		return nil
 	}
 	now := s.now()
-	// Only a submitted row's next poll is brought forward: an intent or
-	// uploaded row's next_poll_at is the lease of a create that may be in
-	// flight (its fencing token), and the cancel is sent at its first poll.
-	tag, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch pb SET cancel_requested = true,
-			next_poll_at = CASE WHEN pb.state = 'submitted' THEN least(next_poll_at, $4) ELSE next_poll_at END
-		WHERE pb.key = $1 AND pb.state IN ('intent', 'uploaded', 'submitted') AND NOT pb.cancel_requested
-		  AND EXISTS (SELECT 1 FROM triage_provider_batch_line l WHERE l.provider_batch = pb.id AND `+nearSQL+`)`,
-		s.key, s.autoNames, s.autoMargins, now)
-	if err != nil {
-		return fmt.Errorf("submitter: deadline cancels: %w", err)
+	near, err := ledger.NearDeadlineBatches(ctx, s.cfg.Pool, s.auto, now)
+	if err != nil || len(near) == 0 {
+		return err
 	}
-	if n := tag.RowsAffected(); n > 0 {
+	n, err := ledger.RequestDeadlineCancels(ctx, s.cfg.Pool, s.key, near, now)
+	if err != nil {
+		return fmt.Errorf("submitter: %w", err)
+	}
+	if n > 0 {
 		s.log.InfoContext(ctx, "deadline near: cancelling provider batches, their unfinished lines go synchronous", "key", s.key, "provider_batches", n)
 	}
+	jobs, err := ledger.NearDeadlineWaitingJobs(ctx, s.cfg.Pool, s.key, near)
+	if err != nil || len(jobs) == 0 {
+		return err
+	}
 	_, err = s.cfg.Pool.Exec(ctx, `UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` SET state = 'available', scheduled_at = now()
-		WHERE state = 'scheduled' AND id IN (SELECT l.job_id FROM triage_provider_batch_line l
-			WHERE l.key = $1 AND l.state IN ('pending', 'not_run') AND `+nearSQL+`)`,
-		s.key, s.autoNames, s.autoMargins, now)
+		WHERE state = 'scheduled' AND id = ANY($1)`, jobs)
 	if err != nil {
 		return fmt.Errorf("submitter: wake jobs near their deadline: %w", err)
 	}
