@@ -588,7 +588,7 @@ func (p *Pacer) reserve(tokens int, until time.Time) (delay time.Duration, kept 
 	if delay > 0 {
 		p.boundAt = now
 	}
-	if now.Add(delay).After(until) {
+	if delay > 0 && now.Add(delay).After(until) {
 		rr.CancelAt(now)
 		tr.CancelAt(now)
 		return delay, nil, false

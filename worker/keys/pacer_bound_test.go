@@ -158,3 +158,29 @@ func TestPacerWaitNeverExceedsMaxWait(t *testing.T) {
 	require.Zero(t, over, "waits longer than maxWait %s (longest %s)", maxWait, longest)
 	require.LessOrEqual(t, longest, maxWait)
 }
+
+// movingNow is a clock that moves a little on every reading, as a real one
+// does between Wait's start and its reservation.
+type movingNow struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (m *movingNow) now() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.t = m.t.Add(time.Microsecond)
+	return m.t
+}
+
+// A call whose turn is now passes even with no wait allowed at all: the
+// bound refuses waits, not the time the reservation itself takes.
+func TestPacerWaitWithNoWaitAllowedTakesAFreeSlot(t *testing.T) {
+	t.Parallel()
+	clk := &movingNow{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	p := newPacer(PacerConfig{InitialRate: 1}, clk.now)
+	require.NoError(t, p.Wait(context.Background(), 1, 0), "the bucket's first token is there")
+	var pd *PaceDelay
+	require.ErrorAs(t, p.Wait(context.Background(), 1, 0), &pd, "the next is a second away")
+	require.InDelta(t, time.Second, pd.Delay, float64(10*time.Millisecond))
+}
