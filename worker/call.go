@@ -216,34 +216,35 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		}
 		// The key may have tripped, or been paused, while this job waited
 		// for a slot: ask again before calling.
-		if !adm.Probe {
-			adm2, pause2, done2, err := k.gate.Admit(ctx, job.ID)
-			if err != nil {
-				release()
-				return fmt.Errorf("admit: %w", err)
-			}
-			rt.report(ctx, c, done, keys.OutcomeNone)
-			done, c.adm, b.Admission, b.Pause = done2, adm2, &adm2, nil
-			if pause2 != nil {
-				left := time.Until(pause2.Until)
-				b.Pause = &left
-			}
+		if err := rt.readmit(ctx, c, &done, &b); err != nil {
+			release()
+			return err
 		}
 	}
 	defer release()
 	// A long wait for a slot (the limit was lowered by throttling) must not
 	// eat into the call's own timeout: River's deadline for this run would
 	// cut the call mid-flight and make it ambiguous.
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < k.cfg.Timeout+rt.opts.JobMargin/4 {
-		b.SlotLate = true
-	}
+	b.DeadlineNear = rt.deadlineNear(ctx, k)
 	if rx := decideBefore(b); rx.Kind != ReactGo {
 		return rt.apply(ctx, c, rx, keys.Report{})
 	}
 	// pacing: this process's share of the key's rate (worker/pacing.go).
 	estTokens := estimateTokens(c.req)
+	paceStart := time.Now()
 	if d, err := rt.pace(ctx, k, estTokens); err != nil {
 		return park(ctx, job, d)
+	}
+	if time.Since(paceStart) >= readmitAfterPace {
+		// The same after a wait for the pace: the key may have tripped or
+		// been paused meanwhile, and the wait used some of the deadline.
+		if err := rt.readmit(ctx, c, &done, &b); err != nil {
+			return err
+		}
+		b.DeadlineNear = rt.deadlineNear(ctx, k)
+		if rx := decideBefore(b); rx.Kind != ReactGo {
+			return rt.apply(ctx, c, rx, keys.Report{})
+		}
 	}
 
 	// The intent row is also the call's reservation against the batch's
@@ -348,6 +349,64 @@ func (c *call) render() Reaction {
 	// streamed and a plain call for the same prompt are the same request.
 	c.req.Stream, c.req.IdleTimeout = p.Stream, p.StreamIdleTimeout
 	return Reaction{Kind: ReactGo}
+}
+
+// readmitAfterPace: a pacing wait at least this long is followed by a
+// second admission before the call (Runtime.readmit). Shorter waits are the
+// spacing of calls a few milliseconds apart, which the calls already in
+// flight cover.
+const readmitAfterPace = 10 * time.Millisecond
+
+// readmit asks the key's breakers and pause again after a wait (for a
+// concurrency slot, for the pace): the key may have tripped, or been
+// paused, while the job waited, and a call admitted before the wait must
+// not go out into an open breaker. The first admission is reported as
+// unused; *done becomes the new one's. A run that holds the probe claim
+// keeps it: it is the call the breaker waits for.
+func (r *Runtime) readmit(ctx context.Context, c *call, done *keys.Done, b *before) error {
+	if c.adm.Probe {
+		return nil
+	}
+	adm, pause, done2, err := c.key.gate.Admit(ctx, c.job.ID)
+	if err != nil {
+		return fmt.Errorf("admit: %w", err)
+	}
+	r.report(ctx, c, *done, keys.OutcomeNone)
+	*done, c.adm, b.Admission, b.Pause = done2, adm, &adm, nil
+	if pause != nil {
+		left := time.Until(pause.Until)
+		b.Pause = &left
+	}
+	return nil
+}
+
+// callRoom is how much of its run's deadline a call needs when it starts:
+// the key's call timeout, and a quarter of the job margin for the ledger
+// writes after it. River's deadline for a run is the timeout plus the whole
+// margin (callWorker.Timeout).
+func (r *Runtime) callRoom(k *keyRuntime) time.Duration {
+	return k.cfg.Timeout + r.opts.JobMargin/4
+}
+
+// spareTime is how long a run may still wait before its call (for a slot,
+// for the pace) and leave the call its room; ok false: the run has no
+// deadline.
+func (r *Runtime) spareTime(ctx context.Context, k *keyRuntime) (spare time.Duration, ok bool) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0, false
+	}
+	return time.Until(dl) - r.callRoom(k), true
+}
+
+// deadlineNear is the one definition of "too little of the run's deadline
+// is left for its call": a call started then would be cut by River's
+// deadline after it was sent (worker_stopped, ambiguous, and billed again
+// by the retry). The run parks instead and comes back with a fresh
+// deadline.
+func (r *Runtime) deadlineNear(ctx context.Context, k *keyRuntime) bool {
+	spare, ok := r.spareTime(ctx, k)
+	return ok && spare < 0
 }
 
 // report tells the breakers what the call came to (once: later calls of

@@ -169,9 +169,10 @@ type before struct {
 	// accepted (or not asked yet).
 	Budget        *ledger.BudgetError
 	BudgetRecheck time.Duration // jittered
-	// SlotLate: the wait for a concurrency slot left too little of the run's
-	// deadline for the call.
-	SlotLate bool
+	// DeadlineNear: the waits before the call (for a concurrency slot, for
+	// the pace) left too little of the run's deadline for it
+	// (Runtime.deadlineNear).
+	DeadlineNear bool
 	// Fallback: where the job could go while its key's breaker is open.
 	Fallback fallbackInput
 }
@@ -237,7 +238,7 @@ func decideBefore(b before) Reaction {
 	if b.OverRetryBudget {
 		return Reaction{Kind: ReactPark, After: b.RetryDefer}
 	}
-	if b.SlotLate {
+	if b.DeadlineNear {
 		return Reaction{Kind: ReactPark}
 	}
 	if e := b.Budget; e != nil {
