@@ -114,12 +114,18 @@ SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM counted)`
 func (r *Runtime) moveJob(ctx context.Context, id int64, a Args, from string, m *config.Model, share float64, states []string, line ledger.BatchLine) (bool, error) {
 	q := fmt.Sprintf(moveSQL, rivertable.Job(r.opts.Schema))
 	var moved, counted int
+	if line.Hold() != ledger.HoldUnsent {
+		// One statement: no line to take back.
+		err := r.pool.QueryRow(ctx, q, id, a.Batch, keys.QueueName(m.Key), m.Name, from, share, a.Model == "", states).Scan(&moved, &counted)
+		if err != nil {
+			return false, fmt.Errorf("move job %d to fallback %q: %w", id, m.Name, err)
+		}
+		return moved == 1, nil
+	}
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-		if line.Hold() == ledger.HoldUnsent {
-			took, err := ledger.TakeBackBatchLine(ctx, tx, line.ID, line.AttemptID)
-			if err != nil || !took {
-				return err
-			}
+		took, err := ledger.TakeBackBatchLine(ctx, tx, line.ID, line.AttemptID)
+		if err != nil || !took {
+			return err // sent meanwhile: it stays
 		}
 		if err := tx.QueryRow(ctx, q, id, a.Batch, keys.QueueName(m.Key), m.Name, from, share, a.Model == "", states).Scan(&moved, &counted); err != nil {
 			return err
@@ -271,9 +277,13 @@ func (r *Runtime) moveFallbacks(ctx context.Context, key string) error {
 				return err
 			}
 			if !ok {
-				// fallback_max_share reached (the count never goes down) or
-				// the job was fetched meanwhile: not again under this opening.
-				skip = append(skip, q.job.ID)
+				// fallback_max_share reached (the count never goes down):
+				// not again under this opening. Without a share, the job
+				// was fetched meanwhile (a run, the key's probe, which
+				// gives it back) or took a line: looked at again next tick.
+				if p.FallbackMaxShare > 0 {
+					skip = append(skip, q.job.ID)
+				}
 				continue
 			}
 			r.log.InfoContext(ctx, "fallback", "job_id", q.job.ID, "batch", q.job.Args.Batch, "record_id", q.job.Args.RecordID,
