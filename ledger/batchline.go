@@ -349,3 +349,18 @@ func TakeBackBatchLine(ctx context.Context, db DBTX, lineID, attemptID int64) (b
 	}
 	return took, nil
 }
+
+// KeyHasOpenBatchWork reports whether key has a provider batch not
+// collected or abandoned, or a line not applied: what a collect-only
+// submitter (a key no pipeline sends in batch mode now) still has to
+// finish.
+func KeyHasOpenBatchWork(ctx context.Context, db DBTX, key string) (bool, error) {
+	var open bool
+	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM triage_provider_batch
+			WHERE key = $1 AND state NOT IN ('collected', 'abandoned'))
+		OR EXISTS (SELECT 1 FROM triage_provider_batch_line WHERE key = $1 AND state <> 'applied')`, key).Scan(&open)
+	if err != nil {
+		return false, fmt.Errorf("ledger: open batch work of key %q: %w", key, err)
+	}
+	return open, nil
+}

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/operator"
 	"github.com/triage-dev/triage/worker/workertest"
 )
@@ -176,4 +178,90 @@ func TestRequeueRefusesARecordWhoseLineIsInALiveProviderBatch(t *testing.T) {
 	res, err := operator.Requeue(ctx, b.db.Pool, b.cfg, operator.Selection{IDs: []int64{dl}}, operator.RequeueOptions{})
 	require.NoError(t, err, "the answer collected, the record may go again")
 	require.Equal(t, 1, res.Requeued)
+}
+
+// wakeAll makes every sleeping job of batch run now, as the end of its
+// BatchWait (or a deploy's restart) would.
+func (b *testBundle) wakeAll(t testing.TB, batch, set string) {
+	t.Helper()
+	_, err := b.db.Pool.Exec(context.Background(), `UPDATE river_job SET state = 'available', scheduled_at = now()`+set+`
+		WHERE args->>'batch' = $1 AND state = 'scheduled'`, batch)
+	require.NoError(t, err)
+}
+
+// stopRuntime stops rt now (the test's cleanup stops it again: a no-op).
+func stopRuntime(t testing.TB, rt interface{ Stop(context.Context) error }) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, rt.Stop(ctx))
+}
+
+// Issue 19 (7): the pipeline is switched from batch to sync mode (a
+// restart with the new triage.toml) while its lines are in a live provider
+// batch. The woken jobs do not call synchronously while the provider batch
+// still runs, and the key's submitter still collects that batch although
+// no pipeline on the key is in batch mode now: each record is billed once,
+// by the provider batch, and completes with its answer.
+func TestSwitchToSyncModeWaitsForTheLinesInFlight(t *testing.T) {
+	t.Parallel()
+	const n = 4
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}
+	b, clock := setupBatch(t, sc, "batch", tweaks{})
+	b.enqueue(t, "b1", records(n, nil))
+	rt := b.start(t)
+	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
+	eventually(t, 30*time.Second, "every job sleeps", func() bool { return b.jobStates(t)["scheduled"] == n })
+	stopRuntime(t, rt)
+
+	cfg, err := config.Parse([]byte(strings.Replace(b.tomlText, `mode = "batch"`, `mode = "sync"`, 1)), "test.toml")
+	require.NoError(t, err)
+	require.False(t, cfg.Pipelines[0].UsesBatch())
+	b.opts.Config = cfg
+	b.start(t)
+	b.wakeAll(t, "b1", "")
+	eventually(t, 30*time.Second, "the woken jobs sleep again", func() bool { return b.jobStates(t)["scheduled"] == n })
+	require.Zero(t, b.fake.Stats().BilledCalls, "no synchronous call while the lines are in the provider batch")
+
+	clock.Advance(2 * time.Hour) // the provider batch ends
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.Completed)
+	require.Equal(t, map[string]int{"collected": 1}, b.providerBatches(t), "collected with no batch pipeline on the key")
+	require.Equal(t, n, b.fake.Stats().Batches.Succeeded)
+	b.requireBilledOnce(t)
+}
+
+// Issue 19 (8): jobs whose lines are in a live provider batch run again
+// when their run count or their snoozes are past the pipeline's bounds
+// (the checks that dead-letter a job before it looks at anything). They
+// are not dead-lettered while the provider runs (and bills) their lines:
+// they wait, apply the paid answers, and complete, each billed once, every
+// attempt finished.
+func TestJobsPastTheirBoundsWaitForTheirLines(t *testing.T) {
+	t.Parallel()
+	const n = 4
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}
+	b, clock := setupBatch(t, sc, "batch", tweaks{})
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
+	eventually(t, 30*time.Second, "every job sleeps", func() bool { return b.jobStates(t)["scheduled"] == n })
+	// Half past max_attempts runs (worker errors), half past max_snoozes.
+	_, err := b.db.Pool.Exec(context.Background(), `UPDATE river_job SET
+		attempt = CASE WHEN id % 2 = 0 THEN 50 ELSE attempt END,
+		metadata = CASE WHEN id % 2 = 1 THEN metadata || '{"snoozes": 1000}' ELSE metadata END
+		WHERE args->>'batch' = 'b1'`)
+	require.NoError(t, err)
+	b.wakeAll(t, "b1", "")
+	eventually(t, 30*time.Second, "the woken jobs run", func() bool {
+		return b.jobStates(t)["scheduled"]+b.jobStates(t)["cancelled"] == n && b.jobStates(t)["available"] == 0
+	})
+	require.Zero(t, b.status(t, "b1").DeadLettered, "no record dead-lettered while its line is in a live provider batch")
+
+	clock.Advance(2 * time.Hour)
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.Completed, "the paid answers are applied")
+	require.Zero(t, st.DeadLettered)
+	require.Equal(t, map[string]int{"applied": n}, b.lineStates(t))
+	b.requireBilledOnce(t)
 }
