@@ -133,8 +133,19 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	b := before{
 		Attempt: job.Attempt, MaxAttempts: p.MaxAttempts, AmbiguousRetries: p.AmbiguousRetries,
 		Age: time.Since(job.CreatedAt), MaxAge: rt.opts.MaxAge, OwnSnoozes: ownSnoozes(job), MaxSnoozes: p.MaxSnoozes,
+		LineWait: rt.batchWait(),
 	}
 	rx := decideBefore(b)
+	if rx.Kind == ReactDeadLetter {
+		// About to end the record before the admission round trip read its
+		// line: an open one decides first (the open-line rule).
+		l, err := ledger.OpenBatchLine(ctx, rt.pool, job.ID, job.Args.Batch)
+		if err != nil {
+			return fmt.Errorf("open batch line: %w", err)
+		}
+		b.Line = l.Hold()
+		rx = decideBefore(b)
+	}
 	if rx.Kind == ReactGo {
 		rx = c.render()
 	}
@@ -158,9 +169,10 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	adm, pause, done, err := k.gate.AdmitWith(ctx, job.ID, func(batch *pgx.Batch) {
 		ledger.QueuePriorOutcomeForJob(batch, &prior, c.req.IdempotencyKey, job.ID, job.Args.Batch, job.Args.RecordID)
 		rt.queueCacheLookup(batch, c)
-		if p.UsesBatch() {
-			ledger.QueueOpenBatchLine(batch, &c.line, job.ID, job.Args.Batch)
-		}
+		// Whatever the pipeline's mode is now: a line written under an
+		// earlier one (a mode switched, a rolling deploy) holds the record
+		// all the same.
+		ledger.QueueOpenBatchLine(batch, &c.line, job.ID, job.Args.Batch)
 	})
 	if err != nil {
 		return fmt.Errorf("admit and ledger look-up: %w", err)
@@ -170,10 +182,22 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		// The line's answer is this request's answer; another one from the
 		// cache would leave the line open.
 		c.cached.Hit = false
+		b.Line = c.line.Hold()
 	}
 	// Every exit reports to the breakers exactly once; this one, for the
 	// exits before the call, gives a probe claim back.
 	defer func() { rt.report(ctx, c, done, keys.OutcomeNone) }()
+	if c.line.ID != 0 && !rt.lineSender(c) {
+		// The key that sent the line is not worked here: another process
+		// applies its answer.
+		return rt.apply(ctx, c, Reaction{Kind: ReactPark, After: b.LineWait}, keys.Report{})
+	}
+	if c.key != k {
+		// The line's answer is its sending key's: its outcome is not this
+		// key's breaker's business.
+		rt.report(ctx, c, done, keys.OutcomeNone)
+		done = noDone
+	}
 	c.adm = adm
 	b.Admission = &adm
 	if pause != nil {
@@ -186,9 +210,14 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	if rx := decideBefore(b); rx.Kind != ReactGo {
 		return rt.apply(ctx, c, rx, keys.Report{})
 	}
-	if p.UsesBatch() {
+	if p.UsesBatch() || c.line.ID != 0 {
 		if handled, err := rt.workBatch(ctx, c, b, prior, done); handled {
 			return err
+		}
+		if c.key != k {
+			// The line taken back was another key's: the next run calls on
+			// the job's own.
+			return park(ctx, job, time.Millisecond)
 		}
 	}
 	c.hadAmbiguous = prior.Ambiguous > 0

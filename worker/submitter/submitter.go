@@ -133,6 +133,13 @@ type Config struct {
 	// exhausted breaker (the worker's alert for a call that does).
 	Alerter *keys.Alerter
 	Tuning  Tuning
+	// CollectOnly: no pipeline on the key is in batch or auto mode now (a
+	// mode switched to sync, a rolling deploy). The submitter forms no new
+	// provider batch, but polls and collects the ones in flight and wakes
+	// their jobs, so a line sent is never left uncollected (its answer
+	// unrecorded, its reservation held). A round does nothing while the key
+	// has no open provider batch nor open line.
+	CollectOnly bool
 }
 
 // Submitter sends one key's pending batch lines as provider batches,
@@ -245,6 +252,12 @@ func (s *Submitter) now() time.Time {
 // Round is one pass: deadlines, missed wakes, new provider batches, and the
 // provider batches due a step. Start calls it every Tuning.Tick.
 func (s *Submitter) Round(ctx context.Context) error {
+	if s.cfg.CollectOnly {
+		open, err := ledger.KeyHasOpenBatchWork(ctx, s.cfg.Pool, s.key)
+		if err != nil || !open {
+			return err
+		}
+	}
 	var errs []error
 	if err := s.deadlines(ctx); err != nil {
 		errs = append(errs, err)
@@ -261,7 +274,7 @@ func (s *Submitter) Round(ctx context.Context) error {
 			break
 		}
 	}
-	if !s.now().Before(s.notBefore) {
+	if !s.cfg.CollectOnly && !s.now().Before(s.notBefore) {
 		if err := s.formAll(ctx); err != nil {
 			errs = append(errs, err)
 		}
