@@ -25,7 +25,7 @@ func loadFixtures(tb testing.TB) map[string]fixture {
 	require.NotEmpty(tb, paths)
 	out := make(map[string]fixture, len(paths))
 	for _, p := range paths {
-		if d := filepath.Base(filepath.Dir(p)); d == corpusDir || d == holdoutDir {
+		if d := filepath.Base(filepath.Dir(p)); d == corpusDir || d == holdoutDir || d == corpus21Dir || d == holdout21Dir {
 			continue // scored by class in corpus_test.go, not pinned verdicts
 		}
 		var fx fixture
