@@ -38,11 +38,15 @@ const (
 	corpus21Dir  = "corpus21"
 	holdout21Dir = "holdout21"
 
-	// The bars the second corpus clears today (raised with the signal layer).
-	holdout21MinAccuracy  = 0.625
-	holdout21MaxDangerous = 8
-	corpus21MinAccuracy   = 0.625
-	corpus21MaxDangerous  = 14
+	// With the signal layer: holdout21 21/24 (87.5 %) with 2 dangerous
+	// (a requests-per-day and a tokens-per-day window named only by the
+	// abbreviations RPD and TPD), corpus21 46/48 with 1 dangerous (a Bedrock
+	// model id that cannot be used on demand, decided by the Bedrock table).
+	// The bars are what the layer clears, not the 98 % the issue asks for.
+	holdout21MinAccuracy  = 0.875
+	holdout21MaxDangerous = 2
+	corpus21MinAccuracy   = 0.95
+	corpus21MaxDangerous  = 1
 )
 
 type corpusCase struct {
