@@ -267,6 +267,18 @@ func BenchmarkClassify(b *testing.B) {
 	}
 }
 
+// BenchmarkClassifySignal is a body no vendor row knows, decided by the
+// signal layer: a Zhipu five-hour cap in Chinese on a 429 (vendor other).
+func BenchmarkClassifySignal(b *testing.B) {
+	fx := loadFixtures(b)[filepath.Join("testdata", "signal", "quota_window_five_hour_zh_429.json")]
+	o := fx.Observation
+	b.SetBytes(int64(len(o.Body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		Classify(o)
+	}
+}
+
 func TestCodeIsBoundedToASafeSlug(t *testing.T) {
 	t.Parallel()
 	body := `{"error":{"message":"x","type":"invalid_request_error","code":"` +
