@@ -92,7 +92,7 @@ func (v Verdict) NeedsRule() bool {
 	return v.DecidedBy == DecidedBySignal || v.DecidedBy == DecidedByStatus
 }
 
-// Verdict is the classifier's answer. JSON field names are a contract (DESIGN.md).
+// Verdict is the classifier's answer. JSON field names are a contract (docs/design.md, "JSON shapes").
 type Verdict struct {
 	Class Class `json:"class"`
 	// RetryAfterS is the wait the response asked for, in seconds, or nil.
