@@ -31,7 +31,8 @@ const (
 
 	// The second corpus (issue 21): 72 bodies of 2025-2026 from vendors,
 	// routers, gateways and self-hosted servers, most of them with no rule
-	// table of their own. Split once by testdata/split21.py (seed 21, a
+	// table of their own (four more were added to corpus21 after the split,
+	// none to holdout21). Split once by testdata/split21.py (seed 21, a
 	// third aside) before the signal layer was written; the signal layer was
 	// written from corpus21 only. Before it: corpus21 30/48 with 14
 	// dangerous, holdout21 15/24 (62.5 %) with 8 dangerous.
@@ -40,7 +41,7 @@ const (
 
 	// With the signal layer: holdout21 21/24 (87.5 %) with 2 dangerous
 	// (a requests-per-day and a tokens-per-day window named only by the
-	// abbreviations RPD and TPD), corpus21 46/48 with 1 dangerous (a Bedrock
+	// abbreviations RPD and TPD), corpus21 50/52 with 1 dangerous (a Bedrock
 	// model id that cannot be used on demand, decided by the Bedrock table).
 	// The bars are what the layer clears, not the 98 % the issue asks for.
 	holdout21MinAccuracy  = 0.875

@@ -86,6 +86,7 @@ var lexicon = []lexEntry{
 	{"data_inspection_failed", sigPolicy, "corpus21/029_other_400.json"},
 	{"content management policy", sigPolicy, "corpus21/056_other_400.json"},
 	{"content_filter", sigPolicy, "corpus21/056_other_400.json"},
+	{"is sensitive", sigPolicy, "corpus21/074_other_500.json"},
 	// Context or size.
 	{"context size", sigContext, "corpus21/019_other_500.json"},
 	{"exceed_context_size", sigContext, "corpus21/018_other_500.json"},
@@ -107,6 +108,9 @@ var lexicon = []lexEntry{
 	{"throttling threshold", sigRate, "corpus21/043_other_429.json"},
 	{"concurrency", sigRate, "corpus21/040_other_429.json"},
 	{"too many requests", sigRate, "corpus21/025_other_429.json"},
+	{"concurrent requests", sigRate, "corpus21/075_other_429.json"},
+	{"速率限制", sigRate, "corpus21/072_other_429.json"},
+	{"并发", sigRate, "corpus21/073_other_429.json"},
 	// Capacity or overload.
 	{"no capacity available", sigCapacity, "corpus21/049_gemini_429.json"},
 	{"capacity exceeded", sigCapacity, "mistral/service_tier_capacity_503.json"},
