@@ -130,12 +130,14 @@ func (c *Classifier) classify(o Observation, depth int, tr *tracer) Verdict {
 }
 
 // mayCarryError is the cheap test before a 2xx body is read: an error
-// envelope, a Gemini block (promptFeedback, finishReason) or an AWS
-// JSON-protocol error (__type).
+// envelope, a Gemini block (promptFeedback, finishReason), an AWS
+// JSON-protocol error (__type), a base_resp status (MiniMax) or a
+// "content_filter" value (Azure's finish_reason; its content_filter_results
+// key, in every Azure success, does not match).
 func mayCarryError(body string) bool {
 	return strings.Contains(body, "error") || strings.Contains(body, "blockReason") ||
 		strings.Contains(body, "finishReason") || strings.Contains(body, "__type") ||
-		strings.Contains(body, "base_resp") || strings.Contains(body, "content_filter")
+		strings.Contains(body, "base_resp") || strings.Contains(body, `"content_filter"`)
 }
 
 // classify2xx decides a 2xx body that carries an error. A blocked prompt or

@@ -116,3 +116,15 @@ func TestNeedsRule(t *testing.T) {
 	require.False(t, Classify(Observation{Phase: PhaseNotSent}).NeedsRule())
 	require.False(t, Classify(Observation{Vendor: "openai", Phase: PhaseResponse, Status: 200, Body: `{"id":"x"}`}).NeedsRule())
 }
+
+// TestAzureSuccessWithFilterResultsIsOK: every Azure success carries
+// content_filter_results; only a choice that ended with finish_reason
+// content_filter and no content is a policy block.
+func TestAzureSuccessWithFilterResultsIsOK(t *testing.T) {
+	t.Parallel()
+	ok := `{"choices":[{"finish_reason":"stop","index":0,"message":{"content":"hi","role":"assistant"},"content_filter_results":{"hate":{"filtered":false,"severity":"safe"}}}]}`
+	require.Equal(t, OK, Classify(Observation{Vendor: "azure-openai", Phase: PhaseResponse, Status: 200, Body: ok}).Class)
+	partial := `{"choices":[{"finish_reason":"content_filter","index":0,"message":{"content":"partial answer","role":"assistant"}}]}`
+	require.Equal(t, OK, Classify(Observation{Vendor: "azure-openai", Phase: PhaseResponse, Status: 200, Body: partial}).Class,
+		"content was delivered: the answer stands")
+}
