@@ -458,13 +458,16 @@ func (r *Runtime) observe(ctx context.Context, c *call) {
 	k, job := c.key, c.job
 	r.log.DebugContext(ctx, "call", "key", k.cfg.Name, "job_id", job.ID, "batch", job.Args.Batch, "record_id", job.Args.RecordID,
 		"status", c.res.Observation.Status, "phase", c.res.Observation.Phase, "class", c.verdict.Class.String(), "reason", c.verdict.Reason)
-	if !c.verdict.Known {
-		// Once per key, status and code an hour, fleet-wide: a flood of one
-		// unknown error is one alert, not one per call.
+	if c.verdict.NeedsRule() {
+		// An error no vendor rule knows: a default fired, or the signal
+		// layer or the status alone decided. Once per key, status and code
+		// an hour, fleet-wide: a flood of one unknown error is one alert,
+		// not one per call.
 		kind := fmt.Sprintf("unknown_error:%d:%s:%s", c.res.Observation.Status, deref(c.verdict.Code), r.now().UTC().Format("2006-01-02T15"))
 		r.alertOnce(ctx, k.cfg.Name, kind, keys.Alert{Kind: keys.AlertUnknownError, Key: k.cfg.Name, Batch: job.Args.Batch,
-			Message: "an error no rule knows: check the dead letters and the classifier",
-			Fields:  map[string]any{"status": c.res.Observation.Status, "code": deref(c.verdict.Code), "class": c.verdict.Class.String()}})
+			Message: "an error no vendor rule knows (decided by " + decidedBy(c.verdict) + "): check the dead letters and consider a [[rules]] entry",
+			Fields: map[string]any{"status": c.res.Observation.Status, "code": deref(c.verdict.Code), "class": c.verdict.Class.String(),
+				"reason": c.verdict.Reason, "decided_by": decidedBy(c.verdict)}})
 	}
 	if o := r.opts.Observer; o != nil {
 		spent := cost(c.model, c.res.InputTokens, c.res.OutputTokens)
@@ -835,4 +838,13 @@ func (r *Runtime) now() time.Time {
 		return r.opts.Clock.Now()
 	}
 	return time.Now()
+}
+
+// decidedBy names the classifier layer that decided v, "default" when no
+// layer knew it.
+func decidedBy(v classify.Verdict) string {
+	if !v.Known || v.DecidedBy == "" {
+		return "default"
+	}
+	return v.DecidedBy
 }
