@@ -142,3 +142,21 @@ func (d DeadLetter) MarshalJSON() ([]byte, error) {
 		Known        bool            `json:"known"`
 	}{d.ListItem(), d.JobID, d.Pipeline, d.Key, request, d.ErrorExcerpt, d.RequeuedAt, d.Rule, !d.Unknown})
 }
+
+// DeadLettersOfKey returns the dead letters of key in class that are not
+// requeued and were created at or after since, oldest first: the
+// candidates the safety net takes back when it holds the key for a
+// rejection streak.
+func DeadLettersOfKey(ctx context.Context, db DBTX, key, class string, since time.Time) ([]DeadLetter, error) {
+	rows, err := db.Query(ctx, `SELECT `+deadLetterColumns+` FROM triage_dead_letter
+		WHERE key = $1 AND class = $2 AND requeued_at IS NULL AND created_at >= $3
+		ORDER BY id`, key, class, since)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: dead letters of key %s: %w", key, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeadLetter, error) { return scanDeadLetter(r) })
+	if err != nil {
+		return nil, fmt.Errorf("ledger: dead letters of key %s: %w", key, err)
+	}
+	return out, nil
+}
