@@ -135,7 +135,7 @@ func TestKeys(t *testing.T) {
 
 	r := c.run("", "keys")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	require.Regexp(t, `(?m)^KEY\s+VENDOR\s+BREAKER\s+STORM\s+REASON\s+OPENED\s+NEXT PROBE\s+PAUSE\s+CONCURRENCY\s+SPEND\s+PREPAID\s+RETRIES$`, r.stdout)
+	require.Regexp(t, `(?m)^KEY\s+VENDOR\s+BREAKER\s+STORM\s+REASON\s+OPENED\s+NEXT PROBE\s+PAUSE\s+CONCURRENCY\s+SPEND\s+PREPAID\s+RETRIES\s+SAFETY NET$`, r.stdout)
 	require.Regexp(t, `(?m)^main\s+openai\s+open\s+closed\s+insufficient_quota\s+.*exhausted until .*4 max per process\s+\$2\.5000\s+\$10\.00 \(25\.0 % used\)\s+0/10 open in 1m0s$`, r.stdout)
 	require.Regexp(t, `(?m)^ghost\s+\(not in config\)\s+closed\s+closed\s+.*\s-$`, r.stdout)
 	require.Regexp(t, `(?m)^stormy\s+\(not in config\)\s+closed\s+open\s`, r.stdout)
