@@ -10,7 +10,9 @@ import (
 func TestDecideWatch(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	rej := func(fp, rec string) WatchEvent { return WatchEvent{Kind: WatchRejected, Fingerprint: fp, Record: rec, At: t0} }
+	rej := func(fp, rec string) WatchEvent {
+		return WatchEvent{Kind: WatchRejected, Fingerprint: fp, Record: rec, At: t0}
+	}
 	thr := func(ms int) WatchEvent {
 		return WatchEvent{Kind: WatchThrottled, Fingerprint: "429 gate", Record: "r", At: at(ms)}
 	}
