@@ -173,10 +173,10 @@ func (r rawFile) config(name string) (*Config, error) {
 			}
 		}
 		if rk.ThrottleHoldAfter != "" {
-			d, err := parseDuration(rk.ThrottleHoldAfter)
+			d, err := time.ParseDuration(rk.ThrottleHoldAfter)
 			switch {
 			case err != nil:
-				return nil, fmt.Errorf("%s: %s: throttle_hold_after %q: %w", name, elem("keys", i, rk.Name), rk.ThrottleHoldAfter, err)
+				return nil, fmt.Errorf("%s: %s: throttle_hold_after %q: %w", name, elem("keys", i, rk.Name), rk.ThrottleHoldAfter, errDurationForm)
 			case d < 0:
 				return nil, fmt.Errorf("%s: %s: throttle_hold_after must be \"0s\" (off) or positive, got %q", name, elem("keys", i, rk.Name), rk.ThrottleHoldAfter)
 			case d == 0:
