@@ -160,3 +160,21 @@ func DeadLettersOfKey(ctx context.Context, db DBTX, key, class string, since tim
 	}
 	return out, nil
 }
+
+// RequeuedDeadLetters returns the dead letters of one record of batch that
+// were requeued, oldest first: the safety net does not count a record's
+// rejection towards a streak when the record was dead-lettered for the
+// same failure and requeued before (it has had its second chance).
+func RequeuedDeadLetters(ctx context.Context, db DBTX, batch, recordID string) ([]DeadLetter, error) {
+	rows, err := db.Query(ctx, `SELECT `+deadLetterColumns+` FROM triage_dead_letter
+		WHERE batch = $1 AND record_id = $2 AND requeued_at IS NOT NULL
+		ORDER BY id`, batch, recordID)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: requeued dead letters of %s/%s: %w", batch, recordID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeadLetter, error) { return scanDeadLetter(r) })
+	if err != nil {
+		return nil, fmt.Errorf("ledger: requeued dead letters of %s/%s: %w", batch, recordID, err)
+	}
+	return out, nil
+}

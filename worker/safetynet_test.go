@@ -137,3 +137,32 @@ func deadLettered(t *testing.T, b *testBundle) int {
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM triage_dead_letter WHERE batch = 'b1'`).Scan(&n))
 	return n
 }
+
+// A false hold: the first records of a batch are all poisoned with one
+// error, so the streak holds the healthy key. The probe finds it working,
+// the key resumes, and the records taken back are rejected again: each
+// has had its second chance, so they are dead-lettered for good and the
+// key is not held again.
+func TestSafetyNetSecondChanceDoesNotHoldAgain(t *testing.T) {
+	t.Parallel()
+	const n = 12
+	sc := fakeprovider.Scenario{NoReplay: true, Poison: fakeprovider.Poison{InvalidMarker: "POISON"}}
+	b := setup(t, sc, tweaks{concurrency: 1, probeInterval: "200ms", extraKey: "suspect_rejections = 3\n"})
+	b.opts.SpendCheck = 50 * time.Millisecond
+	b.opts.RequeueDeadLetters = workertest.Requeue(b.cfg, b.db.Pool)
+	b.enqueue(t, "b1", records(n, func(i int) string {
+		if i < 3 {
+			return `,"note":"POISON"`
+		}
+		return ""
+	}))
+	b.start(t)
+	workertest.Eventually(t, 60*time.Second, "the good records complete and the poisoned ones end dead-lettered", func() bool {
+		st := b.status(t, "b1")
+		return st.Completed == n-3 && st.DeadLettered == 3
+	})
+	require.Equal(t, 1, b.hooks.count("key_suspect"), "held once, not again after the second chance: %s", b.hooks.all())
+	for _, dl := range b.deadLetters(t, "b1") {
+		require.Equal(t, "rejected", dl.Class, "%s: %s", dl.RecordID, dl.Reason)
+	}
+}

@@ -69,6 +69,11 @@ func (r *Runtime) watchDecide(ctx context.Context, c *call, a after) string {
 	if ev.Kind != keys.WatchSuccess {
 		ev.Fingerprint = c.fingerprint()
 	}
+	if ev.Kind == keys.WatchRejected && !c.adm.Probe && r.secondChance(ctx, c, ev.Fingerprint) {
+		// Taken back once for this very failure and rejected again: the
+		// record's own problem, whatever the streak says.
+		ev.Kind = keys.WatchOther
+	}
 	d := k.watch.Observe(ev)
 	if ev.Kind == keys.WatchSuccess {
 		return ""
@@ -102,6 +107,22 @@ func (r *Runtime) watchDecide(ctx context.Context, c *call, a after) string {
 		Fields: map[string]any{"hold": d.Hold, "fingerprint": d.Fingerprint, "status": c.res.Observation.Status,
 			"code": deref(c.verdict.Code), "probe_interval": k.cfg.ProbeInterval.String()}})
 	return d.Hold
+}
+
+// secondChance reports whether the call's record was dead-lettered for the
+// failure fp and requeued before. Asked on the rejection path only.
+func (r *Runtime) secondChance(ctx context.Context, c *call, fp string) bool {
+	dls, err := ledger.RequeuedDeadLetters(ctx, r.pool, c.job.Args.Batch, c.job.Args.RecordID)
+	if err != nil {
+		r.log.WarnContext(ctx, "safety net: read the record's dead letters", "key", c.key.cfg.Name, "err", err)
+		return false
+	}
+	for _, dl := range dls {
+		if c.key.storedFingerprint(dl) == fp {
+			return true
+		}
+	}
+	return false
 }
 
 // HoldObserver, implemented by an Observer, hears each hold the safety net
