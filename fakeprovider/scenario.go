@@ -109,6 +109,11 @@ type Step struct {
 	// Chunks is how many content chunks cut_stream and stream_error send before
 	// failing. Default ChunksDefault.
 	Chunks int `json:"chunks,omitempty"`
+	// Body, when set, is sent as is (a JSON error body of the test's own,
+	// one no vendor table knows) with Status, which is then required, and
+	// the vendor's usual headers; a retry hint only when RetryAfter is set.
+	// Action is ignored.
+	Body json.RawMessage `json:"body,omitempty"`
 }
 
 // RetryAfterDefault is the hint a scripted rate_limit step sends when it names none.
@@ -157,9 +162,9 @@ func (s *Step) UnmarshalJSON(b []byte) error {
 
 func (s Step) MarshalJSON() ([]byte, error) {
 	switch {
-	case s.RetryAfter == 0 && s.Chunks == 0 && s.Status == 0:
+	case s.RetryAfter == 0 && s.Chunks == 0 && s.Status == 0 && s.Body == nil:
 		return json.Marshal(string(s.Action))
-	case s.RetryAfter == 0 && s.Chunks == 0 && s.Action == "":
+	case s.RetryAfter == 0 && s.Chunks == 0 && s.Action == "" && s.Body == nil:
 		return json.Marshal(s.Status)
 	}
 	type plain Step
@@ -167,6 +172,15 @@ func (s Step) MarshalJSON() ([]byte, error) {
 }
 
 func (s Step) validate(field string) error {
+	if s.Body != nil {
+		if s.Status < 400 || s.Status > 599 {
+			return fmt.Errorf("%s: a body needs an error status (400-599), got %d", field, s.Status)
+		}
+		if !json.Valid(s.Body) {
+			return fmt.Errorf("%s: body is not JSON", field)
+		}
+		return nil
+	}
 	if s.Action == "" && s.Status == 0 {
 		return fmt.Errorf("%s: empty step", field)
 	}
@@ -225,9 +239,13 @@ const (
 )
 
 // Balance is a prepaid account. When it reaches zero every call is answered with
-// the vendor's exhausted error until TopUp.
+// the vendor's exhausted error (or Answer) until TopUp.
 type Balance struct {
 	USD float64 `json:"usd"`
+	// Answer, when set, answers every call while the balance is spent instead
+	// of the vendor's exhausted error: an account error worded some other
+	// way (a Step with a Body of its own). Default nil: ActionExhausted.
+	Answer *Step `json:"answer,omitempty"`
 }
 
 // RateLimit is a token bucket per minute, refilled continuously, starting full.
@@ -264,6 +282,10 @@ type Outage struct {
 	Action Action `json:"action,omitempty"`
 	// Status overrides the action's status, as in Step.
 	Status int `json:"status,omitempty"`
+	// Body answers with a body of the test's own, as in Step.Body: "after
+	// N calls, answer every call with this body" is an Outage with
+	// FromRequest N and a large Requests.
+	Body json.RawMessage `json:"body,omitempty"`
 }
 
 func (o Outage) step() Step {
@@ -271,7 +293,7 @@ func (o Outage) step() Step {
 	if a == "" {
 		a = ActionOverloaded
 	}
-	return Step{Action: a, Status: o.Status}
+	return Step{Action: a, Status: o.Status, Body: o.Body}
 }
 
 func (o Outage) matches(n int, since time.Duration) bool {
@@ -395,6 +417,11 @@ func (s Scenario) Validate() error {
 			return fmt.Errorf("%s: must not be negative", f)
 		}
 		if err := o.step().validate(f); err != nil {
+			return err
+		}
+	}
+	if s.Balance != nil && s.Balance.Answer != nil {
+		if err := s.Balance.Answer.validate("balance.answer"); err != nil {
 			return err
 		}
 	}

@@ -122,3 +122,14 @@ func TestExpectedAnswer(t *testing.T) {
 	require.NotContains(t, fakeprovider.ExpectedAnswer("no id here", true), `"id"`)
 	require.Equal(t, a, fakeprovider.ExpectedAnswer(`Record: {"id": "x\"1", "n": 2}`, true))
 }
+
+// A step with a body of its own is sent as is with its status, and a
+// balance's answer replaces the exhausted error until a top-up.
+func TestStepBodyAndBalanceAnswer(t *testing.T) {
+	body := `{"error":{"message":"declined by gate ug-1","type":"requests","code":"gate_declined"}}`
+	sc, err := fakeprovider.ParseScenario(strings.NewReader(`{"balance":{"usd":0,"answer":{"status":429,"body":` + body + `}}}`))
+	require.NoError(t, err)
+	require.Equal(t, 429, sc.Balance.Answer.Status)
+	_, err = fakeprovider.ParseScenario(strings.NewReader(`{"script":[{"body":{"a":1}}]}`))
+	require.ErrorContains(t, err, "a body needs an error status")
+}

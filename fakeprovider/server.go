@@ -372,6 +372,14 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 	}
 
 	d.step = s.pickLocked(c, d.record, n, attempt, exhausted, e)
+	if d.step.Body != nil {
+		// A body of the test's own: sent as is, with the vendor's headers.
+		e.retryAfter = time.Duration(d.step.RetryAfter)
+		d.reply = newReply(v, e, d.step.Status, d.step.Body)
+		retryHeaders(d.reply.header, e.retryAfter)
+		d.action, d.status = actionOfStatus(d.step.Status), d.step.Status
+		return d
+	}
 	d.action = d.step.action()
 	if d.action == ActionRateLimit && e.retryAfter == 0 {
 		e.retryAfter = time.Duration(RetryAfterDefault)
@@ -419,6 +427,18 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 	return d
 }
 
+// actionOfStatus names a custom body's answer in the stats: the action a
+// bare status would take, else invalid_param (4xx) or server_error.
+func actionOfStatus(status int) Action {
+	if a, ok := statusActions[status]; ok {
+		return a
+	}
+	if status < 500 {
+		return ActionInvalidParam
+	}
+	return ActionServerError
+}
+
 // pickLocked applies the scenario's checks in their documented order.
 func (s *Server) pickLocked(c *call, record string, n, attempt int, exhausted bool, e *errInfo) Step {
 	sc := &s.sc
@@ -435,6 +455,9 @@ func (s *Server) pickLocked(c *call, record string, n, attempt int, exhausted bo
 		}
 	}
 	if exhausted {
+		if sc.Balance != nil && sc.Balance.Answer != nil {
+			return *sc.Balance.Answer
+		}
 		return Step{Action: ActionExhausted}
 	}
 	text := c.text()

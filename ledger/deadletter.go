@@ -142,3 +142,39 @@ func (d DeadLetter) MarshalJSON() ([]byte, error) {
 		Known        bool            `json:"known"`
 	}{d.ListItem(), d.JobID, d.Pipeline, d.Key, request, d.ErrorExcerpt, d.RequeuedAt, d.Rule, !d.Unknown})
 }
+
+// DeadLettersOfKey returns the dead letters of key in class that are not
+// requeued and were created at or after since, oldest first: the
+// candidates the safety net takes back when it holds the key for a
+// rejection streak.
+func DeadLettersOfKey(ctx context.Context, db DBTX, key, class string, since time.Time) ([]DeadLetter, error) {
+	rows, err := db.Query(ctx, `SELECT `+deadLetterColumns+` FROM triage_dead_letter
+		WHERE key = $1 AND class = $2 AND requeued_at IS NULL AND created_at >= $3
+		ORDER BY id`, key, class, since)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: dead letters of key %s: %w", key, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeadLetter, error) { return scanDeadLetter(r) })
+	if err != nil {
+		return nil, fmt.Errorf("ledger: dead letters of key %s: %w", key, err)
+	}
+	return out, nil
+}
+
+// RequeuedDeadLetters returns the dead letters of one record of batch that
+// were requeued, oldest first: the safety net does not count a record's
+// rejection towards a streak when the record was dead-lettered for the
+// same failure and requeued before (it has had its second chance).
+func RequeuedDeadLetters(ctx context.Context, db DBTX, batch, recordID string) ([]DeadLetter, error) {
+	rows, err := db.Query(ctx, `SELECT `+deadLetterColumns+` FROM triage_dead_letter
+		WHERE batch = $1 AND record_id = $2 AND requeued_at IS NOT NULL
+		ORDER BY id`, batch, recordID)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: requeued dead letters of %s/%s: %w", batch, recordID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeadLetter, error) { return scanDeadLetter(r) })
+	if err != nil {
+		return nil, fmt.Errorf("ledger: requeued dead letters of %s/%s: %w", batch, recordID, err)
+	}
+	return out, nil
+}

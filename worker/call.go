@@ -275,6 +275,10 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 			return rt.apply(ctx, c, rx, keys.Report{})
 		}
 	}
+	if !c.adm.Probe && k.watch.HeldSince(c.adm.Generation) {
+		// The safety net held the key while this job waited for its pace.
+		return rt.apply(ctx, c, Reaction{Kind: ReactPark, After: k.cfg.ProbeInterval}, keys.Report{})
+	}
 
 	// The intent row is also the call's reservation against the batch's
 	// spend cap.
@@ -350,6 +354,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	}
 	rep := rt.report(ctx, c, done, breakerOutcome(a))
 	a.Storm = rep.Storm
+	a.Held = rt.watchCall(ctx, c, a)
 	return rt.apply(ctx, c, decideAfter(a), rep)
 }
 

@@ -301,6 +301,10 @@ type after struct {
 	ProbeInterval time.Duration
 	// Storm: what the storm breaker says after hearing this call.
 	Storm keys.StormReport
+	// Held: the safety net holds the key for this call's failure (a
+	// rejection streak or a throttle wall it is part of): the record waits
+	// for the key to resume instead of being dead-lettered or snoozed.
+	Held bool
 	// Change: what a rejection's one changed retry is decided from.
 	Change changeFacts
 	// Partial: what a stream cut midway delivered (PartialChars characters)
@@ -373,6 +377,9 @@ func decideAfter(a after) Reaction {
 		return r
 
 	case classify.Throttled:
+		if a.Held {
+			return Reaction{Kind: ReactTrip, After: a.ProbeInterval, Outcome: ledger.AttemptFailed}
+		}
 		r := throttled(a.Throttle, a.KeyWide)
 		r.Outcome = ledger.AttemptFailed
 		return r
@@ -392,6 +399,9 @@ func decideAfter(a after) Reaction {
 		return r
 
 	default: // Rejected
+		if a.Held {
+			return Reaction{Kind: ReactTrip, After: a.ProbeInterval, Outcome: ledger.AttemptFailed}
+		}
 		r, ok := changedRetry(a)
 		if !ok {
 			r = deadLetter(classify.Rejected, v.Reason, rejectedDetail(a))

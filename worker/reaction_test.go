@@ -124,6 +124,10 @@ func TestDecideAfter(t *testing.T) {
 	}{
 		{"ok completes", call(verdict(classify.OK)),
 			Reaction{Kind: ReactComplete, Outcome: ledger.AttemptOK}, keys.OutcomeSuccess},
+		{"rejected while the safety net holds the key for it: parks until the probe", call(verdict(classify.Rejected), func(a *after) { a.Held = true }),
+			Reaction{Kind: ReactTrip, After: time.Minute, Outcome: ledger.AttemptFailed}, keys.OutcomeRejected},
+		{"throttled while the safety net holds the key for it: parks, not its own snooze", call(verdict(classify.Throttled), func(a *after) { a.Held = true }),
+			Reaction{Kind: ReactTrip, After: time.Minute, Outcome: ledger.AttemptFailed}, keys.OutcomeExcluded},
 		{"ok but not json: invalid output, billed", call(verdict(classify.OK), func(a *after) { a.Unusable = "not json" }),
 			Reaction{Kind: ReactDeadLetter, Class: classify.OK, Reason: ReasonInvalidOutput, Outcome: ledger.AttemptOK}, keys.OutcomeSuccess},
 		{"garbage 2xx: invalid output, possibly billed", call(verdict(classify.OK), func(a *after) { a.Unusable, a.Malformed = "garbage", true }),

@@ -141,6 +141,13 @@ type Options struct {
 	// Batch times the keys' batch submitters (pipelines with mode batch or
 	// auto). Zero fields take worker/submitter's defaults.
 	Batch submitter.Tuning
+	// RequeueDeadLetters requeues dead letters by id through the
+	// operator's requeue (worker/operator.Requeue: once per dead letter,
+	// in one transaction), returning how many went back. The safety net
+	// calls it for the dead letters of a rejection streak that held their
+	// key (see watch.go). Default nil: they stay dead-lettered and a
+	// warning says so; `triage work` and `triage run` set it.
+	RequeueDeadLetters func(ctx context.Context, ids []int64) (int, error)
 }
 
 // Observer hears about every provider call this process makes, after it is
@@ -174,6 +181,9 @@ type keyRuntime struct {
 	// pause, shared by the fleet, and this process's storm breaker.
 	gate  *keys.Gate
 	pacer *keys.Pacer
+	// watch is the safety net's view of the key's outcomes in this
+	// process (watch.go).
+	watch *keys.Watch
 
 	mu            sync.Mutex
 	lastThrottle  time.Time
@@ -280,6 +290,7 @@ func New(opts Options) (*Runtime, error) {
 			cfg: k, client: client, apiKey: apiKey, redact: redact.New(apiKey),
 			limiter:       keys.NewLimiter(keys.LimiterConfig{Max: k.Concurrency}),
 			pacer:         newPacer(opts.Pacing, k.Concurrency),
+			watch:         keys.NewWatch(WatchSettings(k)),
 			throttleFirst: opts.ThrottleWait,
 		}
 		queues[keys.QueueName(k.Name)] = river.QueueConfig{MaxWorkers: k.Concurrency}
@@ -387,6 +398,12 @@ func StormSettings(k *config.Key) keys.StormSettings {
 		Failures: k.StormFailures, Share: k.StormShare, MinCalls: k.StormMinCalls, Window: k.StormWindow,
 		ProbeMin: k.StormProbeMin, ProbeMax: k.StormProbeMax,
 	}.WithDefaults()
+}
+
+// WatchSettings are a key's safety-net thresholds from its configuration,
+// defaults filled in.
+func WatchSettings(k *config.Key) keys.WatchSettings {
+	return keys.WatchSettings{Rejections: k.SuspectRejections, ThrottleAfter: k.ThrottleHoldAfter}.WithDefaults()
 }
 
 // River is the runtime's River client (for inserting and subscribing).

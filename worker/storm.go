@@ -19,6 +19,7 @@ const StormAlertAfterDefault = 5 * time.Minute
 func (r *Runtime) watchStorms(ctx context.Context) {
 	for {
 		r.checkStorms(ctx)
+		r.requeueSuspects(ctx)
 		d := r.opts.SpendCheck
 		select {
 		case <-ctx.Done():

@@ -231,9 +231,10 @@ func serveDemo(ctx context.Context, e *env, d *db, cfg *config.Config, fake *fak
 	}
 	rt, err := worker.New(worker.Options{
 		Config: cfg, Pool: d.pool, Keys: []string{"main"}, Getenv: getenv,
-		Logger:            slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError})),
-		FetchCooldown:     20 * time.Millisecond,
-		FetchPollInterval: 200 * time.Millisecond,
+		RequeueDeadLetters: safetyNetRequeue(cfg, d.pool),
+		Logger:             slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+		FetchCooldown:      20 * time.Millisecond,
+		FetchPollInterval:  200 * time.Millisecond,
 	})
 	if err != nil {
 		return err

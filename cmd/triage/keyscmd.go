@@ -68,7 +68,7 @@ func writeKeys(w io.Writer, views []operator.KeyView) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tVENDOR\tBREAKER\tSTORM\tREASON\tOPENED\tNEXT PROBE\tPAUSE\tCONCURRENCY\tSPEND\tPREPAID\tRETRIES")
+	fmt.Fprintln(tw, "KEY\tVENDOR\tBREAKER\tSTORM\tREASON\tOPENED\tNEXT PROBE\tPAUSE\tCONCURRENCY\tSPEND\tPREPAID\tRETRIES\tSAFETY NET")
 	for _, v := range views {
 		vendor := "(not in config)"
 		if v.Vendor != nil {
@@ -90,8 +90,8 @@ func writeKeys(w io.Writer, views []operator.KeyView) {
 		if v.Reason != nil {
 			reason = *v.Reason
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t$%.4f\t%s\t%s\n", v.Key, vendor, v.State, v.Storm.State, cell(reason),
-			keysTime(v.OpenedAt), keysTime(v.NextProbe), pause, conc, v.SpendUSD, prepaid, keysRetries(v.RetryBudget))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t$%.4f\t%s\t%s\t%s\n", v.Key, vendor, v.State, v.Storm.State, cell(reason),
+			keysTime(v.OpenedAt), keysTime(v.NextProbe), pause, conc, v.SpendUSD, prepaid, keysRetries(v.RetryBudget), keysSafetyNet(v.SafetyNet))
 	}
 	tw.Flush()
 	var notes []string
@@ -110,6 +110,27 @@ func writeKeys(w io.Writer, views []operator.KeyView) {
 			break
 		}
 	}
+}
+
+// keysSafetyNet is the SAFETY NET cell: the hold, or the thresholds.
+func keysSafetyNet(sn operator.SafetyNetView) string {
+	switch {
+	case sn.Hold != nil:
+		return "held: " + *sn.Hold
+	case sn.Settings == nil:
+		return "-"
+	}
+	var parts []string
+	if n := sn.Settings.SuspectRejections; n > 0 {
+		parts = append(parts, strconv.Itoa(n)+" rejections")
+	}
+	if s := sn.Settings.ThrottleHoldAfterS; s > 0 {
+		parts = append(parts, "throttled "+time.Duration(s*float64(time.Second)).String())
+	}
+	if len(parts) == 0 {
+		return "off"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // keysRetries is the RETRIES cell: open retries of those allowed over the
@@ -132,7 +153,19 @@ func keysRetries(rb *operator.RetryBudgetView) string {
 // throttled) and whether its retries wait on the retry budget.
 func keysNotes(v operator.KeyView) []string {
 	var out []string
-	if v.State != keys.StateClosed {
+	if v.State != keys.StateClosed && v.SafetyNet.Hold != nil {
+		s := fmt.Sprintf("key %s: held by the safety net (%s) for the error %q", v.Key, *v.SafetyNet.Hold, *v.SafetyNet.Fingerprint)
+		if v.OpenedAt != nil {
+			s += " since " + keysTime(v.OpenedAt)
+		}
+		switch {
+		case v.State == keys.StateHalfOpen:
+			s += "; a probe is out"
+		case v.NextProbe != nil:
+			s += "; next probe at " + keysTime(v.NextProbe)
+		}
+		out = append(out, s+"; a suspected account problem the classifier did not know: its jobs stay queued and the dead letters of that error go back with them")
+	} else if v.State != keys.StateClosed {
 		s := "key " + v.Key + ": exhausted"
 		if v.Reason != nil {
 			s += " (" + *v.Reason + ")"

@@ -23,7 +23,7 @@ import (
 // keysViewKeys is the `triage keys --json` element's key set (a contract).
 var keysViewKeys = []string{
 	"concurrency_per_process", "configured", "key", "next_probe", "opened_at", "pacing", "pause_reason", "paused",
-	"paused_until", "prepaid_usd", "prepaid_used_pct", "queue", "reason", "retry_budget", "spend_usd", "state", "storm", "vendor",
+	"paused_until", "prepaid_usd", "prepaid_used_pct", "queue", "reason", "retry_budget", "safety_net", "spend_usd", "state", "storm", "vendor",
 }
 
 // keysHook records the webhook POSTs it receives.
@@ -81,6 +81,7 @@ func TestKeys(t *testing.T) {
 		"retry_budget":{"share":0.2,"window_s":60,"floor":10,"first_calls":0,"open_retries":0,"allowed":10,"spent":false},
 		"storm":{"state":"closed","reason":null,"opened_at":null,"next_probe":null,"cooldown_s":null,
 			"settings":{"failures":5,"share":0.5,"min_calls":10,"window_s":10,"probe_min_s":2,"probe_max_s":60,"alert_after_s":300}},
+		"safety_net":{"hold":null,"fingerprint":null,"settings":{"suspect_rejections":8,"throttle_hold_after_s":2}},
 		"pacing":null}`, string(got))
 
 	// Spend $2.50 on the key, trip its breaker and pause it; give an
@@ -135,9 +136,9 @@ func TestKeys(t *testing.T) {
 
 	r := c.run("", "keys")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	require.Regexp(t, `(?m)^KEY\s+VENDOR\s+BREAKER\s+STORM\s+REASON\s+OPENED\s+NEXT PROBE\s+PAUSE\s+CONCURRENCY\s+SPEND\s+PREPAID\s+RETRIES$`, r.stdout)
-	require.Regexp(t, `(?m)^main\s+openai\s+open\s+closed\s+insufficient_quota\s+.*exhausted until .*4 max per process\s+\$2\.5000\s+\$10\.00 \(25\.0 % used\)\s+0/10 open in 1m0s$`, r.stdout)
-	require.Regexp(t, `(?m)^ghost\s+\(not in config\)\s+closed\s+closed\s+.*\s-$`, r.stdout)
+	require.Regexp(t, `(?m)^KEY\s+VENDOR\s+BREAKER\s+STORM\s+REASON\s+OPENED\s+NEXT PROBE\s+PAUSE\s+CONCURRENCY\s+SPEND\s+PREPAID\s+RETRIES\s+SAFETY NET$`, r.stdout)
+	require.Regexp(t, `(?m)^main\s+openai\s+open\s+closed\s+insufficient_quota\s+.*exhausted until .*4 max per process\s+\$2\.5000\s+\$10\.00 \(25\.0 % used\)\s+0/10 open in 1m0s\s+8 rejections, throttled 2s$`, r.stdout)
+	require.Regexp(t, `(?m)^ghost\s+\(not in config\)\s+closed\s+closed\s+.*\s-\s+-$`, r.stdout)
 	require.Regexp(t, `(?m)^stormy\s+\(not in config\)\s+closed\s+open\s`, r.stdout)
 	require.Contains(t, r.stdout, "key stormy: provider storm (storm breaker open)")
 	require.Regexp(t, `(?m)^key main: exhausted \(insufficient_quota\) since .+; next probe at .+; its jobs stay queued$`, r.stdout)
@@ -240,7 +241,7 @@ func TestKeysRetryBudget(t *testing.T) {
 
 	r := c.run("", "keys")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	require.Regexp(t, `(?m)^main\s.*15/15 open in 1m0s, spent$`, r.stdout)
+	require.Regexp(t, `(?m)^main\s.*15/15 open in 1m0s, spent\s+8 rejections, throttled 2s$`, r.stdout)
 	require.Contains(t, r.stdout, "key main: retry budget spent: 15 open retries, 15 allowed (max of 10 and 0.5 × 30 first calls in 1m0s)")
 	require.NotContains(t, r.stdout, "exhausted")
 
@@ -251,7 +252,7 @@ func TestKeysRetryBudget(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"share":0,"window_s":60,"floor":10,"first_calls":30,"open_retries":15,"allowed":0,"spent":true}`, string(got))
 	r = c.run("", "keys")
-	require.Regexp(t, `(?m)^main\s.*off \(retry_budget 0\)$`, r.stdout)
+	require.Regexp(t, `(?m)^main\s.*off \(retry_budget 0\)\s+8 rejections, throttled 2s$`, r.stdout)
 	require.NotContains(t, r.stdout, "retry budget spent")
 }
 
@@ -301,4 +302,34 @@ func mustJSON(t *testing.T, v any) []byte {
 	b, err := json.Marshal(v)
 	require.NoError(t, err)
 	return b
+}
+
+// A key held by the safety net: the SAFETY NET column says so, a note names
+// the fingerprint, and --json has the hold; a key's thresholds are shown
+// otherwise.
+func TestKeysShowsSafetyNetHold(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	dlqRewriteConfig(t, c, `probe_interval = "500ms"`, `probe_interval = "500ms"`+"\nsuspect_rejections = 5\nthrottle_hold_after = \"0s\"")
+	r := c.run("", "keys")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "5 rejections")
+
+	store := keys.NewStore(c.db.Pool, keys.StoreConfig{})
+	adm, err := store.Admit(ctx, "main", 0)
+	require.NoError(t, err)
+	fp := "400 invalid_request_error handle_state_invalid: the request was declined"
+	opened, err := store.Trip(ctx, "main", adm, keys.HoldReason(keys.WatchDecision{Hold: keys.HoldRejectionStreak, Fingerprint: fp}), time.Hour)
+	require.NoError(t, err)
+	require.True(t, opened)
+
+	r = c.run("", "keys")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "held: rejection_streak")
+	require.Contains(t, r.stdout, `key main: held by the safety net (rejection_streak) for the error "`+fp+`"`)
+	sn := keysJSON(t, c)["main"]["safety_net"].(map[string]any)
+	require.Equal(t, "rejection_streak", sn["hold"])
+	require.Equal(t, fp, sn["fingerprint"])
+	require.Equal(t, map[string]any{"suspect_rejections": 5.0, "throttle_hold_after_s": 0.0}, sn["settings"])
 }

@@ -197,6 +197,9 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 		r.getenv = e.getenv
 	}
 	opts.Getenv = r.getenv
+	if opts.RequeueDeadLetters == nil {
+		opts.RequeueDeadLetters = safetyNetRequeue(r.cfg, r.d.pool)
+	}
 	var summary *summaryHandler
 	if opts.Logger == nil {
 		// Alerts (ERROR) only: per-record events would drown the progress.

@@ -11,12 +11,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/console"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/listenaddr"
 	"github.com/triage-dev/triage/worker/metrics"
+	"github.com/triage-dev/triage/worker/operator"
 )
 
 func init() {
@@ -91,7 +95,8 @@ func runWork(ctx context.Context, e *env, args []string) int {
 	// interrupt stops them through Stop, after the calls in flight.
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRun()
-	opts := worker.Options{Config: cfg, Pool: d.pool, Keys: names, Getenv: e.getenv, Logger: log}
+	opts := worker.Options{Config: cfg, Pool: d.pool, Keys: names, Getenv: e.getenv, Logger: log,
+		RequeueDeadLetters: safetyNetRequeue(cfg, d.pool)}
 	served := make(chan error, 1)
 	if *metricsAddr != "" {
 		all := make([]string, len(cfg.Keys))
@@ -213,4 +218,14 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// safetyNetRequeue is worker.Options.RequeueDeadLetters: the dead letters
+// of a rejection streak go back through the operator's requeue, as
+// `triage dlq requeue ID...` would send them.
+func safetyNetRequeue(cfg *config.Config, pool *pgxpool.Pool) func(ctx context.Context, ids []int64) (int, error) {
+	return func(ctx context.Context, ids []int64) (int, error) {
+		res, err := operator.Requeue(ctx, pool, cfg, operator.Selection{IDs: ids}, operator.RequeueOptions{By: "safety_net"})
+		return res.Requeued, err
+	}
 }

@@ -172,6 +172,20 @@ type Key struct {
 	StormProbeMax   time.Duration `toml:"storm_probe_max"`
 	StormAlertAfter time.Duration `toml:"storm_alert_after"`
 
+	// The safety net, two breakers that watch outcomes rather than bodies
+	// and hold the key (its queue paused fleet-wide, a key_suspect alert,
+	// one probe per ProbeInterval) when the classifier may have missed an
+	// account problem: SuspectRejections different records rejected in a
+	// row with one failure fingerprint and no success between them (the
+	// dead letters of that fingerprint go back to the queue by themselves),
+	// or only throttled answers naming no wait, none succeeding, for
+	// ThrottleHoldAfter. Zero values take keys.WatchSettings's defaults (8,
+	// "2s"). In the file, suspect_rejections = 0 or throttle_hold_after =
+	// "0s" turns that breaker off (stored as -1); suspect_rejections = 1
+	// is refused.
+	SuspectRejections int           `toml:"suspect_rejections"`
+	ThrottleHoldAfter time.Duration `toml:"throttle_hold_after"`
+
 	// The key's batch submitter (pipelines in mode batch or auto): it sends
 	// the pending lines as one provider batch once no new line has come for
 	// BatchGather, and polls a provider batch first after BatchPollMin,

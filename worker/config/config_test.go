@@ -369,3 +369,34 @@ func TestVendorsMatchClassifier(t *testing.T) {
 	}
 	require.ElementsMatch(t, classify.Vendors(), Vendors())
 }
+
+func TestSafetyNetSettings(t *testing.T) {
+	t.Parallel()
+	key := func(lines string) string {
+		return strings.Replace(minimal, `api_key_env = "OPENAI_API_KEY"`, `api_key_env = "OPENAI_API_KEY"`+"\n"+lines, 1)
+	}
+	cfg, err := Parse([]byte(minimal), "triage.toml")
+	require.NoError(t, err)
+	require.Zero(t, cfg.Keys[0].SuspectRejections, "unset: the safety net's defaults apply")
+	require.Zero(t, cfg.Keys[0].ThrottleHoldAfter)
+
+	cfg, err = Parse([]byte(key("suspect_rejections = 5\nthrottle_hold_after = \"30s\"")), "triage.toml")
+	require.NoError(t, err)
+	require.Equal(t, 5, cfg.Keys[0].SuspectRejections)
+	require.Equal(t, 30*time.Second, cfg.Keys[0].ThrottleHoldAfter)
+
+	cfg, err = Parse([]byte(key("suspect_rejections = 0\nthrottle_hold_after = \"0s\"")), "triage.toml")
+	require.NoError(t, err)
+	require.Equal(t, -1, cfg.Keys[0].SuspectRejections, "0 in the file: off")
+	require.Equal(t, time.Duration(-1), cfg.Keys[0].ThrottleHoldAfter, "0s in the file: off")
+
+	for _, tc := range []struct{ lines, want string }{
+		{"suspect_rejections = 1", `triage.toml: keys[0] "main": suspect_rejections must be 0 (off) or at least 2 (one rejected record is the record's problem), got 1`},
+		{"suspect_rejections = -3", `suspect_rejections must be 0 (off) or at least 2`},
+		{`throttle_hold_after = "-1s"`, `triage.toml: keys[0] "main": throttle_hold_after must be "0s" (off) or positive, got "-1s"`},
+		{`throttle_hold_after = "soon"`, `throttle_hold_after "soon"`},
+	} {
+		_, err := Parse([]byte(key(tc.lines)), "triage.toml")
+		require.ErrorContains(t, err, tc.want, tc.lines)
+	}
+}

@@ -83,6 +83,9 @@ type rawKey struct {
 	StormProbeMin   string   `toml:"storm_probe_min"`
 	StormProbeMax   string   `toml:"storm_probe_max"`
 	StormAlertAfter string   `toml:"storm_alert_after"`
+	// Safety net: see Key.SuspectRejections.
+	SuspectRejections *int   `toml:"suspect_rejections"`
+	ThrottleHoldAfter string `toml:"throttle_hold_after"`
 	// Batch submitter timing: see Key.BatchGather.
 	BatchGather  string `toml:"batch_gather"`
 	BatchPollMin string `toml:"batch_poll_min"`
@@ -158,6 +161,30 @@ func (r rawFile) config(name string) (*Config, error) {
 			}
 		}
 		k.StormMinCalls = rk.StormMinCalls
+		if rk.SuspectRejections != nil {
+			switch n := *rk.SuspectRejections; {
+			case n == 0:
+				k.SuspectRejections = -1
+			case n < 2:
+				return nil, fmt.Errorf("%s: %s: suspect_rejections must be 0 (off) or at least 2 (one rejected record is the record's problem), got %d",
+					name, elem("keys", i, rk.Name), n)
+			default:
+				k.SuspectRejections = n
+			}
+		}
+		if rk.ThrottleHoldAfter != "" {
+			d, err := time.ParseDuration(rk.ThrottleHoldAfter)
+			switch {
+			case err != nil:
+				return nil, fmt.Errorf("%s: %s: throttle_hold_after %q: %w", name, elem("keys", i, rk.Name), rk.ThrottleHoldAfter, errDurationForm)
+			case d < 0:
+				return nil, fmt.Errorf("%s: %s: throttle_hold_after must be \"0s\" (off) or positive, got %q", name, elem("keys", i, rk.Name), rk.ThrottleHoldAfter)
+			case d == 0:
+				k.ThrottleHoldAfter = -1
+			default:
+				k.ThrottleHoldAfter = d
+			}
+		}
 		for _, d := range []struct {
 			name string
 			raw  string

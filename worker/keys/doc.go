@@ -25,6 +25,16 @@
 //     probe closes it and wakes the key's parked jobs. It alerts only when
 //     open longer than storm_alert_after.
 //
+// The safety net (watch.go) holds a key on the exhausted breaker when the
+// outcomes, not the bodies, look like an account problem the classifier did
+// not know: one failure fingerprint (Fingerprint) rejecting several different
+// records in a row with no success between them, or only throttled answers
+// naming no wait for a short window. DecideWatch decides, purely, in each
+// process (as gobreaker decides the storm); Trip with a reason made by
+// HoldReason makes the hold the fleet's, and ParseHold reads it back into
+// KeyStatus.Hold. The hold then pauses, probes and resumes as an exhausted
+// key does.
+//
 // While either is open the key's queue is paused fleet-wide and its jobs
 // stay queued without spending attempts. The exhausted breaker wins: a key
 // that needs a human is not probed for a storm.

@@ -22,6 +22,10 @@ type KeyStatus struct {
 	ProbeLeaseUntil *time.Time `json:"probe_lease_until,omitempty"`
 	// ProbeJobID is the River job holding or dispatched for the probe.
 	ProbeJobID int64 `json:"probe_job_id,omitempty"`
+	// Hold is the safety net's hold (the exhausted breaker opened by a
+	// rejection streak or a throttle wall, not by an exhausted answer);
+	// nil when none.
+	Hold *Hold `json:"hold,omitempty"`
 	// Pause is the active pause, nil if none.
 	Pause *Pause `json:"pause,omitempty"`
 	// Storm is the storm breaker; the fields above are the exhausted
@@ -86,6 +90,9 @@ func scanStatus(row pgx.Row) (*KeyStatus, error) {
 	}
 	if st.State != StateHalfOpen {
 		st.ProbeLeaseUntil = nil
+	}
+	if st.State != StateClosed {
+		st.Hold = ParseHold(st.Reason)
 	}
 	if st.Storm.State != StateHalfOpen {
 		st.Storm.ProbeLeaseUntil = nil

@@ -35,6 +35,7 @@ type stateCollector struct {
 
 	breaker, paused, spend, up           *prometheus.Desc
 	storm, stormCooldown                 *prometheus.Desc
+	held                                 *prometheus.Desc
 	batchBudget, batchSpend, batchPaused *prometheus.Desc
 	retryOpen, retryAllowed              *prometheus.Desc
 	paceRate, paceShare, paceTokens      *prometheus.Desc
@@ -54,6 +55,9 @@ func newStateCollector(pool *pgxpool.Pool, store *keys.Store, opts Options) *sta
 		stormCooldown: prometheus.NewDesc("triage_storm_cooldown_seconds",
 			"Wait before the storm breaker's next probe while it is not closed (doubles with every failed probe up to storm_probe_max); 0 when closed.",
 			[]string{"key"}, nil),
+		held: prometheus.NewDesc("triage_key_held",
+			"1 when the safety net holds the key (a rejection streak or a throttle wall: a suspected account problem the classifier did not know), by key and hold; else 0. Fleet-wide from the shared key state.",
+			[]string{"key", "hold"}, nil),
 		paused: prometheus.NewDesc("triage_key_paused",
 			"1 when the key has an active pause (operator or throttle), fleet-wide from the shared key state; else 0.",
 			[]string{"key"}, nil),
@@ -107,6 +111,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.breaker
 	ch <- c.storm
 	ch <- c.stormCooldown
+	ch <- c.held
 	ch <- c.paused
 	ch <- c.spend
 	ch <- c.up
@@ -125,6 +130,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 type keyGauges struct {
+	hold   string // the safety net's hold kind, "" none
 	state  keys.State
 	storm  keys.StormStatus
 	paused bool
@@ -159,6 +165,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, breakerValue(g.state), k)
 		ch <- prometheus.MustNewConstMetric(c.storm, prometheus.GaugeValue, breakerValue(g.storm.State), k)
 		ch <- prometheus.MustNewConstMetric(c.stormCooldown, prometheus.GaugeValue, g.storm.CooldownS, k)
+		for _, kind := range []string{keys.HoldRejectionStreak, keys.HoldThrottleWall} {
+			held := 0.0
+			if g.hold == kind {
+				held = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, held, k, kind)
+		}
 		ch <- prometheus.MustNewConstMetric(c.paused, prometheus.GaugeValue, paused, k)
 		ch <- prometheus.MustNewConstMetric(c.spend, prometheus.GaugeValue, g.spend, k)
 	}
@@ -214,6 +227,9 @@ func (c *stateCollector) read(ctx context.Context, now time.Time) (snapshot, err
 	}
 	for _, st := range statuses {
 		byKey[st.Key] = &keyGauges{state: st.State, storm: st.Storm, paused: st.Pause != nil}
+		if st.Hold != nil {
+			byKey[st.Key].hold = st.Hold.Kind
+		}
 	}
 	for k, g := range byKey {
 		if g.spend, err = ledger.SpendByKey(ctx, c.pool, k, c.opts.SpendSince); err != nil {

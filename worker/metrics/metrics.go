@@ -99,6 +99,7 @@ type Metrics struct {
 	unknown  *prometheus.CounterVec
 	spend    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	holds    *prometheus.CounterVec
 }
 
 var _ worker.Observer = (*Metrics)(nil)
@@ -133,6 +134,10 @@ func New(pool *pgxpool.Pool, store *keys.Store, opts Options) *Metrics {
 			Buckets: opts.DurationBuckets,
 		}, []string{"key", "class"}),
 	}
+	m.holds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "triage_safety_net_holds_total",
+		Help: "Holds the safety net set from this process (a rejection streak or a throttle wall held the key), by key and hold.",
+	}, []string{"key", "hold"})
 	// Series of configured keys exist from the start, so rate() and
 	// increase() see their first events.
 	for _, k := range opts.Keys {
@@ -140,7 +145,7 @@ func New(pool *pgxpool.Pool, store *keys.Store, opts Options) *Metrics {
 		m.spend.WithLabelValues(k)
 	}
 	m.reg.MustRegister(
-		m.calls, m.retries, m.unknown, m.spend, m.duration,
+		m.calls, m.retries, m.unknown, m.spend, m.duration, m.holds,
 		newStateCollector(pool, store, opts),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -151,6 +156,11 @@ func New(pool *pgxpool.Pool, store *keys.Store, opts Options) *Metrics {
 
 // Registry is the Metrics' own registry, for callers that add collectors.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+var _ worker.HoldObserver = (*Metrics)(nil)
+
+// ObserveHold counts a hold the safety net set (worker.HoldObserver).
+func (m *Metrics) ObserveHold(key, hold string) { m.holds.WithLabelValues(key, hold).Inc() }
 
 // ObserveCall counts one finished call (worker.Observer).
 func (m *Metrics) ObserveCall(c worker.CallEvent) {

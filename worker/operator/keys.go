@@ -50,6 +50,43 @@ type KeyView struct {
 	// Pacing is the key's pace as its live worker processes report it
 	// (heartbeat rows); null when no worker process is working the key.
 	Pacing *PacingView `json:"pacing"`
+	// SafetyNet is the safety net: its hold, if it holds the key (the
+	// exhausted breaker above is then open with the hold as its reason),
+	// and the key's thresholds.
+	SafetyNet SafetyNetView `json:"safety_net"`
+}
+
+// SafetyNetView is the safety net of a key in `triage keys --json`.
+type SafetyNetView struct {
+	// Hold is "rejection_streak" or "throttle_wall" while the safety net
+	// holds the key, null otherwise.
+	Hold *string `json:"hold"`
+	// Fingerprint is the failure the hold is about (status, vendor type and
+	// code, normalised message), null when not held.
+	Fingerprint *string `json:"fingerprint"`
+	// Settings are the key's thresholds (null for a key not in the
+	// configuration).
+	Settings *SafetyNetSettingsView `json:"settings"`
+}
+
+// SafetyNetSettingsView is a key's safety-net thresholds: this many
+// different records rejected in a row with one fingerprint, or only
+// throttled answers for this long, hold the key. 0: that breaker is off.
+type SafetyNetSettingsView struct {
+	SuspectRejections  int     `json:"suspect_rejections"`
+	ThrottleHoldAfterS float64 `json:"throttle_hold_after_s"`
+}
+
+func newSafetyNetView(st keys.KeyStatus, k *config.Key) SafetyNetView {
+	var v SafetyNetView
+	if h := st.Hold; h != nil && st.State != keys.StateClosed {
+		v.Hold, v.Fingerprint = &h.Kind, &h.Fingerprint
+	}
+	if k != nil {
+		s := worker.WatchSettings(k)
+		v.Settings = &SafetyNetSettingsView{SuspectRejections: max(s.Rejections, 0), ThrottleHoldAfterS: max(s.ThrottleAfter, 0).Seconds()}
+	}
+	return v
 }
 
 // PacingView is how a key is paced, fleet-wide (keys.PacingStatus).
@@ -257,6 +294,7 @@ func KeyViews(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) ([]Ke
 			v.Paused, v.PauseReason, v.PausedUntil = true, &p.Reason, &p.Until
 		}
 		v.Storm = newStormView(st.Storm, k)
+		v.SafetyNet = newSafetyNetView(st, k)
 		spend, err := ledger.SpendByKey(ctx, pool, name, time.Time{})
 		if err != nil {
 			return err

@@ -1,15 +1,19 @@
 package workertest
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/operator"
 )
 
 // Provider serves a fake provider with scenario sc until the test ends and
@@ -38,5 +42,14 @@ func WorkerOptions(cfg *config.Config, schema string) worker.Options {
 		FetchCooldown:     5 * time.Millisecond,
 		FetchPollInterval: 50 * time.Millisecond,
 		SupervisorTick:    25 * time.Millisecond,
+	}
+}
+
+// Requeue is worker.Options.RequeueDeadLetters as `triage work` sets it:
+// the operator's requeue of dead letters by id.
+func Requeue(cfg *config.Config, pool *pgxpool.Pool) func(ctx context.Context, ids []int64) (int, error) {
+	return func(ctx context.Context, ids []int64) (int, error) {
+		res, err := operator.Requeue(ctx, pool, cfg, operator.Selection{IDs: ids}, operator.RequeueOptions{By: "safety_net"})
+		return res.Requeued, err
 	}
 }

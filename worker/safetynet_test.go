@@ -1,0 +1,168 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/triage-dev/triage/fakeprovider"
+	"github.com/triage-dev/triage/worker/workertest"
+)
+
+// Account errors no rule knows, worded in ways the classifier cannot read:
+// no money, balance or quota word, codes of their own.
+var (
+	unseenRequestError = &fakeprovider.Step{Status: 400, Body: json.RawMessage(
+		`{"error":{"message":"The request was declined: context handle zq-1185 is not in a usable state (ref 7f3a9c2e)","type":"invalid_request_error","param":null,"code":"handle_state_invalid"}}`)}
+	unseenRateLimit = &fakeprovider.Step{Status: 429, Body: json.RawMessage(
+		`{"error":{"message":"Declined by upstream gate ug-4471 for handle zq-1185","type":"requests","param":null,"code":"gate_declined"}}`)}
+)
+
+// The issue's end-to-end check: 200 records, 16 workers, replay off; after
+// about 15 records the balance runs out and every call is answered with an
+// account error no rule knows. The safety net holds the key: at most one
+// wave of calls in flight is dead-lettered, the dead account sees at most
+// twice the key's concurrency plus one request per probe interval, an alert
+// fires, and after a top-up the batch completes with nothing billed twice
+// and no manual requeue.
+func TestSafetyNetHoldsUnseenAccountError(t *testing.T) {
+	t.Parallel()
+	one := oneCallCost(t, "")
+	for _, tc := range []struct {
+		name   string
+		answer *fakeprovider.Step
+		alert  string
+	}{
+		{"request_error", unseenRequestError, "key_suspect"},
+		{"rate_limit", unseenRateLimit, "key_suspect"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const n, concurrency, probe = 200, 16, 300 * time.Millisecond
+			sc := fakeprovider.Scenario{NoReplay: true, Balance: &fakeprovider.Balance{USD: 15 * one * 0.999, Answer: tc.answer}}
+			b := setup(t, sc, tweaks{concurrency: concurrency, probeInterval: probe.String()})
+			b.opts.SpendCheck = 50 * time.Millisecond
+			b.opts.RequeueDeadLetters = workertest.Requeue(b.cfg, b.db.Pool)
+			b.enqueue(t, "b1", records(n, nil))
+			b.start(t)
+			t.Cleanup(func() {
+				st := b.fake.Stats()
+				t.Logf("%s: %d requests reached the dead account, %d requests in all", tc.name, st.RequestsWhileExhausted, st.Requests)
+			})
+
+			// Held, or (before the safety net) the batch ran out on its own.
+			workertest.Eventually(t, 60*time.Second, "the key is held or the batch settles", func() bool {
+				st := b.status(t, "b1")
+				return b.hooks.count(tc.alert) > 0 || st.Completed+st.DeadLettered == st.Total
+			})
+			st := b.status(t, "b1")
+			held := b.fake.Stats()
+			t.Logf("%s: held=%v after %d requests to the dead account; %d dead-lettered, %d completed",
+				tc.name, b.hooks.count(tc.alert) > 0, held.RequestsWhileExhausted, deadLettered(t, b), st.Completed)
+			require.Equal(t, 1, b.hooks.count(tc.alert), "one alert names the suspected account problem: %s", b.hooks.all())
+			require.Contains(t, b.hooks.all(), "fingerprint")
+
+			// Several probe intervals pass while the account stays dead.
+			const intervals = 5
+			deadline := time.Now().Add(intervals * probe)
+			workertest.Eventually(t, 10*time.Second, "probe intervals pass", func() bool { return time.Now().After(deadline) })
+			mid := b.fake.Stats()
+			require.LessOrEqual(t, mid.RequestsWhileExhausted, 2*concurrency+intervals+1,
+				"the dead account is not hammered: %d requests while it was dead (%d when held)",
+				mid.RequestsWhileExhausted, held.RequestsWhileExhausted)
+			dead := deadLettered(t, b)
+			require.LessOrEqual(t, dead, concurrency, "at most one wave of calls in flight is dead-lettered")
+			states := b.jobStates(t)
+			require.Zero(t, states["discarded"], "%v", states)
+			require.LessOrEqual(t, states["cancelled"], concurrency, "only the dead-lettered jobs ended: %v", states)
+
+			b.fake.TopUp(1)
+			workertest.Eventually(t, 60*time.Second, "every record completes after the top-up", func() bool {
+				return b.status(t, "b1").Completed == n
+			})
+			require.Zero(t, b.fake.Stats().DoubleBilledRecords, "nothing is billed twice")
+			for _, dl := range b.deadLetters(t, "b1") {
+				t.Errorf("dead letter left after the top-up: %s %s", dl.RecordID, dl.Reason)
+			}
+			var requeued int
+			require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+				`SELECT count(*) FROM triage_dead_letter WHERE batch = 'b1' AND requeued_at IS NOT NULL`).Scan(&requeued))
+			require.Equal(t, deadLettered(t, b), requeued, "the suspect dead letters went back to the queue by themselves")
+			workertest.Eventually(t, 10*time.Second, "the key_resumed alert", func() bool { return b.hooks.count("key_resumed") >= 1 })
+		})
+	}
+}
+
+// A poisoned batch: 30 % of the records are too long for the model, good
+// records between them. Each is dead-lettered as it is rejected; the
+// rejection streak never holds the healthy key.
+func TestSafetyNetLetsPoisonedBatchThrough(t *testing.T) {
+	t.Parallel()
+	const n, concurrency = 200, 16
+	sc := fakeprovider.Scenario{NoReplay: true, Poison: fakeprovider.Poison{ContextTokens: 2000}}
+	b := setup(t, sc, tweaks{concurrency: concurrency})
+	b.opts.SpendCheck = 50 * time.Millisecond
+	b.opts.RequeueDeadLetters = workertest.Requeue(b.cfg, b.db.Pool)
+	poisoned := func(i int) bool { return i%10 == 1 || i%10 == 4 || i%10 == 7 }
+	b.enqueue(t, "b1", records(n, func(i int) string {
+		if poisoned(i) {
+			return `,"note":"` + strings.Repeat("far too long for the model ", 1500) + `"`
+		}
+		return ""
+	}))
+	b.start(t)
+	st := b.waitSettled(t, "b1", 60*time.Second)
+	require.Equal(t, 60, st.DeadLettered, "every poisoned record is dead-lettered")
+	require.Equal(t, n-60, st.Completed)
+	for _, dl := range b.deadLetters(t, "b1") {
+		require.Equal(t, "rejected", dl.Class, "%s: %s", dl.RecordID, dl.Reason)
+	}
+	require.Zero(t, b.hooks.count("key_suspect"), "the healthy key is never held: %s", b.hooks.all())
+	require.Zero(t, b.hooks.count("key_exhausted"))
+	var requeued int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM triage_dead_letter WHERE requeued_at IS NOT NULL`).Scan(&requeued))
+	require.Zero(t, requeued, fmt.Sprintf("no dead letter was taken back (%d)", requeued))
+}
+
+// deadLettered counts every dead letter of batch b1, requeued or not.
+func deadLettered(t *testing.T, b *testBundle) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM triage_dead_letter WHERE batch = 'b1'`).Scan(&n))
+	return n
+}
+
+// A false hold: the first records of a batch are all poisoned with one
+// error, so the streak holds the healthy key. The probe finds it working,
+// the key resumes, and the records taken back are rejected again: each
+// has had its second chance, so they are dead-lettered for good and the
+// key is not held again.
+func TestSafetyNetSecondChanceDoesNotHoldAgain(t *testing.T) {
+	t.Parallel()
+	const n = 12
+	sc := fakeprovider.Scenario{NoReplay: true, Poison: fakeprovider.Poison{InvalidMarker: "POISON"}}
+	b := setup(t, sc, tweaks{concurrency: 1, probeInterval: "200ms", extraKey: "suspect_rejections = 3\n"})
+	b.opts.SpendCheck = 50 * time.Millisecond
+	b.opts.RequeueDeadLetters = workertest.Requeue(b.cfg, b.db.Pool)
+	b.enqueue(t, "b1", records(n, func(i int) string {
+		if i < 3 {
+			return `,"note":"POISON"`
+		}
+		return ""
+	}))
+	b.start(t)
+	workertest.Eventually(t, 60*time.Second, "the good records complete and the poisoned ones end dead-lettered", func() bool {
+		st := b.status(t, "b1")
+		return st.Completed == n-3 && st.DeadLettered == 3
+	})
+	require.Equal(t, 1, b.hooks.count("key_suspect"), "held once, not again after the second chance: %s", b.hooks.all())
+	for _, dl := range b.deadLetters(t, "b1") {
+		require.Equal(t, "rejected", dl.Class, "%s: %s", dl.RecordID, dl.Reason)
+	}
+}

@@ -1,0 +1,181 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/triage-dev/triage/classify"
+	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/keys"
+)
+
+// AlertKeySuspect is raised when the safety net holds a key: a rejection
+// streak or a throttle wall suggests an account problem the classifier did
+// not recognise. Its fields name the hold and the failure's fingerprint.
+const AlertKeySuspect keys.AlertKind = "key_suspect"
+
+// SuspectLookback bounds how far before a rejection streak's hold the
+// safety net looks for the dead letters it takes back: a streak is a run
+// of calls in a row, so its dead letters are minutes old at most.
+const SuspectLookback = 15 * time.Minute
+
+// fingerprint is the call's failure fingerprint, through the key's
+// redaction boundary: the same function of the same text the dead letter
+// keeps, so a stored dead letter yields the same fingerprint.
+func (c *call) fingerprint() string {
+	return c.key.redact.Field(keys.Fingerprint(c.res.Observation.Status, deref(c.verdict.Code), ledger.Redact(c.res.Observation.Body)))
+}
+
+// storedFingerprint is fingerprint for a dead letter as stored.
+func (k *keyRuntime) storedFingerprint(dl ledger.DeadLetter) string {
+	return k.redact.Field(keys.Fingerprint(dl.HTTPStatus, dl.VendorCode, dl.ErrorExcerpt))
+}
+
+// watchCall tells the key's safety net what the call came to and acts on
+// its decision: a hold opens the key's exhausted breaker (fleet-wide
+// pause, probes) with a reason naming the hold and the fingerprint, and
+// raises key_suspect once. It returns whether the call's record is part
+// of a hold this process set, so that it waits for the key to resume
+// rather than being dead-lettered or snoozed; the call's attempt is then
+// recorded as the safety net read it (exhausted, reason the hold's kind),
+// not as a rejection its record would be dead-lettered for next run.
+func (r *Runtime) watchCall(ctx context.Context, c *call, a after) bool {
+	held := r.watchDecide(ctx, c, a)
+	if held != "" {
+		c.verdict.Class, c.verdict.Reason = classify.Exhausted, held
+	}
+	return held != ""
+}
+
+// watchDecide is watchCall's decision: the hold the call is part of, ""
+// for none.
+func (r *Runtime) watchDecide(ctx context.Context, c *call, a after) string {
+	k := c.key
+	if k == nil || k.watch == nil || a.ClientErr != "" || a.stopped() {
+		return ""
+	}
+	ev := keys.WatchEvent{Record: c.job.Args.Batch + "/" + c.job.Args.RecordID, At: r.now()}
+	switch {
+	case a.Verdict.Class == classify.OK:
+		ev.Kind = keys.WatchSuccess
+	case a.Verdict.Class == classify.Rejected:
+		ev.Kind = keys.WatchRejected
+	case a.Verdict.Class == classify.Throttled && a.Verdict.RetryAfterS == nil:
+		ev.Kind = keys.WatchThrottled
+	default:
+		return ""
+	}
+	if ev.Kind != keys.WatchSuccess {
+		ev.Fingerprint = c.fingerprint()
+	}
+	if ev.Kind == keys.WatchRejected && !c.adm.Probe && r.secondChance(ctx, c, ev.Fingerprint) {
+		// Taken back once for this very failure and rejected again: the
+		// record's own problem, whatever the streak says.
+		ev.Kind = keys.WatchOther
+	}
+	d := k.watch.Observe(ev)
+	if ev.Kind == keys.WatchSuccess {
+		return ""
+	}
+	if d.Hold == "" || c.adm.Probe {
+		// A probe's own failure is the breaker's business (Done).
+		return k.watch.Parks(c.adm.Generation, ev.Fingerprint)
+	}
+	opened, err := r.store.Trip(context.WithoutCancel(ctx), k.cfg.Name, c.adm, keys.HoldReason(d), k.cfg.ProbeInterval)
+	if err != nil {
+		r.log.ErrorContext(ctx, "safety net hold", "key", k.cfg.Name, "err", err)
+		return ""
+	}
+	if !opened {
+		return k.watch.Parks(c.adm.Generation, ev.Fingerprint)
+	}
+	k.watch.Held(d, c.adm.Generation+1)
+	_ = r.supervisor.Reconcile(context.WithoutCancel(ctx), k.cfg.Name)
+	if o, ok := r.opts.Observer.(HoldObserver); ok {
+		o.ObserveHold(k.cfg.Name, d.Hold)
+	}
+	s := k.watch.Settings()
+	msg := fmt.Sprintf("suspected account problem: %d different records rejected in a row with one error and no success between; "+
+		"the key is held (its jobs stay queued, one probe every probe_interval) and the dead letters of that error go back to the queue",
+		s.Rejections)
+	if d.Hold == keys.HoldThrottleWall {
+		msg = fmt.Sprintf("suspected account problem: only throttled answers naming no wait, none succeeding, for %s; "+
+			"the key is held (its jobs stay queued, one probe every probe_interval)", s.ThrottleAfter)
+	}
+	r.alerter.Alert(ctx, keys.Alert{Kind: AlertKeySuspect, Key: k.cfg.Name, Batch: c.job.Args.Batch, Message: msg,
+		Fields: map[string]any{"hold": d.Hold, "fingerprint": d.Fingerprint, "status": c.res.Observation.Status,
+			"code": deref(c.verdict.Code), "probe_interval": k.cfg.ProbeInterval.String()}})
+	return d.Hold
+}
+
+// secondChance reports whether the call's record was dead-lettered for the
+// failure fp and requeued before. Asked on the rejection path only.
+func (r *Runtime) secondChance(ctx context.Context, c *call, fp string) bool {
+	dls, err := ledger.RequeuedDeadLetters(ctx, r.pool, c.job.Args.Batch, c.job.Args.RecordID)
+	if err != nil {
+		r.log.WarnContext(ctx, "safety net: read the record's dead letters", "key", c.key.cfg.Name, "err", err)
+		return false
+	}
+	for _, dl := range dls {
+		if c.key.storedFingerprint(dl) == fp {
+			return true
+		}
+	}
+	return false
+}
+
+// HoldObserver, implemented by an Observer, hears each hold the safety net
+// sets in this process (metrics).
+type HoldObserver interface {
+	ObserveHold(key, hold string)
+}
+
+// requeueSuspects takes back, for every key of this process the safety net
+// holds for a rejection streak, the dead letters of the streak's
+// fingerprint: through the operator's requeue, once each, into the key's
+// queue, which is paused while the hold lasts, so they run when it
+// resumes. Run every tick while held, it also takes back the dead letters
+// of calls that were in flight when the hold was set.
+func (r *Runtime) requeueSuspects(ctx context.Context) {
+	for name, k := range r.keys {
+		st, err := r.store.KeyStatus(ctx, name)
+		if err != nil {
+			r.log.WarnContext(ctx, "safety net check", "key", name, "err", err)
+			continue
+		}
+		if st.Hold == nil || st.Hold.Kind != keys.HoldRejectionStreak || st.OpenedAt == nil {
+			continue
+		}
+		dls, err := ledger.DeadLettersOfKey(ctx, r.pool, name, classify.Rejected.String(), st.OpenedAt.Add(-SuspectLookback))
+		if err != nil {
+			r.log.WarnContext(ctx, "safety net check", "key", name, "err", err)
+			continue
+		}
+		var ids []int64
+		for _, dl := range dls {
+			if k.storedFingerprint(dl) == st.Hold.Fingerprint {
+				ids = append(ids, dl.ID)
+			}
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		if r.opts.RequeueDeadLetters == nil {
+			r.alertOnce(ctx, name, "suspect_not_requeued:"+st.OpenedAt.UTC().Format(time.RFC3339Nano), keys.Alert{
+				Kind: AlertKeySuspect, Key: name,
+				Message: "the dead letters of the held key's fingerprint cannot go back by themselves in this process; requeue them by hand once it resumes",
+				Fields:  map[string]any{"fingerprint": st.Hold.Fingerprint, "dead_letters": len(ids)}})
+			continue
+		}
+		n, err := r.opts.RequeueDeadLetters(ctx, ids)
+		if err != nil {
+			// A dead letter whose job has not ended yet refuses the
+			// requeue; the next tick tries again.
+			r.log.InfoContext(ctx, "safety net requeue deferred", "key", name, "dead_letters", len(ids), "err", err)
+			continue
+		}
+		r.log.WarnContext(ctx, "safety net: suspect dead letters back in the held key's queue", "key", name,
+			"requeued", n, "fingerprint", st.Hold.Fingerprint)
+	}
+}
