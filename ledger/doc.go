@@ -49,6 +49,13 @@
 // younger intents as reservations in flight. A capped batch therefore either
 // has room, waits for calls really in flight, or pauses.
 //
+// # Open lines
+//
+// A record's provider-batch line that is in a live provider batch, or holds
+// a paid answer not applied yet, holds the record (BatchLine.Hold): it is
+// neither moved, resent, requeued nor ended before its answer is collected.
+// See batchline.go; HeldRecords is requeue's look-up by record.
+//
 // # Time
 //
 // Timestamps come from the database clock; Intent.Now, Outcome.Now and

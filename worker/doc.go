@@ -41,6 +41,16 @@
 // classifies that answer and reacts through the same decideAfter and apply,
 // the waits of a synchronous call becoming the next provider batch.
 //
+// The open-line rule (ledger.LineHold): a record whose line is in a live
+// provider batch, or holds a paid answer not applied yet, is neither moved
+// to a fallback, resent synchronously, requeued, nor ended before its answer
+// is collected, and that answer is decoded and priced with the key and model
+// that sent it. decideBefore is where a run and the fallback mover ask it
+// (before.Line); a job reads its open line whatever its pipeline's mode is
+// now; a line not sent yet is taken back before the record goes another way
+// (closeLine, moveJob); and every key with provider batches in flight keeps
+// a submitter, collect-only when no pipeline on it is in batch mode.
+//
 // Every record ends in a result or a dead letter, even when its job ends
 // without the worker deciding: every process sweeps for jobs River discarded
 // (dead letter discarded) and jobs cancelled or deleted by hand in River's

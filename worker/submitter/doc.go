@@ -43,6 +43,11 @@
 // mean the refusal is about no line: the lines of further refused batches
 // get it at once, and keys.AlertBatchRefused is raised.
 //
+// A key on which no pipeline is in batch mode any more (a mode switched to
+// sync, a rolling deploy) keeps a collect-only Submitter (Config.CollectOnly)
+// while it has provider batches in flight or open lines: it forms no new
+// batch, but polls, collects and wakes, so no line sent is left uncollected.
+//
 // A line answered after its job was cancelled or deleted by hand is settled
 // by the submitter: its attempt gets the answer's real cost (the provider
 // billed it, reason ReasonJobGone) and no result is stored.
