@@ -228,16 +228,13 @@ func batchReaction(rx Reaction) Reaction {
 // exhausted balance trips the key as a call would; the rest (a line's 5xx,
 // its throttle) is about the batch's processing, not about the key's
 // synchronous endpoint being up, so it does not feed the storm breaker.
+// The job applying the line made no call: a probe claim it holds is given
+// back, never settled by the stored answer (keys.Heard, in report).
 func batchBreakerOutcome(a after) keys.Outcome {
-	switch a.Verdict.Class {
-	case classify.OK:
-		return keys.OutcomeSuccess
-	case classify.Exhausted:
-		return keys.OutcomeExhausted
-	case classify.Rejected:
-		return keys.OutcomeRejected
+	if a.Verdict.Class == classify.Transient {
+		return keys.OutcomeExcluded
 	}
-	return keys.OutcomeExcluded
+	return keys.OutcomeOf(a.Verdict.Class)
 }
 
 // lineCost prices a batch line at the model's batch prices, and what the

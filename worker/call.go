@@ -115,6 +115,9 @@ type call struct {
 	// (batchline.go).
 	line   ledger.BatchLine
 	lineID int64
+	// called: this run sent its request to the provider (set at the one
+	// place that sends). Only such a run settles a probe claim (report).
+	called bool
 }
 
 // Work runs one job: the checks before the call (decideBefore after each
@@ -283,6 +286,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	if len(p.Fallback) > 0 {
 		a.Fallback.Model = firstCapable(rt.cfg, p, m.Name, c.req)
 	}
+	c.called = true
 	c.res, err = k.client.Do(ctx, c.req)
 	a.Cancelled, a.Phase = ctx.Err() != nil, c.res.Observation.Phase
 	switch {
@@ -407,9 +411,12 @@ func (r *Runtime) deadlineNear(ctx context.Context, k *keyRuntime) bool {
 
 // report tells the breakers what the call came to (once: later calls of
 // done do nothing). A failure to record it is logged, not returned: the
-// call's own outcome still has to be stored.
+// call's own outcome still has to be stored. Every report of a run passes
+// here, so keys.Heard holds for all of them: a run that made no call (a
+// stored batch answer, a cache hit, a prior outcome) gives a probe claim
+// back instead of settling it.
 func (r *Runtime) report(ctx context.Context, c *call, done keys.Done, o keys.Outcome) keys.Report {
-	rep, err := done(ctx, o, c.verdict.Reason)
+	rep, err := done(ctx, keys.Heard(c.adm, o, c.called), c.verdict.Reason)
 	if err != nil {
 		r.log.ErrorContext(ctx, "breaker report", "key", c.key.cfg.Name, "job_id", c.job.ID, "err", err)
 	}

@@ -401,8 +401,8 @@ func throttled(wait time.Duration, keyWide bool) Reaction {
 }
 
 // transientWait is a transient failure's retry wait: the backoff, or longer
-// when the answer asked for longer, but never more than limit (DESIGN.md:
-// the backoff cap, 5 min): a 503 with retry-after: 86400 must not park a
+// when the answer asked for longer, but never more than limit (the
+// backoff cap, 5 min): a 503 with retry-after: 86400 must not park a
 // record for a day.
 func transientWait(backoff, hint, limit time.Duration) time.Duration {
 	return min(max(backoff, hint), max(limit, backoff))
@@ -413,20 +413,5 @@ func breakerOutcome(a after) keys.Outcome {
 	if a.ClientErr != "" || a.stopped() {
 		return keys.OutcomeNone
 	}
-	switch a.Verdict.Class {
-	case classify.OK:
-		return keys.OutcomeSuccess
-	case classify.Rejected:
-		// The provider answered: it is up, whatever it thought of the
-		// request; the balance it says nothing about.
-		return keys.OutcomeRejected
-	case classify.Transient:
-		return keys.OutcomeFailure
-	case classify.Exhausted:
-		return keys.OutcomeExhausted
-	default:
-		// Throttled and ambiguous say nothing about the provider being up
-		// or the balance (gobreaker's IsExcluded).
-		return keys.OutcomeExcluded
-	}
+	return keys.OutcomeOf(a.Verdict.Class)
 }

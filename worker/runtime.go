@@ -26,12 +26,12 @@ import (
 // Defaults for Options.
 const (
 	// BackoffBaseDefault and BackoffCapDefault bound transient retries:
-	// base·2^(attempt-1), capped, with jitter (DESIGN.md: base 1 s, cap 5 min).
+	// base·2^(attempt-1), capped, with jitter (base 1 s, cap 5 min: docs/design.md, "Classes and reactions").
 	BackoffBaseDefault = time.Second
 	BackoffCapDefault  = 5 * time.Minute
 	// ThrottleWaitDefault is the pause after a throttle that names no wait; it
 	// doubles with each further hint-less throttle on the key within a minute,
-	// up to ThrottleWaitMax (the adaptive default of DESIGN.md).
+	// up to ThrottleWaitMax (the adaptive default of docs/design.md).
 	ThrottleWaitDefault = 2 * time.Second
 	ThrottleWaitMax     = 2 * time.Minute
 	// ThrottleWaitCap bounds a throttle's pause whatever retry-after says: a
@@ -361,7 +361,7 @@ func (r *Runtime) newSubmitters() error {
 		if err != nil {
 			return fmt.Errorf("worker: key %q: batch client: %w", name, err)
 		}
-		s, err := submitter.New(submitter.Config{Key: k.cfg, Config: r.cfg, Client: client, Pool: r.pool, Store: r.store,
+		s, err := submitter.New(submitter.Config{Key: k.cfg, Config: r.cfg, Client: client, Pool: r.pool, Store: r.store, Gate: k.gate,
 			RiverSchema: r.opts.Schema, Clock: r.opts.Clock, Logger: r.log, Alerter: r.alerter, Tuning: r.opts.Batch.ForKey(k.cfg)})
 		if err != nil {
 			return fmt.Errorf("worker: key %q: %w", name, err)

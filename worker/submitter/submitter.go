@@ -120,6 +120,9 @@ type Config struct {
 	Pool *pgxpool.Pool
 	// Store is the shared key state: the key's breakers. Required.
 	Store *keys.Store
+	// Gate is the key's gate: the submitter's calls are settled by its
+	// rules (keys.Gate.Settle), as a job's calls are. Required.
+	Gate *keys.Gate
 	// RiverSchema is River's schema ("" for the search_path).
 	RiverSchema string
 	// Clock pins the time (tests); nil: the system clock.
@@ -166,8 +169,8 @@ type Submitter struct {
 
 // New builds a Submitter; Start runs it.
 func New(cfg Config) (*Submitter, error) {
-	if cfg.Key == nil || cfg.Config == nil || cfg.Client == nil || cfg.Pool == nil || cfg.Store == nil {
-		return nil, errors.New("submitter: Key, Config, Client, Pool and Store are required")
+	if cfg.Key == nil || cfg.Config == nil || cfg.Client == nil || cfg.Pool == nil || cfg.Store == nil || cfg.Gate == nil {
+		return nil, errors.New("submitter: Key, Config, Client, Pool, Store and Gate are required")
 	}
 	s := &Submitter{cfg: cfg, t: cfg.Tuning.withDefaults(), log: cfg.Logger, key: cfg.Key.Name, limit: cfg.Client.Limits()}
 	if s.log == nil {
@@ -288,8 +291,8 @@ func (s *Submitter) formAll(ctx context.Context) error {
 	}
 	for range 100 {
 		formed, err := s.form(ctx, adm)
-		if adm.Probe && !formed {
-			s.probeDone(ctx, adm, false, "")
+		if !formed {
+			s.settle(ctx, adm, keys.OutcomeNone, "", false)
 		}
 		if !formed || err != nil || adm.Probe || ctx.Err() != nil {
 			return err
@@ -610,7 +613,7 @@ func (s *Submitter) submit(ctx context.Context, r *row, lines []line, admitted *
 	// row (polls) before it is made, so that no process takes the row for
 	// one nobody sent (recover's shortcut for split-off halves).
 	if err := s.renewSending(ctx, r); err != nil {
-		s.probeDone(ctx, adm, false, "")
+		s.settle(ctx, adm, keys.OutcomeNone, "", false)
 		return err
 	}
 	// From here the provider may have it: a later claim looks first.
@@ -626,7 +629,7 @@ func (s *Submitter) submit(ctx context.Context, r *row, lines []line, admitted *
 		if lost := stop(); lost != nil {
 			// Another process owns the row now and sends it itself; an
 			// uploaded file is only storage, never billed.
-			s.probeDone(ctx, adm, false, "")
+			s.settle(ctx, adm, keys.OutcomeNone, "", true)
 			return lost
 		}
 		if err != nil {
@@ -638,7 +641,7 @@ func (s *Submitter) submit(ctx context.Context, r *row, lines []line, admitted *
 			return fmt.Errorf("submitter: record upload of %d: %w", r.id, err)
 		}
 		if tag.RowsAffected() == 0 {
-			s.probeDone(ctx, adm, false, "")
+			s.settle(ctx, adm, keys.OutcomeNone, "", true)
 			return fmt.Errorf("submitter: record upload of %d: %w", r.id, errLeaseLost)
 		}
 	}
@@ -649,12 +652,12 @@ func (s *Submitter) submit(ctx context.Context, r *row, lines []line, admitted *
 		if lost != nil {
 			// Cut because another process took the row over: it looks for
 			// this create (Find) before it sends anything.
-			s.probeDone(ctx, adm, false, "")
+			s.settle(ctx, adm, keys.OutcomeNone, "", true)
 			return lost
 		}
 		return s.refused(ctx, r, lines, adm, err)
 	}
-	s.probeDone(ctx, adm, true, "")
+	s.settle(ctx, adm, keys.OutcomeSuccess, "", true)
 	s.failures = 0
 	if b.VendorStatus != "validating" {
 		s.accepted() // Anthropic validates at create
@@ -663,23 +666,30 @@ func (s *Submitter) submit(ctx context.Context, r *row, lines []line, admitted *
 	return s.recordSubmitted(ctx, r, b)
 }
 
-// probeDone settles the submitter's probe claim, when its call was the
-// key's probe: a created batch proves the key works again.
-func (s *Submitter) probeDone(ctx context.Context, adm keys.Admission, ok bool, reason string) {
-	if !adm.Probe {
+// settle tells the key's breakers what the submitter's call (an upload or
+// a create) admitted as adm came to, by the gate's rules (keys.Gate.Settle,
+// the decision a job's call goes through): o is keys.OutcomeOf the answer's
+// class, or keys.OutcomeNone when no answer can be judged; called says the
+// call reached the provider. When the create is the key's probe, a created
+// batch proves the key works again, a refusal of the request says nothing
+// about the balance, and an exhausted answer to a storm probe ends the
+// storm and trips the key. It raises key_exhausted for the call that
+// opened the exhausted breaker and key_resumed for the probe that closed it.
+func (s *Submitter) settle(ctx context.Context, adm keys.Admission, o keys.Outcome, reason string, called bool) {
+	if !adm.Probe && o != keys.OutcomeExhausted {
 		return
 	}
-	var err error
-	switch {
-	case ok:
-		_, err = s.cfg.Store.ProbeResult(ctx, s.key, adm, true, s.cfg.Key.ProbeInterval)
-	case reason != "":
-		_, err = s.cfg.Store.Trip(ctx, s.key, adm, reason, s.cfg.Key.ProbeInterval)
-	default:
-		_, err = s.cfg.Store.ReleaseProbe(ctx, s.key, adm, s.cfg.Key.ProbeInterval)
-	}
+	rep, err := s.cfg.Gate.Settle(ctx, adm, o, reason, called)
 	if err != nil {
-		s.log.WarnContext(ctx, "batch submitter probe", "key", s.key, "err", err)
+		s.log.WarnContext(ctx, "batch submitter breaker report", "key", s.key, "err", err)
+		return
+	}
+	if rep.Tripped {
+		s.alertExhausted(ctx, reason)
+	}
+	if rep.Resumed && s.cfg.Alerter != nil {
+		s.cfg.Alerter.Alert(ctx, keys.Alert{Kind: keys.AlertKeyResumed, Key: s.key,
+			Message: "probe succeeded: a provider batch was created, the key's queue drains again"})
 	}
 }
 
@@ -788,7 +798,7 @@ func (s *Submitter) refused(ctx context.Context, r *row, lines []line, adm keys.
 	if !errors.As(err, &ce) {
 		// The lines cannot make a batch (batchapi.ErrInvalidLines): a bug
 		// in what the worker rendered. Back to pending, and slow down.
-		s.probeDone(ctx, adm, false, "")
+		s.settle(ctx, adm, keys.OutcomeNone, "", false)
 		s.log.ErrorContext(ctx, "provider batch not submitted", "key", s.key, "provider_batch", r.id, "err", err)
 		s.backOff()
 		return s.release(ctx, r, "abandoned", "pending")
@@ -797,27 +807,25 @@ func (s *Submitter) refused(ctx context.Context, r *row, lines []line, adm keys.
 	v := s.cfg.Config.Classifier().Classify(o)
 	s.log.WarnContext(ctx, "provider batch call failed", "key", s.key, "provider_batch", r.id, "op", ce.Op,
 		"status", o.Status, "phase", o.Phase, "class", v.Class.String(), "reason", v.Reason)
-	if o.Phase != classify.PhaseResponse || v.Class == classify.Ambiguous || v.Class == classify.OK {
+	noAnswer := o.Phase != classify.PhaseResponse || v.Class == classify.Ambiguous || v.Class == classify.OK
+	outcome := keys.OutcomeOf(v.Class)
+	if noAnswer {
+		// An answer the client could not use says nothing either way.
+		outcome = keys.OutcomeExcluded
+	}
+	s.settle(ctx, adm, outcome, v.Reason, true)
+	if noAnswer {
 		// No answer (or an unreadable one): the create may have happened.
 		// Keep the row; the next claim looks for it before sending again.
-		s.probeDone(ctx, adm, false, "")
 		s.backOff()
 		return s.reschedule(ctx, r, s.backoffWait())
 	}
 	switch v.Class {
 	case classify.Exhausted:
-		// The balance is spent: trip the key's breaker (its sync jobs stop
-		// too); batches already running keep running.
-		if adm.Probe {
-			s.probeDone(ctx, adm, false, v.Reason)
-		} else if opened, err := s.cfg.Store.Trip(ctx, s.key, adm, v.Reason, s.cfg.Key.ProbeInterval); err != nil {
-			s.log.WarnContext(ctx, "trip key", "key", s.key, "err", err)
-		} else if opened {
-			s.alertExhausted(ctx, v.Reason)
-		}
+		// The balance is spent: the key's breaker tripped (settle; its
+		// sync jobs stop too); batches already running keep running.
 		return s.release(ctx, r, "abandoned", "pending")
 	case classify.Throttled:
-		s.probeDone(ctx, adm, false, "")
 		wait := s.t.PollMin
 		if v.RetryAfterS != nil && *v.RetryAfterS > 0 {
 			wait = time.Duration(*v.RetryAfterS * float64(time.Second))
@@ -825,7 +833,6 @@ func (s *Submitter) refused(ctx context.Context, r *row, lines []line, adm keys.
 		s.notBefore = s.now().Add(wait)
 		return s.release(ctx, r, "abandoned", "pending")
 	case classify.Transient:
-		s.probeDone(ctx, adm, false, "")
 		s.backOff()
 		return s.release(ctx, r, "abandoned", "pending")
 	default: // Rejected
@@ -833,7 +840,6 @@ func (s *Submitter) refused(ctx context.Context, r *row, lines []line, adm keys.
 		// one line is bad, maybe all are. Split the batch to find out;
 		// a line refused alone gets the refusal as its answer, so its job
 		// dead-letters it with the classifier's reason.
-		s.probeDone(ctx, adm, true, "")
 		return s.refusedWhole(ctx, r, lines, refusal{answer: ledger.BatchLineAnswer{Observation: o},
 			status: o.Status, code: deref(v.Code), reason: v.Reason}, "abandoned")
 	}
