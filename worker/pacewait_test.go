@@ -9,6 +9,7 @@ import (
 
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/provider"
 	"github.com/triage-dev/triage/worker/workertest"
 )
 
@@ -20,12 +21,14 @@ func TestNoCallAfterTripDuringAPacingWait(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t, fakeprovider.Scenario{}, tweaks{probeInterval: "1h"})
-	// One call every 4 s: the job's wait is well inside its bound (three
-	// quarters of the job margin), long enough to trip the key during it.
-	b.opts.Pacing = keys.PacerConfig{InitialRate: 0.25}
+	// One call every 12 s: the job's wait is inside its bound (three
+	// quarters of the job margin), and far longer than the trip below
+	// takes, even on a loaded machine.
+	b.opts.Pacing = keys.PacerConfig{InitialRate: 1.0 / 12}
 	rt := b.newRuntime(t)
+	pacer := rt.PacerOf(workertest.Key)
 	// The test takes the pacer's one free slot, so the job waits its turn.
-	require.NoError(t, rt.PacerOf(workertest.Key).Wait(ctx, 1, 0))
+	require.NoError(t, pacer.Wait(ctx, 1, 0))
 	b.enqueue(t, "b1", records(1, nil))
 	b.run(t, rt)
 	eventually(t, 20*time.Second, "the job waits for its pace", func() bool {
@@ -39,6 +42,12 @@ func TestNoCallAfterTripDuringAPacingWait(t *testing.T) {
 	tripped, err := store.Trip(ctx, workertest.Key, adm, "another process saw it exhausted", time.Hour)
 	require.NoError(t, err)
 	require.True(t, tripped)
+	// Only now does the pace let the job go: the provider's headers name
+	// a high limit (the job looks again every 50 ms while the limit is
+	// unknown).
+	now := time.Now()
+	pacer.Observe(keys.PaceOutcome{At: now, Answered: true, OK: true, RateLimit: provider.ParseRateLimit("openai",
+		map[string]string{"x-ratelimit-limit-requests": "60000", "x-ratelimit-remaining-requests": "59999"}, now)})
 
 	eventually(t, 20*time.Second, "the job parks", func() bool { return b.jobStates(t)["running"] == 0 })
 	require.Zero(t, b.fake.Stats().Requests, "no call after the trip")
