@@ -158,6 +158,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		if p.UsesBatch() {
 			ledger.QueueOpenBatchLine(batch, &c.line, job.ID, job.Args.Batch)
 		}
+		ledger.QueueBatchHold(batch, &b.Hold, job.Args.Batch)
 	})
 	if err != nil {
 		return fmt.Errorf("admit and ledger look-up: %w", err)
@@ -173,6 +174,8 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	defer func() { rt.report(ctx, c, done, keys.OutcomeNone) }()
 	c.adm = adm
 	b.Admission = &adm
+	b.HoldRecheck = rt.opts.BudgetRecheck
+	b.LineLive = c.line.ID != 0 && (c.line.State == ledger.LineSubmitted || c.line.State == ledger.LineAnswered)
 	if pause != nil {
 		left := time.Until(pause.Until)
 		b.Pause = &left
@@ -251,6 +254,12 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		IsRetry: c.retry, Change: c.change.label(), EstCostUSD: estimateCost(m, c.req), InFlightFor: k.cfg.Timeout + rt.opts.JobMargin,
 	})
 	var budgetErr *ledger.BudgetError
+	var held *ledger.HeldError
+	if errors.As(err, &held) {
+		// Paused or cancelled since the look-up: no call.
+		b.Hold = held.State
+		return rt.apply(ctx, c, decideBefore(b), keys.Report{})
+	}
 	if errors.As(err, &budgetErr) {
 		b.Budget = budgetErr
 		if budgetErr.Wait {
@@ -401,6 +410,18 @@ func (r *Runtime) apply(ctx context.Context, c *call, rx Reaction, rep keys.Repo
 	case ReactCompletePartial:
 		return r.completePartial(ctx, c)
 	case ReactDeadLetter:
+		if rx.Reason == ledger.ReasonCancelled && c.line.ID != 0 && c.lineID == 0 {
+			// A cancelled batch's line not in a provider batch: closed and
+			// its attempt settled as not run ($0) before the dead letter.
+			took, err := ledger.TakeBackBatchLine(ctx, r.pool, c.line.ID, c.line.AttemptID)
+			if err != nil {
+				return err
+			}
+			if !took {
+				// The submitter sent it first: its answer is on its way.
+				return park(ctx, job, r.batchWait())
+			}
+		}
 		return r.deadLetter(ctx, c, rx)
 	case ReactFallback:
 		return r.applyFallback(ctx, c, rx)

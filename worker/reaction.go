@@ -174,6 +174,15 @@ type before struct {
 	SlotLate bool
 	// Fallback: where the job could go while its key's breaker is open.
 	Fallback fallbackInput
+	// Hold is the batch's state when paused or cancelled by hand
+	// (ledger.BatchPaused, ledger.BatchCancelled), "" otherwise; read with
+	// Prior, or from the intent's refusal (ledger.HeldError).
+	Hold        ledger.BatchState
+	HoldRecheck time.Duration // how long a paused batch's job parks
+	// LineLive: the job's batch line is in a provider batch or answered:
+	// its answer is on its way or in, and is applied (and billed) whatever
+	// the hold.
+	LineLive bool
 }
 
 // decideBefore decides, from what a run knows so far, whether it ends
@@ -232,6 +241,17 @@ func decideBefore(b before) Reaction {
 			// after the last send): never one more than max_attempts.
 			return deadLetter(classify.Transient, ReasonRetriesExhausted,
 				fmt.Sprintf("%d calls (max_attempts %d)", p.JobCalls, b.MaxAttempts))
+		}
+	}
+	if !b.LineLive {
+		switch b.Hold {
+		case ledger.BatchCancelled:
+			return deadLetter(classify.Rejected, ledger.ReasonCancelled,
+				"the batch was cancelled by hand (`triage batch cancel`) before this record had an outcome")
+		case ledger.BatchPaused:
+			// A person's doing, not the record's: no snooze charged; the
+			// resume wakes the job.
+			return Reaction{Kind: ReactPark, After: max(b.HoldRecheck, time.Second)}
 		}
 	}
 	if b.OverRetryBudget {
