@@ -53,13 +53,13 @@ func (o ControlOptions) alert(ctx context.Context, kind keys.AlertKind, b ledger
 // ControlResult is what a control did.
 type ControlResult struct {
 	// Before is the batch's stored state before the control.
-	Before ledger.BatchState
+	Before ledger.BatchState `json:"before"`
 	// Changed: the control changed the batch (false: it was already so).
-	Changed bool
+	Changed bool `json:"changed"`
 	// Settled: every record of the batch had ended already.
-	Settled bool
+	Settled bool `json:"settled"`
 	// Woken counts the snoozed jobs made available (resume, budget).
-	Woken int
+	Woken int `json:"woken,omitempty"`
 }
 
 // lockBatch begins the control's read: the batch with its row locked; an
@@ -147,17 +147,17 @@ type CancelResult struct {
 	ControlResult
 	// DeadLettered counts the records dead-lettered now (reason
 	// ledger.ReasonCancelled): their jobs were queued.
-	DeadLettered int
+	DeadLettered int `json:"dead_lettered"`
 	// LinesTakenBack counts batch lines not sent yet that were closed ($0).
-	LinesTakenBack int
+	LinesTakenBack int `json:"lines_taken_back"`
 	// InFlight counts the jobs left running: their call finishes and is
 	// recorded; a record without an answer is dead-lettered cancelled by its
 	// job's next run.
-	InFlight int
+	InFlight int `json:"in_flight"`
 	// ProviderBatches are the provider batches asked to cancel: their
 	// answers are still collected and billed once, the lines they never
 	// ran are dead-lettered cancelled.
-	ProviderBatches []ledger.CancelRequest
+	ProviderBatches []ledger.CancelRequest `json:"provider_batches"`
 }
 
 // CancelBatch cancels a batch by hand (`triage batch cancel B`), in one
