@@ -385,7 +385,7 @@ func (r *Runtime) observe(ctx context.Context, c *call) {
 		if c.lineID != 0 {
 			spent, _ = lineCost(c.model, c.res.InputTokens, c.res.OutputTokens)
 		}
-		o.ObserveCall(CallEvent{Key: k.cfg.Name, Class: c.verdict.Class, Status: c.res.Observation.Status,
+		o.ObserveCall(CallEvent{Key: k.cfg.Name, Batch: job.Args.Batch, Class: c.verdict.Class, Status: c.res.Observation.Status,
 			Known: c.verdict.Known, Retry: c.retry, CostUSD: spent, Elapsed: c.res.Elapsed})
 	}
 }

@@ -90,3 +90,20 @@ func TestBatchPauseResumeDelete(t *testing.T) {
 	r = c.run("", "status", "b2", "--json")
 	require.Contains(t, r.stdout, `"completed":2`)
 }
+
+// A run whose worker also works another batch queued on its key says so as
+// it starts on it, and its summary shows what it spent there (issue 24: a
+// 5-record run made about 310 calls for two abandoned batches and reported
+// only its own $0.0001).
+func TestRunSaysItWorksOtherBatches(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{NoReplay: true}, "")
+	r := c.run("", "enqueue", "--pipeline", "enrich", "--batch", "old", c.file("old.jsonl", jsonl(5)))
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = c.run("", "run", "--pipeline", "enrich", "--batch", "mine", "--progress-interval", "50ms", c.file("mine.jsonl", jsonl(2)))
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stderr, "also working batch old, queued earlier on the same key")
+	require.Contains(t, r.stderr, "`triage batch cancel old`")
+	require.Regexp(t, `this worker also made \d+ calls? for other batches queued on its keys, \$\d`, r.stdout)
+	require.Regexp(t, `(?m)^  old: \d+ calls?, \$`, r.stdout)
+}

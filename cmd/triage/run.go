@@ -211,6 +211,8 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 		summary = newSummaryHandler(h, logRepeatWindow)
 		opts.Logger = slog.New(summary)
 	}
+	meter := newBatchMeter(opts.Observer)
+	opts.Observer = meter
 	rt, err := worker.New(opts)
 	if err != nil {
 		return runOutcome{}, err
@@ -224,7 +226,7 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 		return runOutcome{}, err
 	}
 	pace := func() (keys.PaceState, bool) { return rt.Pacing(r.key) }
-	out, loopErr := pollBatch(ctx, rt.Store(), pace, r, p, start)
+	out, loopErr := pollBatch(ctx, rt.Store(), pace, r, p, start, meter)
 	if summary != nil {
 		if s := summary.flush(); s != "" {
 			p.event(time.Now(), "%s", s)
@@ -243,6 +245,11 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 		fmt.Fprintf(p, "triage: stopping the worker: %v\n", err)
 	}
 	out.wall = time.Since(start)
+	for _, b := range meter.Fresh() {
+		if b != r.batch {
+			p.event(time.Now(), "%s", otherBatchNote(b, r.batch))
+		}
+	}
 	if loopErr != nil {
 		return out, loopErr
 	}
@@ -265,12 +272,13 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 	if err := writeSummary(ctx, e.stdout, r.d, out); err != nil {
 		return out, err
 	}
+	writeOthers(e.stdout, meter.Others(r.batch))
 	return out, nil
 }
 
 // pollBatch draws progress until the batch settles or the run must stop,
 // narrating the key's breaker as it opens, fails a probe and closes.
-func pollBatch(ctx context.Context, store *keys.Store, pace func() (keys.PaceState, bool), r batchRun, p *progress, start time.Time) (runOutcome, error) {
+func pollBatch(ctx context.Context, store *keys.Store, pace func() (keys.PaceState, bool), r batchRun, p *progress, start time.Time, meter *batchMeter) (runOutcome, error) {
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	var deadline <-chan time.Time
@@ -320,6 +328,11 @@ func pollBatch(ctx context.Context, store *keys.Store, pace func() (keys.PaceSta
 			p.event(now, "database reachable again after %s", d.Round(100*time.Millisecond))
 		}
 		last = st
+		for _, b := range meter.Fresh() {
+			if b != r.batch {
+				p.event(now, "%s", otherBatchNote(b, r.batch))
+			}
+		}
 		narrateKey(p, prev, ks, now)
 		prev = ks
 		if r.watch != nil {
