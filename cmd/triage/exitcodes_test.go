@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/triage-dev/triage/fakeprovider"
+	"github.com/triage-dev/triage/ledger"
 )
 
 // `work --exit-when-idle` interrupted with jobs left exits 4, as `run`
@@ -38,4 +39,62 @@ func TestWorkExitWhenIdleInterruptedWithWorkLeftExits4(t *testing.T) {
 		t.Fatalf("work did not stop: %s", errw.String())
 	}
 	require.Contains(t, errw.String(), "stopped with 3 jobs left")
+}
+
+// export of a batch that has not settled fails with nothing written unless
+// --partial (issue 24: it exited 0 with a note on stderr).
+func TestExportOfAnUnfinishedBatchFails(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	r := c.run(jsonl(3), "enqueue", "--pipeline", "enrich", "--batch", "b1", "-")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = c.run("", "export", "b1")
+	require.Equal(t, exitQueued, r.code, r.stderr)
+	require.Empty(t, r.stdout, "no partial file")
+	require.Contains(t, r.stderr, "batch b1 has not settled: 3 of 3 records pending")
+	r = c.run("", "export", "--partial", "b1")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stderr, "exported 0 records; skipped 3")
+}
+
+// `triage wait B` returns run's codes: 0 settled, 3 settled with dead
+// letters, 4 not settled (timeout, budget spent), 2 no such batch.
+func TestWaitReturnsRunsCodes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	r := c.run("", "wait", "nope")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, `no batch "nope"`)
+	r = c.run("", "wait")
+	require.Equal(t, exitUsage, r.code)
+
+	r = c.run(jsonl(3), "enqueue", "--pipeline", "enrich", "--batch", "b1", "-")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = c.run("", "wait", "b1", "--timeout", "300ms")
+	require.Equal(t, exitQueued, r.code, r.stderr)
+	require.Contains(t, r.stderr, "batch b1 not settled: --timeout 300ms passed; 3 of 3 records pending")
+
+	done := make(chan result, 1)
+	go func() { done <- c.run("", "wait", "b1") }()
+	r = c.run("", "work", "--exit-when-idle")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("wait did not return once the batch settled")
+	}
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stderr, "batch b1 settled: 3 completed, 0 dead-lettered of 3")
+
+	dlqSeedBatch(t, c, "b2", 1)
+	dlqSeedDeadLetters(t, c, dlqSeededDL{batch: "b2", record: "r001", class: "rejected", reason: "context_length", status: 400})
+	r = c.run("", "wait", "b2")
+	require.Equal(t, exitDeadLetters, r.code, r.stderr)
+
+	dlqSeedBatch(t, c, "b3", 1)
+	require.NoError(t, ledger.SetBatchState(ctx, c.db.Pool, "b3", ledger.BatchPausedBudget))
+	r = c.run("", "wait", "b3")
+	require.Equal(t, exitQueued, r.code, r.stderr)
+	require.Contains(t, r.stderr, "its budget is spent")
 }
