@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,4 +99,23 @@ func TestWaitReturnsRunsCodes(t *testing.T) {
 	r = c.run("", "wait", "b3")
 	require.Equal(t, exitQueued, r.code, r.stderr)
 	require.Contains(t, r.stderr, "its budget is spent")
+}
+
+// The exit-code table of docs/commands.md names every command.
+func TestExitCodeTableCoversEveryCommand(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../docs/commands.md")
+	require.NoError(t, err)
+	doc := string(b)
+	start := strings.Index(doc, "Exit codes (*contract*")
+	require.GreaterOrEqual(t, start, 0, "docs/commands.md has the exit-code table")
+	end := strings.Index(doc[start:], "| command | what it does |")
+	require.Positive(t, end)
+	table := doc[start : start+end]
+	for name := range commands {
+		require.Regexp(t, "(?m)^\\|[^\\n]*`"+name+"( [a-z]+)?`", table, "command %s is in the exit-code table", name)
+	}
+	for _, code := range []string{"| 0 |", "| 3 |", "| 4 |"} {
+		require.Contains(t, table, code)
+	}
 }
