@@ -12,6 +12,7 @@ import (
 
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/operator"
 )
 
@@ -140,4 +141,23 @@ func TestPausedBatchMakesNoCallUntilResumed(t *testing.T) {
 	require.Equal(t, n, st.Completed)
 	require.Equal(t, n, b.fake.Stats().Requests)
 	b.requireLedgerIsTheBill(t)
+}
+
+// Under `work`, a key the provider refuses as invalid is held as exhausted
+// (the class stays), with an alert that says the key is invalid, not out
+// of money.
+func TestInvalidKeyAlertSaysTheKeyIsInvalid(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakeprovider.Scenario{}, tweaks{probeInterval: "1m"})
+	b.opts.Getenv = func(string) string { return "sk-revoked" }
+	b.enqueue(t, "b1", records(3, nil))
+	b.start(t)
+	eventually(t, 30*time.Second, "the key_exhausted alert", func() bool { return b.hooks.Count("key_exhausted") == 1 })
+	all := b.hooks.All()
+	require.Contains(t, all, "key invalid: the provider refuses the API key itself (invalid_api_key")
+	require.Contains(t, all, "a top-up will not help")
+	require.NotContains(t, all, "top-up resumes")
+	ks, err := keys.NewStore(b.db.Pool, keys.StoreConfig{}).KeyStatus(context.Background(), "main")
+	require.NoError(t, err)
+	require.Equal(t, keys.StateOpen, ks.State, "held as exhausted: the class stays")
 }

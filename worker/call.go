@@ -461,8 +461,13 @@ func (r *Runtime) applyReport(ctx context.Context, c *call, rep keys.Report) {
 		_ = r.supervisor.Reconcile(context.WithoutCancel(ctx), k.cfg.Name)
 	}
 	if rep.Tripped {
+		msg := "key exhausted: its jobs stay queued; one probe every probe_interval until it works again"
+		if keys.InvalidKey(c.verdict.Reason) {
+			msg = "key invalid: the provider refuses the API key itself (" + c.verdict.Reason + ": wrong or revoked), not for money; " +
+				"a top-up will not help. Fix " + k.cfg.APIKeyEnv + ", then `triage keys resume " + k.cfg.Name + "`; its jobs stay queued meanwhile"
+		}
 		r.alerter.Alert(ctx, keys.Alert{Kind: keys.AlertKeyExhausted, Key: k.cfg.Name, Batch: job.Args.Batch,
-			Message: "key exhausted: its jobs stay queued; one probe every probe_interval until it works again",
+			Message: msg,
 			Fields: map[string]any{"status": c.res.Observation.Status, "code": deref(c.verdict.Code), "reason": c.verdict.Reason,
 				"probe_interval": k.cfg.ProbeInterval.String()}})
 	}

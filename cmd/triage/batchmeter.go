@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/worker"
 )
 
@@ -20,6 +21,9 @@ type batchMeter struct {
 	by   map[string]*batchUse
 	// fresh are batches seen since the last Fresh, in order.
 	fresh []string
+	// ok counts the calls answered ok, by key: a key that has answered in
+	// this process is not one that can never work.
+	ok map[string]int
 }
 
 // batchUse is one batch's calls and spend by this process.
@@ -29,7 +33,7 @@ type batchUse struct {
 }
 
 func newBatchMeter(next worker.Observer) *batchMeter {
-	return &batchMeter{next: next, by: map[string]*batchUse{}}
+	return &batchMeter{next: next, by: map[string]*batchUse{}, ok: map[string]int{}}
 }
 
 // ObserveCall implements worker.Observer.
@@ -47,6 +51,16 @@ func (m *batchMeter) ObserveCall(c worker.CallEvent) {
 	}
 	u.Calls++
 	u.CostUSD += c.CostUSD
+	if c.Class == classify.OK {
+		m.ok[c.Key]++
+	}
+}
+
+// Succeeded reports whether key answered a call ok in this process.
+func (m *batchMeter) Succeeded(key string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ok[key] > 0
 }
 
 // Fresh returns the batches whose first call since the last Fresh was

@@ -12,6 +12,7 @@ import (
 
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/workertest"
 )
 
 // `work --exit-when-idle` interrupted with jobs left exits 4, as `run`
@@ -118,4 +119,20 @@ func TestExitCodeTableCoversEveryCommand(t *testing.T) {
 	for _, code := range []string{"| 0 |", "| 3 |", "| 4 |"} {
 		require.Contains(t, table, code)
 	}
+}
+
+// A run whose key the provider refuses as invalid, and that never answered,
+// stops with exit 2 within a few calls, naming the key and its environment
+// variable (issue 24: it waited for probes until someone came).
+func TestRunWithARevokedKeyExits2(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	c.envs[workertest.APIKeyEnv] = "sk-revoked"
+	r := c.run("", "run", "--pipeline", "enrich", "--batch", "b1", "--max-wait", "30s", "--progress-interval", "50ms", c.file("in.jsonl", jsonl(20)))
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	require.Contains(t, r.stderr, "the provider refuses key main as invalid (invalid_api_key): the API key in $"+workertest.APIKeyEnv+" is wrong or revoked")
+	require.Contains(t, r.stderr, "a top-up will not help")
+	require.LessOrEqual(t, c.fake.Stats().Requests, 5, "within a few calls")
+	r = c.run("", "keys")
+	require.Contains(t, r.stdout, "refused as invalid")
 }

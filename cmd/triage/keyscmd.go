@@ -134,7 +134,9 @@ func keysNotes(v operator.KeyView) []string {
 	var out []string
 	if v.State != keys.StateClosed {
 		s := "key " + v.Key + ": exhausted"
-		if v.Reason != nil {
+		if v.Reason != nil && keys.InvalidKey(*v.Reason) {
+			s = "key " + v.Key + ": refused as invalid (" + *v.Reason + ": the API key is wrong or revoked, a top-up will not help)"
+		} else if v.Reason != nil {
 			s += " (" + *v.Reason + ")"
 		}
 		if v.OpenedAt != nil {
