@@ -136,3 +136,14 @@ func TestRunWithARevokedKeyExits2(t *testing.T) {
 	r = c.run("", "keys")
 	require.Contains(t, r.stdout, "refused as invalid")
 }
+
+// --version prints the build's version and exits 0.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	for _, arg := range []string{"--version", "version"} {
+		r := c.run("", arg)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		require.Regexp(t, `^triage \S.* go1\.\d+`, r.stdout)
+	}
+}
