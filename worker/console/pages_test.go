@@ -455,8 +455,10 @@ func TestBrowserBatchPageControls(t *testing.T) {
 	}
 
 	tc := tab(t, browserTimeout)
-	run(t, tc, chromedp.Navigate(b.url+"/batches/b1"), chromedp.WaitVisible(css(`#pause`)))
-	run(t, tc, chromedp.Click(css(`#pause`)), chromedp.WaitVisible(css(`#confirm-button`)))
+	// A running batch's page reloads itself: the buttons are checked, then
+	// their links followed, rather than clicked mid-reload.
+	run(t, tc, chromedp.Navigate(b.url+"/batches/b1"), chromedp.WaitVisible(css(`#pause`)), chromedp.WaitVisible(css(`#cancel`)))
+	run(t, tc, chromedp.Navigate(b.url+"/batches/b1/pause"), chromedp.WaitVisible(css(`#confirm-button`)))
 	require.Equal(t, ledger.BatchRunning, state(), "the confirmation step changes nothing")
 	run(t, tc, chromedp.Click(css(`#confirm-button`)), chromedp.WaitVisible(css(`.notice`)))
 	require.Contains(t, text(t, tc, `.notice`), "Batch b1 paused")
@@ -464,10 +466,10 @@ func TestBrowserBatchPageControls(t *testing.T) {
 	require.Contains(t, b.logs.String(), "alert_kind=batch_paused")
 
 	run(t, tc, chromedp.Click(css(`#resume`)), chromedp.WaitVisible(css(`#confirm-button`)))
-	run(t, tc, chromedp.Click(css(`#confirm-button`)), chromedp.WaitVisible(css(`#pause`)))
+	run(t, tc, chromedp.Click(css(`#confirm-button`)), chromedp.WaitVisible(css(`.notice`)))
 	require.Equal(t, ledger.BatchRunning, state())
 
-	run(t, tc, chromedp.Click(css(`#cancel`)), chromedp.WaitVisible(css(`#confirm-button`)))
+	run(t, tc, chromedp.Navigate(b.url+"/batches/b1/cancel"), chromedp.WaitVisible(css(`#confirm-button`)))
 	run(t, tc, chromedp.Click(css(`#confirm-button`)), chromedp.WaitVisible(css(`.notice`)))
 	require.Contains(t, text(t, tc, `.notice`), "Batch b1 cancelled")
 	require.Equal(t, ledger.BatchSettled, state(), "its three queued records are dead-lettered cancelled")
