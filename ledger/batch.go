@@ -81,11 +81,12 @@ func GetBatch(ctx context.Context, db DBTX, id string) (Batch, error) {
 	return b, nil
 }
 
-// SetBatchState stores a batch's state: BatchRunning, BatchPausedExhausted or
-// BatchPausedBudget (settled is derived, never stored). ErrNotFound.
+// SetBatchState stores a batch's state: BatchRunning, BatchPausedExhausted,
+// BatchPausedBudget, BatchPaused or BatchCancelled (settled is derived,
+// never stored). ErrNotFound.
 func SetBatchState(ctx context.Context, db DBTX, id string, state BatchState) error {
 	switch state {
-	case BatchRunning, BatchPausedExhausted, BatchPausedBudget:
+	case BatchRunning, BatchPausedExhausted, BatchPausedBudget, BatchPaused, BatchCancelled:
 	default:
 		return fmt.Errorf("ledger: batch %q: state %q cannot be stored", id, state)
 	}
@@ -119,10 +120,12 @@ func SetBatchBudget(ctx context.Context, db DBTX, id string, budgetUSD *float64)
 // StateSQL is a batch's state before the settled check, over a
 // triage_batch row aliased b: paused_exhausted while its key's breaker
 // (triage_key_state, shared by the fleet) is not closed, paused_budget as
-// stored, else running. The breaker is the truth for exhaustion, not a state
+// stored, else running; a batch paused or cancelled by hand reads so
+// whatever its key does. The breaker is the truth for exhaustion, not a state
 // the batch once stored. One rule for `triage status`, `triage run` and the
 // metrics.
 const StateSQL = `CASE
+    WHEN b.state IN ('paused', 'cancelled') THEN b.state
     WHEN EXISTS (SELECT 1 FROM triage_key_state k WHERE k.key = b.key AND k.state <> 'closed') THEN 'paused_exhausted'
     WHEN b.state = 'paused_budget' THEN 'paused_budget'
     ELSE 'running' END`
@@ -134,7 +137,7 @@ SELECT b.id, b.pipeline, b.key, b.total, ` + StateSQL + `,
        (SELECT count(*) FROM triage_result r WHERE r.batch = b.id),
        (SELECT count(*) FROM triage_dead_letter d WHERE d.batch = b.id AND d.requeued_at IS NULL),
        (SELECT count(*) FROM triage_dead_letter d WHERE d.batch = b.id AND d.requeued_at IS NULL
-           AND d.reason IN ('` + ReasonCancelledByHand + `', '` + ReasonJobMissing + `')),
+           AND d.reason IN ('` + ReasonCancelledByHand + `', '` + ReasonJobMissing + `', '` + ReasonCancelled + `')),
        a.calls, a.spend::float8, a.possibly_billed::float8,
        b.fallback_jobs,
        (SELECT coalesce(jsonb_object_agg(m.model, m.n), '{}') FROM (

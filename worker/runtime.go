@@ -159,7 +159,9 @@ type Observer interface {
 
 // CallEvent describes one finished call.
 type CallEvent struct {
-	Key     string
+	Key string
+	// Batch is the triage batch the call was made for.
+	Batch   string
 	Class   classify.Class
 	Status  int  // HTTP status; 0 when no status line arrived
 	Known   bool // false: no classifier rule matched

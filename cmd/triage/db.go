@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/triage-dev/triage/ledger/pgcluster"
 )
@@ -62,16 +63,25 @@ func cmdDB(ctx context.Context, e *env, args []string) int {
 			}
 			return exitRuntime
 		}
-		if *remove {
-			err = c.Remove(ctx)
-		} else {
-			err = c.Stop(ctx)
+		if !*remove {
+			if err := c.Stop(ctx); err != nil {
+				fmt.Fprintf(e.stderr, "triage db stop: %v\n", err)
+				return exitRuntime
+			}
+			fmt.Fprintf(e.stderr, "stopped the cluster in %s\n", c.Dir)
+			return exitOK
 		}
-		if err != nil {
+		// What Remove deletes: the directory, and the shadow directory
+		// holding the files when the server could not enter it.
+		removed := []string{c.Dir}
+		if c.DataDir != filepath.Join(c.Dir, "data") {
+			removed = append(removed, filepath.Dir(c.DataDir))
+		}
+		if err := c.Remove(ctx); err != nil {
 			fmt.Fprintf(e.stderr, "triage db stop: %v\n", err)
 			return exitRuntime
 		}
-		fmt.Fprintf(e.stderr, "stopped the cluster in %s\n", c.Dir)
+		fmt.Fprintf(e.stderr, "stopped the cluster and removed its files (the whole database): %s\n", strings.Join(removed, " and "))
 		return exitOK
 	default:
 		fmt.Fprintf(e.stderr, "triage db: unknown subcommand %q (want start, stop or url)\n", sub)

@@ -421,6 +421,9 @@ func Resume(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, key str
 // "key main exhausted since 02:13, next probe in 41s".
 func DescribeKey(ks *keys.KeyStatus) string {
 	s := "key " + ks.Key + " exhausted"
+	if keys.InvalidKey(ks.Reason) {
+		s = "key " + ks.Key + " refused as invalid (" + ks.Reason + ": the key is wrong or revoked, a top-up will not help)"
+	}
 	if ks.OpenedAt != nil {
 		s += " since " + ks.OpenedAt.Local().Format("15:04")
 	}

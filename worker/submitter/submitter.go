@@ -431,7 +431,7 @@ func (s *Submitter) form(ctx context.Context, adm keys.Admission) (bool, error) 
 	if err := s.cfg.Pool.QueryRow(ctx, `SELECT coalesce(max(l.pending_since) < now() - make_interval(secs => $5)
 			OR min(l.pending_since) < now() - make_interval(secs => 10 * $5) OR count(*) >= $6, false)
 		FROM triage_provider_batch_line l
-		WHERE l.key = $1 AND l.state = 'pending' AND NOT `+nearSQL+` AND `+s.liveJobSQL(),
+		WHERE l.key = $1 AND l.state = 'pending' AND NOT `+nearSQL+` AND `+s.liveJobSQL()+` AND NOT `+ledger.LineHeldSQL,
 		s.key, s.autoNames, s.autoMargins, now, s.t.Gather.Seconds(), s.limit.MaxLines).Scan(&ripe); err != nil {
 		return false, fmt.Errorf("submitter: pending lines: %w", err)
 	}
@@ -442,6 +442,7 @@ func (s *Submitter) form(ctx context.Context, adm keys.Admission) (bool, error) 
 		rows, err := tx.Query(ctx, `SELECT l.id, l.custom_id, l.body, l.body->>'model'
 			FROM triage_provider_batch_line l
 			WHERE l.key = $1 AND l.state = 'pending' AND NOT `+nearSQL+` AND `+s.liveJobSQL()+`
+			  AND NOT `+ledger.LineHeldSQL+`
 			ORDER BY l.id LIMIT $5 FOR UPDATE OF l SKIP LOCKED`,
 			s.key, s.autoNames, s.autoMargins, now, s.limit.MaxLines)
 		if err != nil {
