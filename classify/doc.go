@@ -34,6 +34,14 @@
 //     request body"). OpenRouter's upstream body (error.metadata.raw, a
 //     string) is classified with the upstream provider's tables when that
 //     gives a known answer.
+//     Under the vendor tables and over the status table, the signal layer
+//     (signals.go) reads any JSON error shape against one lexicon with a
+//     source per entry (money, account, a model that cannot load, content
+//     policy, a stated size limit, quota windows, rate, capacity, in that
+//     order of precedence); it also overrules the two weak OpenAI rows
+//     (rate_limit, server_error) with a terminal answer. Verdict.DecidedBy
+//     names the layer that decided; NeedsRule is true for what no vendor
+//     rule knows (the worker's unknown-error alert).
 //  6. Defaults: an unknown 4xx is rejected and an unknown 5xx transient, both
 //     known:false so they are counted and alerted on.
 //  7. x-should-retry: "false" turns transient into rejected and throttled

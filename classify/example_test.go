@@ -20,5 +20,5 @@ func ExampleClassify() {
 	out, _ := json.Marshal(v)
 	fmt.Println(string(out))
 	// Output:
-	// {"class":"exhausted","retry_after_s":null,"code":"insufficient_quota","reason":"billing_quota","known":true}
+	// {"class":"exhausted","retry_after_s":null,"code":"insufficient_quota","reason":"billing_quota","known":true,"decided_by":"vendor_rule"}
 }

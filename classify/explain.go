@@ -13,8 +13,8 @@ type Explanation struct {
 	// Rule is Verdict.Rule: the ID of the deciding rule.
 	Rule string
 	// Kind is "user" (a triage.toml rule), "built-in" (a vendor or generic
-	// table row), "fixed" (phase, odd status, 2xx) or "default" (nothing
-	// matched).
+	// table row), "signal" (the signal layer read the body's wording),
+	// "fixed" (phase, odd status, 2xx) or "default" (nothing matched).
 	Kind string
 	// Fixture is, for a built-in or fixed rule, the testdata file holding the
 	// real vendor body that pins it (relative to the repository root).
@@ -38,6 +38,8 @@ func (c *Classifier) Explain(o Observation) Explanation {
 	switch {
 	case isUserRule(v.Rule):
 		e.Kind = "user"
+	case strings.HasPrefix(v.Rule, signalPrefix):
+		e.Kind = "signal"
 	case strings.HasPrefix(v.Rule, "default/"):
 		e.Kind = "default"
 		e.Tables = slices.Compact(tr.tables)
@@ -54,6 +56,12 @@ func (c *Classifier) Explain(o Observation) Explanation {
 	}
 	if tr.upstream {
 		e.Notes = append(e.Notes, "decided by the upstream provider's body in error.metadata.raw: "+strings.Join(tr.ids, " > "))
+	}
+	if tr.streamError {
+		e.Notes = append(e.Notes, "read from the error event of a stream that delivered no output: nothing was generated, so nothing was billed")
+	}
+	if v.Known && v.NeedsRule() {
+		e.Notes = append(e.Notes, "no vendor rule knows this body (decided by "+v.DecidedBy+"): the worker raises the unknown-error alert; a [[rules]] entry in triage.toml decides it for good")
 	}
 	if strings.Contains(v.Reason, "+long_wait") {
 		e.Notes = append(e.Notes, fmt.Sprintf("a wait of %.0f s (an hour or more) means a quota window, so the key is exhausted", deref(v.RetryAfterS)))
@@ -74,6 +82,8 @@ func (e Explanation) String() string {
 	switch e.Kind {
 	case "user":
 		fmt.Fprintf(&b, "rule: %s (user rule from triage.toml, checked before the built-in table)\n", strings.TrimPrefix(e.Rule, userRulePrefix))
+	case "signal":
+		fmt.Fprintf(&b, "rule: %s (signal layer: no vendor row matched; the body's wording decided)\n", e.Rule)
 	case "default":
 		fmt.Fprintf(&b, "rule: %s (default: no rule matched)\n", e.Rule)
 		fmt.Fprintf(&b, "why: no row of the tables %s matched this status and body, so the status class decided (known:false raises the unknown-error alert); add a [[rules]] entry in triage.toml to decide it\n", strings.Join(e.Tables, ", "))

@@ -14,6 +14,14 @@ type rule struct {
 	when   func(f *facts) bool
 	// unknown marks a row that is a deliberate fallback (known:false).
 	unknown bool
+	// weak marks a pacing or server row read from a field every
+	// OpenAI-compatible server shares (code rate_limit_exceeded, type
+	// server_error): when the body's signals name a terminal condition
+	// (money, account, a model that cannot load, content policy, a stated
+	// size limit, a window of an hour or more), the signal layer overrules
+	// it. A llama.cpp "Context size has been exceeded." sent as a 500
+	// server_error is rejected, not retried.
+	weak bool
 	// delegate marks the OpenRouter row that classifies the upstream body
 	// (error.metadata.raw) with the upstream vendor's own tables.
 	delegate bool
@@ -168,10 +176,10 @@ var openaiTable = newTable("openai", []rule{
 	{reason: "per_day_limit", class: Exhausted, when: func(f *facts) bool {
 		return codeIn(f, "rate_limit_exceeded") && says(f, "per day", "(tpd)", "(rpd)")
 	}},
-	{reason: "rate_limit", class: Throttled, when: func(f *facts) bool {
+	{reason: "rate_limit", class: Throttled, weak: true, when: func(f *facts) bool {
 		return codeIn(f, "rate_limit_exceeded", "slow_down") || typeIn(f, "tokens", "requests")
 	}},
-	{reason: "server_error", class: Transient, when: func(f *facts) bool {
+	{reason: "server_error", class: Transient, weak: true, when: func(f *facts) bool {
 		return typeIn(f, "server_error", "service_unavailable_error") || codeIn(f, "server_error", "server_is_overloaded")
 	}},
 })

@@ -69,6 +69,29 @@ func (c *Class) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// The layers that can decide a Verdict (Verdict.DecidedBy).
+const (
+	DecidedByVendorRule = "vendor_rule"
+	DecidedByUserRule   = "user_rule"
+	DecidedBySignal     = "signal"
+	DecidedByStatus     = "status"
+	DecidedByPhase      = "phase"
+)
+
+// NeedsRule reports whether no vendor or user rule knows the response: a
+// default fired, or the signal layer or the status alone decided. The
+// worker raises the unknown-error alert for it, so an operator learns about
+// bodies worth a pinned rule. A success or a phase verdict never needs one.
+func (v Verdict) NeedsRule() bool {
+	if !v.Known {
+		return true
+	}
+	if v.Class == OK {
+		return false
+	}
+	return v.DecidedBy == DecidedBySignal || v.DecidedBy == DecidedByStatus
+}
+
 // Verdict is the classifier's answer. JSON field names are a contract (docs/design.md, "JSON shapes").
 type Verdict struct {
 	Class Class `json:"class"`
@@ -80,6 +103,13 @@ type Verdict struct {
 	Reason string `json:"reason"`
 	// Known is false when no specific rule matched and a default fired.
 	Known bool `json:"known"`
+	// DecidedBy names the layer that decided: "vendor_rule" (a vendor
+	// table row pinned by a fixture, or a user rule: "user_rule"),
+	// "signal" (the signal layer read the body's wording), "status" (the
+	// HTTP status alone, known or not) or "phase" (how far the call got).
+	// A verdict decided by the signal layer or the status is one no vendor
+	// rule knows: the worker raises the unknown-error alert for it.
+	DecidedBy string `json:"decided_by"`
 	// Rule is the ID of the rule that decided: a built-in row
 	// ("anthropic/credit_balance_too_low"), a fixed row ("2xx/ok",
 	// "default/unknown_4xx") or a user rule ("user/rules[2]"). Not part of the

@@ -29,9 +29,9 @@ func TestClassifyExplain(t *testing.T) {
 	// Without a rule: the default, and why.
 	r := c.run("", "classify", "--vendor", "other", "--status", "418", "--body-file", teapot, "--explain")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	require.Contains(t, r.stdout, `"reason":"unknown_4xx","known":false}`)
+	require.Contains(t, r.stdout, `"reason":"unknown_4xx","known":false,"decided_by":"status"}`)
 	require.Contains(t, r.stdout, "rule: default/unknown_4xx (default: no rule matched)")
-	require.Contains(t, r.stdout, "why: no row of the tables model, request, openai, generic matched")
+	require.Contains(t, r.stdout, "why: no row of the tables model, request, openai, signal, generic matched")
 
 	// A built-in row names its fixture.
 	quota := c.file("quota.json", `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`)
@@ -50,7 +50,7 @@ reason = "arrears_balance"
 `)
 	r = c.run("", "classify", "--vendor", "other", "--status", "418", "--body-file", teapot, "--explain")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	require.Contains(t, r.stdout, `{"class":"exhausted","retry_after_s":null,"code":"arrears","reason":"arrears_balance","known":true}`)
+	require.Contains(t, r.stdout, `{"class":"exhausted","retry_after_s":null,"code":"arrears","reason":"arrears_balance","known":true,"decided_by":"user_rule"}`)
 	require.Contains(t, r.stdout, "rule: rules[0] (user rule from triage.toml")
 
 	r = c.run(`{"vendor":"other","phase":"response","status":418,"body":"{\"error\":{\"code\":\"arrears\"}}"}`+"\n", "classify", "--jsonl", "--explain")

@@ -37,12 +37,12 @@ func TestClassifyJSONL(t *testing.T) {
 	require.Equal(t, exitOK, code, b.stderr.String())
 	lines := strings.Split(strings.TrimSuffix(b.stdout.String(), "\n"), "\n")
 	require.Len(t, lines, 4)
-	require.JSONEq(t, `{"class":"throttled","retry_after_s":20,"code":"rate_limit_exceeded","reason":"rate_limit","known":true}`, lines[0])
+	require.JSONEq(t, `{"class":"throttled","retry_after_s":20,"code":"rate_limit_exceeded","reason":"rate_limit","known":true,"decided_by":"vendor_rule"}`, lines[0])
 	var bad map[string]string
 	require.NoError(t, json.Unmarshal([]byte(lines[1]), &bad))
 	require.True(t, strings.HasPrefix(bad["error"], "line 2: "), bad["error"])
-	require.JSONEq(t, `{"class":"exhausted","retry_after_s":null,"code":"invalid_request_error","reason":"credit_balance_too_low","known":true}`, lines[2])
-	require.JSONEq(t, `{"class":"transient","retry_after_s":null,"code":null,"reason":"not_sent","known":true}`, lines[3])
+	require.JSONEq(t, `{"class":"exhausted","retry_after_s":null,"code":"invalid_request_error","reason":"credit_balance_too_low","known":true,"decided_by":"vendor_rule"}`, lines[2])
+	require.JSONEq(t, `{"class":"transient","retry_after_s":null,"code":null,"reason":"not_sent","known":true,"decided_by":"phase"}`, lines[3])
 }
 
 func TestClassifyJSONLLongLine(t *testing.T) {
@@ -80,11 +80,11 @@ func TestClassifySingle(t *testing.T) {
 	code, b := runClassifyCLI(t, "", "--vendor", "anthropic", "--status", "429",
 		"--header", "Retry-After: 12", "--header", "x-should-retry: true", "--body-file", f)
 	require.Equal(t, exitOK, code, b.stderr.String())
-	require.JSONEq(t, `{"class":"throttled","retry_after_s":12,"code":"rate_limit_error","reason":"rate_limit","known":true}`, b.stdout.String())
+	require.JSONEq(t, `{"class":"throttled","retry_after_s":12,"code":"rate_limit_error","reason":"rate_limit","known":true,"decided_by":"vendor_rule"}`, b.stdout.String())
 
 	code, b = runClassifyCLI(t, "", "--vendor", "openai", "--phase", "sent_no_response")
 	require.Equal(t, exitOK, code, b.stderr.String())
-	require.JSONEq(t, `{"class":"ambiguous","retry_after_s":null,"code":null,"reason":"sent_no_response","known":true}`, b.stdout.String())
+	require.JSONEq(t, `{"class":"ambiguous","retry_after_s":null,"code":null,"reason":"sent_no_response","known":true,"decided_by":"phase"}`, b.stdout.String())
 }
 
 func TestClassifyUsageErrors(t *testing.T) {

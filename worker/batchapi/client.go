@@ -11,9 +11,15 @@ import (
 	"github.com/triage-dev/triage/worker/provider"
 )
 
-// FindClockSkew is how much older than Find's since a batch may look and
-// still be considered: the provider's clock is not the caller's.
-const FindClockSkew = 5 * time.Minute
+// FindClockSkew is how much older than Find's since a batch may look, by
+// the provider's own created_at, and still be considered: the provider's
+// clock is not the caller's. Generous, because a batch the look-up misses
+// is created again whole (up to 50,000 lines, all billed twice), while a
+// wider window only lists a few more batches: a worker host's clock
+// minutes ahead of the provider's once cut the window short of the batch
+// it was looking for. Callers pass a since from one clock the fleet shares
+// (the database's), not a host's.
+const FindClockSkew = time.Hour
 
 var (
 	// ErrInvalidID: an id given to Get, Cancel or Create is empty or has

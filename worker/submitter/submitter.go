@@ -133,6 +133,13 @@ type Config struct {
 	// exhausted breaker (the worker's alert for a call that does).
 	Alerter *keys.Alerter
 	Tuning  Tuning
+	// CollectOnly: no pipeline on the key is in batch or auto mode now (a
+	// mode switched to sync, a rolling deploy). The submitter forms no new
+	// provider batch, but polls and collects the ones in flight and wakes
+	// their jobs, so a line sent is never left uncollected (its answer
+	// unrecorded, its reservation held). A round does nothing while the key
+	// has no open provider batch nor open line.
+	CollectOnly bool
 }
 
 // Submitter sends one key's pending batch lines as provider batches,
@@ -144,6 +151,7 @@ type Submitter struct {
 	key   string
 	limit batchapi.Limits
 	// auto pipelines and their margins, for the deadline checks.
+	auto        []ledger.AutoMargin
 	autoNames   []string
 	autoMargins []float64
 
@@ -185,6 +193,7 @@ func New(cfg Config) (*Submitter, error) {
 	}
 	for _, p := range cfg.Config.Pipelines {
 		if p.Mode == config.ModeAuto {
+			s.auto = append(s.auto, ledger.AutoMargin{Pipeline: p.Name, Margin: p.AutoMargin})
 			s.autoNames = append(s.autoNames, p.Name)
 			s.autoMargins = append(s.autoMargins, p.AutoMargin.Seconds())
 		}
@@ -243,6 +252,12 @@ func (s *Submitter) now() time.Time {
 // Round is one pass: deadlines, missed wakes, new provider batches, and the
 // provider batches due a step. Start calls it every Tuning.Tick.
 func (s *Submitter) Round(ctx context.Context) error {
+	if s.cfg.CollectOnly {
+		open, err := ledger.KeyHasOpenBatchWork(ctx, s.cfg.Pool, s.key)
+		if err != nil || !open {
+			return err
+		}
+	}
 	var errs []error
 	if err := s.deadlines(ctx); err != nil {
 		errs = append(errs, err)
@@ -259,7 +274,7 @@ func (s *Submitter) Round(ctx context.Context) error {
 			break
 		}
 	}
-	if !s.now().Before(s.notBefore) {
+	if !s.cfg.CollectOnly && !s.now().Before(s.notBefore) {
 		if err := s.formAll(ctx); err != nil {
 			errs = append(errs, err)
 		}
@@ -300,8 +315,9 @@ func (s *Submitter) formAll(ctx context.Context) error {
 }
 
 // nearSQL is the condition "line l's triage batch has an auto pipeline
-// whose deadline is within its margin"; $2, $3: the auto pipelines and
-// their margins in seconds, $4 now.
+// whose deadline is within its margin" (as ledger.NearDeadlineBatches
+// says), for the pending lines a new provider batch leaves out; $2, $3:
+// the auto pipelines and their margins in seconds, $4 now.
 const nearSQL = `EXISTS (SELECT 1 FROM triage_batch tb
 		JOIN unnest($2::text[], $3::float8[]) AS m(pipeline, margin) ON m.pipeline = tb.pipeline
 		WHERE tb.id = l.batch AND tb.deadline IS NOT NULL AND tb.deadline < $4::timestamptz + make_interval(secs => m.margin))`
@@ -309,30 +325,31 @@ const nearSQL = `EXISTS (SELECT 1 FROM triage_batch tb
 // deadlines asks for the cancel of the provider batches holding a line of
 // an auto pipeline whose deadline is near, and wakes the jobs of such lines
 // still waiting for a batch: their jobs take them back and call
-// synchronously.
+// synchronously. It runs every round: with no deadline near it reads no
+// line, and with one near only the lines of the batches concerned (see
+// ledger.NearDeadlineBatches).
 func (s *Submitter) deadlines(ctx context.Context) error {
-	if len(s.autoNames) == 0 {
+	if len(s.auto) == 0 {
 		return nil
 	}
 	now := s.now()
-	// Only a submitted row's next poll is brought forward: an intent or
-	// uploaded row's next_poll_at is the lease of a create that may be in
-	// flight (its fencing token), and the cancel is sent at its first poll.
-	tag, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch pb SET cancel_requested = true,
-			next_poll_at = CASE WHEN pb.state = 'submitted' THEN least(next_poll_at, $4) ELSE next_poll_at END
-		WHERE pb.key = $1 AND pb.state IN ('intent', 'uploaded', 'submitted') AND NOT pb.cancel_requested
-		  AND EXISTS (SELECT 1 FROM triage_provider_batch_line l WHERE l.provider_batch = pb.id AND `+nearSQL+`)`,
-		s.key, s.autoNames, s.autoMargins, now)
-	if err != nil {
-		return fmt.Errorf("submitter: deadline cancels: %w", err)
+	near, err := ledger.NearDeadlineBatches(ctx, s.cfg.Pool, s.auto, now)
+	if err != nil || len(near) == 0 {
+		return err
 	}
-	if n := tag.RowsAffected(); n > 0 {
+	n, err := ledger.RequestDeadlineCancels(ctx, s.cfg.Pool, s.key, near, now)
+	if err != nil {
+		return fmt.Errorf("submitter: %w", err)
+	}
+	if n > 0 {
 		s.log.InfoContext(ctx, "deadline near: cancelling provider batches, their unfinished lines go synchronous", "key", s.key, "provider_batches", n)
 	}
+	jobs, err := ledger.NearDeadlineWaitingJobs(ctx, s.cfg.Pool, s.key, near)
+	if err != nil || len(jobs) == 0 {
+		return err
+	}
 	_, err = s.cfg.Pool.Exec(ctx, `UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` SET state = 'available', scheduled_at = now()
-		WHERE state = 'scheduled' AND id IN (SELECT l.job_id FROM triage_provider_batch_line l
-			WHERE l.key = $1 AND l.state IN ('pending', 'not_run') AND `+nearSQL+`)`,
-		s.key, s.autoNames, s.autoMargins, now)
+		WHERE state = 'scheduled' AND id = ANY($1)`, jobs)
 	if err != nil {
 		return fmt.Errorf("submitter: wake jobs near their deadline: %w", err)
 	}
@@ -456,10 +473,14 @@ func (s *Submitter) form(ctx context.Context, adm keys.Admission) (bool, error) 
 		if len(lines) == 0 {
 			return nil
 		}
-		r.state, r.createdAt = "intent", now
-		if err := tx.QueryRow(ctx, `INSERT INTO triage_provider_batch (key, vendor, model, lines, next_poll_at, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, next_poll_at, tag`,
-			s.key, s.cfg.Key.Vendor, r.model, len(lines), now.Add(s.t.Lease), now).Scan(&r.id, &r.lease, &r.tagValue); err != nil {
+		// created_at is the database's clock, not this host's: it is the
+		// lower bound of the look-up (Find) after a lost create answer, and
+		// a host clock ahead of the provider's would cut that window short
+		// of the batch and have it created again.
+		r.state = "intent"
+		if err := tx.QueryRow(ctx, `INSERT INTO triage_provider_batch (key, vendor, model, lines, next_poll_at)
+			VALUES ($1, $2, $3, $4, $5) RETURNING id, next_poll_at, tag, created_at`,
+			s.key, s.cfg.Key.Vendor, r.model, len(lines), now.Add(s.t.Lease)).Scan(&r.id, &r.lease, &r.tagValue, &r.createdAt); err != nil {
 			return err
 		}
 		ids := make([]int64, len(lines))
@@ -555,7 +576,9 @@ func (s *Submitter) recover(ctx context.Context, r *row) error {
 		return s.submit(ctx, r, lines, nil)
 	}
 	delete(s.unsent, r.id)
-	// Created before the row: a clock skew margin is the client's business.
+	// The row's created_at is the database's clock at the intent; the
+	// provider's clock may differ from it by minutes, which the client's
+	// margin (batchapi.FindClockSkew) covers. No host clock is involved.
 	hctx, stop := s.hold(ctx, r)
 	b, found, err := s.cfg.Client.Find(hctx, r.tag(), r.createdAt, ids)
 	if lost := stop(); lost != nil {
@@ -1241,9 +1264,9 @@ func (s *Submitter) split(ctx context.Context, r *row, state string, parts ...[]
 		}
 		for i, p := range parts {
 			var id int64
-			if err := tx.QueryRow(ctx, `INSERT INTO triage_provider_batch (key, vendor, model, lines, next_poll_at, created_at)
-				VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
-				s.key, s.cfg.Key.Vendor, r.model, len(p), now, now).Scan(&id); err != nil {
+			if err := tx.QueryRow(ctx, `INSERT INTO triage_provider_batch (key, vendor, model, lines, next_poll_at)
+				VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+				s.key, s.cfg.Key.Vendor, r.model, len(p), now).Scan(&id); err != nil {
 				return err
 			}
 			ids := make([]int64, len(p))

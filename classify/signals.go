@@ -1,0 +1,351 @@
+package classify
+
+import (
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// The signal layer reads any vendor. It runs under the vendor tables: when no
+// vendor row matched (and before the status table), or when the row that
+// matched is a weak one (a pacing or server answer read from a field every
+// OpenAI-compatible server shares, see rule.weak) and the signals name a
+// terminal condition. It walks any JSON error shape (nested error objects,
+// arrays, base_resp, details, problem+json, an upstream body carried as a
+// string inside a gateway's), lower-cases every string it finds, and looks
+// the lexicon up in it. The lexicon is the one table below; every entry
+// names the real body it was read from (a file in testdata/), and
+// TestLexiconPinned checks the body holds the phrase.
+
+// signal is one normalised fact a body states about itself.
+type signal uint16
+
+const (
+	sigMoney        signal = 1 << iota // balance, credits, arrears, spend cap
+	sigCredential                      // the key or token is invalid
+	sigVerification                    // the account or organisation must be verified
+	sigAccount                         // the account is suspended, locked or not active
+	sigPlan                            // the plan or tier does not include this
+	sigModel                           // the model cannot be loaded or served
+	sigPolicy                          // content policy, safety or inspection filter
+	sigContext                         // the input is over a stated context or size limit
+	sigLongWindow                      // a quota window of an hour or more
+	sigShortWindow                     // a quota window of a second or a minute
+	sigQuota                           // a quota or usage limit, window not stated
+	sigRate                            // rate limit, throttling, concurrency
+	sigCapacity                        // the server or model is overloaded
+)
+
+// lexEntry is one lexicon row: a lower-case phrase, the signal it states,
+// and the testdata file holding the vendor's exact body it was read from.
+type lexEntry struct {
+	phrase string
+	sig    signal
+	source string
+}
+
+// lexicon is the one table of signal wordings, English and Chinese. Phrases
+// are matched as lower-case substrings of every string in the body. Keep
+// them specific: a phrase that also occurs in a pacing message (Groq's "Need
+// more tokens? Upgrade to Dev Tier") must not state money or a plan.
+var lexicon = []lexEntry{
+	// Money or balance.
+	{"insufficient balance", sigMoney, "corpus21/001_other_429.json"},
+	{"insufficient_balance", sigMoney, "corpus21/001_other_429.json"},
+	{"please recharge", sigMoney, "corpus21/012_other_429.json"},
+	{"余额不足", sigMoney, "corpus21/013_other_429.json"},
+	{"请充值", sigMoney, "corpus21/013_other_429.json"},
+	{"paid balance is insufficient", sigMoney, "corpus21/015_other_403.json"},
+	{"please top up", sigMoney, "corpus21/015_other_403.json"},
+	{"free quota has been exhausted", sigMoney, "corpus21/016_other_403.json"},
+	{"complete your payment information", sigMoney, "corpus21/016_other_403.json"},
+	{"check your plan and billing", sigMoney, "corpus21/017_other_429.json"},
+	{"exceeded current quota", sigMoney, "corpus21/011_other_403.json"},
+	{"requires more credits", sigMoney, "corpus21/026_openrouter_402.json"},
+	{"more credits are required", sigMoney, "corpus21/028_openrouter_402.json"},
+	{"used all available credits", sigMoney, "corpus21/059_xai_429.json"},
+	{"spending limit", sigMoney, "corpus21/059_xai_429.json"},
+	{"api usage limits", sigMoney, "corpus21/042_litellm-proxy_400.json"},
+	{"regain access on", sigMoney, "corpus21/042_litellm-proxy_400.json"},
+	{"not-enough-credits", sigMoney, "corpus21/069_other_402.json"},
+	{"included credits", sigMoney, "corpus21/071_other_402.json"},
+	// Credential.
+	{"invalid api key", sigCredential, "corpus21/031_other_200.json"},
+	{"authentication credentials", sigCredential, "corpus21/033_vertex_401.json"},
+	// Verification.
+	{"must be verified", sigVerification, "openai/organization_must_be_verified_400.json"},
+	// Account state.
+	{"is not active", sigAccount, "corpus21/011_other_403.json"},
+	{"is suspended", sigAccount, "corpus21/068_other_412.json"},
+	// Plan or tier.
+	{"upgrade to continue", sigPlan, "corpus21/041_ollama_429.json"},
+	// The model cannot be loaded.
+	{"requires more system memory", sigModel, "corpus21/022_ollama_500.json"},
+	// Content policy.
+	{"inappropriate content", sigPolicy, "corpus21/029_other_400.json"},
+	{"data_inspection_failed", sigPolicy, "corpus21/029_other_400.json"},
+	{"content management policy", sigPolicy, "corpus21/056_other_400.json"},
+	{"content_filter", sigPolicy, "corpus21/056_other_400.json"},
+	{"is sensitive", sigPolicy, "corpus21/074_other_500.json"},
+	// Context or size.
+	{"context size", sigContext, "corpus21/019_other_500.json"},
+	{"exceed_context_size", sigContext, "corpus21/018_other_500.json"},
+	{"exceeds the model limit", sigContext, "corpus21/045_bedrock_400.json"},
+	// Quota windows.
+	{"per day", sigLongWindow, "corpus21/034_groq_429.json"},
+	{"小时的使用上限", sigLongWindow, "corpus21/039_other_429.json"},
+	{"monthly", sigLongWindow, "corpus21/071_other_402.json"},
+	{"per minute", sigShortWindow, "corpus21/025_other_429.json"},
+	{"per_minute", sigShortWindow, "corpus21/032_vertex_429.json"},
+	{"1 minute", sigShortWindow, "corpus21/043_other_429.json"},
+	{"tpm rate limit", sigShortWindow, "corpus21/008_other_429.json"},
+	{"tpm limit", sigShortWindow, "corpus21/051_other_429.json"},
+	{"usage limit", sigQuota, "corpus21/007_openai_429.json"},
+	{"check quota", sigQuota, "corpus21/005_other_429.json"},
+	// Rate, throttling, concurrency.
+	{"rate limit", sigRate, "corpus21/063_other_429.json"},
+	{"ratelimit", sigRate, "corpus21/043_other_429.json"},
+	{"throttling threshold", sigRate, "corpus21/043_other_429.json"},
+	{"concurrency", sigRate, "corpus21/040_other_429.json"},
+	{"too many requests", sigRate, "corpus21/025_other_429.json"},
+	{"concurrent requests", sigRate, "corpus21/075_other_429.json"},
+	{"速率限制", sigRate, "corpus21/072_other_429.json"},
+	{"并发", sigRate, "corpus21/073_other_429.json"},
+	// Capacity or overload.
+	{"no capacity available", sigCapacity, "corpus21/049_gemini_429.json"},
+	{"capacity exceeded", sigCapacity, "mistral/service_tier_capacity_503.json"},
+	{"resource limitations", sigCapacity, "corpus21/024_ollama_500.json"},
+}
+
+// hintKeys are members that state a wait in seconds, wherever they sit:
+// ChatGPT's usage_limit_reached error.resets_in_seconds.
+var hintKeys = []string{"resets_in_seconds"}
+
+// bodySignals is what the signal layer read from a body.
+type bodySignals struct {
+	sigs signal
+	hint *float64 // a wait stated in a member of hintKeys
+}
+
+// readSignals walks a JSON body (an SSE stream's data lines each count as
+// one) and returns its signals. A body that is not JSON states nothing.
+func readSignals(body string) bodySignals {
+	var out bodySignals
+	text := collectText(body, &out)
+	for i := range lexicon {
+		if out.sigs&lexicon[i].sig == 0 && strings.Contains(text, lexicon[i].phrase) {
+			out.sigs |= lexicon[i].sig
+		}
+	}
+	return out
+}
+
+// bodyText is the lower-cased text the lexicon is looked up in.
+func bodyText(body string) string {
+	var out bodySignals
+	return collectText(body, &out)
+}
+
+func collectText(body string, out *bodySignals) string {
+	var b strings.Builder
+	collect := func(s string) {
+		b.WriteString(s)
+		b.WriteByte('\n')
+	}
+	body = strings.TrimSpace(body)
+	switch {
+	case body == "":
+	case body[0] == '{' || body[0] == '[' || body[0] == '"':
+		if gjson.Valid(body) {
+			walkJSON(gjson.Parse(body), 0, collect, out)
+		}
+	default:
+		for line := range strings.Lines(body) {
+			line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "data:"))
+			if strings.HasPrefix(line, "{") && gjson.Valid(line) {
+				walkJSON(gjson.Parse(line), 0, collect, out)
+			}
+		}
+	}
+	return strings.ToLower(b.String())
+}
+
+// walkJSON collects every string value (and the strings inside a JSON
+// document carried as a string, as gateways do with the upstream body) and
+// the numeric hints.
+func walkJSON(v gjson.Result, depth int, collect func(string), out *bodySignals) {
+	if depth > 32 {
+		return
+	}
+	switch {
+	case v.IsObject() || v.IsArray():
+		v.ForEach(func(k, e gjson.Result) bool {
+			if k.Type == gjson.String && e.Type == gjson.Number {
+				for _, h := range hintKeys {
+					if k.Str == h && e.Num >= 0 && out.hint == nil {
+						out.hint = ptr(e.Num)
+					}
+				}
+			}
+			walkJSON(e, depth+1, collect, out)
+			return true
+		})
+	case v.Type == gjson.String:
+		collect(v.Str)
+		if s := strings.TrimSpace(v.Str); depth < 8 && strings.HasPrefix(s, "{") && gjson.Valid(s) {
+			walkJSON(gjson.Parse(s), depth+1, collect, out)
+		}
+	}
+}
+
+// signalVerdict turns signals into a class, in this order: account and
+// money first (money; then credential, verification, account state and plan,
+// all reason "account"), then
+// a model that cannot load, then the request (content policy, then a stated
+// context or size limit), then quota windows (an hour or more is
+// exhausted), then pacing (a short window, a quota with no window stated, a
+// rate limit: throttled), then capacity (transient). No signal: no verdict,
+// and the status table decides.
+func signalVerdict(s signal) (Class, string, bool) {
+	switch {
+	case s&sigMoney != 0:
+		return Exhausted, "money", true
+	case s&(sigCredential|sigVerification|sigAccount|sigPlan) != 0:
+		return Exhausted, "account", true
+	case s&sigModel != 0:
+		return Exhausted, "model_unavailable", true
+	case s&sigPolicy != 0:
+		return Rejected, "content_policy", true
+	case s&sigContext != 0:
+		return Rejected, "context_or_size", true
+	case s&sigLongWindow != 0:
+		return Exhausted, "quota_window", true
+	case s&(sigShortWindow|sigQuota|sigRate) != 0:
+		return Throttled, "rate_limit", true
+	case s&sigCapacity != 0:
+		return Transient, "capacity", true
+	}
+	return 0, "", false
+}
+
+// signalReasons lists every reason signalVerdict can give, for the rule IDs
+// ("signal/money", …) and their fixtures.
+var signalReasons = []string{"money", "account", "model_unavailable",
+	"content_policy", "context_or_size", "quota_window", "rate_limit", "capacity"}
+
+const signalPrefix = "signal/"
+
+// decideSignals is the signal layer's verdict for f's body, if it states
+// anything.
+func decideSignals(f *facts, body string) (Verdict, bool) {
+	bs := readSignals(body)
+	c, reason, ok := signalVerdict(bs.sigs)
+	if !ok {
+		return Verdict{}, false
+	}
+	if bs.hint != nil && f.hint == nil {
+		f.hint = bs.hint
+	}
+	return Verdict{Class: c, Reason: "signal_" + reason, Known: true, Rule: signalPrefix + reason, DecidedBy: DecidedBySignal}, true
+}
+
+// classifyOtherErrorIn2xx reads the 2xx error shapes parseBody does not
+// know: an OpenAI-compatible API's base_resp with a non-zero status_code
+// (MiniMax), and a completion whose choice ended with finish_reason
+// content_filter and no content (Azure). The signal layer decides; a
+// terminal or pacing answer stands, anything else is ambiguous, as for any
+// error inside a 2xx body.
+func (c *Classifier) classifyOtherErrorIn2xx(f *facts, o Observation, tr *tracer) (Verdict, bool) {
+	body := o.Body
+	switch {
+	case strings.Contains(body, "base_resp"):
+		sc := gjson.Get(body, "base_resp.status_code")
+		if sc.Type != gjson.Number || sc.Num == 0 {
+			return Verdict{}, false
+		}
+		f.code = sc.Raw
+	case strings.Contains(body, "content_filter"):
+		filtered := false
+		gjson.Get(body, "choices").ForEach(func(_, ch gjson.Result) bool {
+			if ch.Get("finish_reason").Str == "content_filter" && ch.Get("message.content").Str == "" {
+				filtered = true
+			}
+			return !filtered
+		})
+		if !filtered {
+			return Verdict{}, false
+		}
+		f.code = "content_filter"
+	default:
+		return Verdict{}, false
+	}
+	f.hasError = true
+	if v, ok := decideSignals(f, body); ok {
+		switch v.Class {
+		case Exhausted, Rejected, Throttled:
+			tr.fire(v.Rule)
+			if tr != nil {
+				tr.errorIn2xx = true
+			}
+			return finish(v, f, o), true
+		}
+	}
+	tr.fire(idErrorIn2xx)
+	return Verdict{Class: Ambiguous, Code: strPtr(f.defaultCode()), Reason: "error_in_2xx_body", Known: true, Rule: idErrorIn2xx, DecidedBy: DecidedByStatus}, true
+}
+
+// classifyStreamError reads a stream that failed before any output: an
+// OpenAI Responses-API stream that ends with an error event or
+// response.failed (a rate limit, a quota, a context overflow) and carries no
+// output delta. Nothing was generated, so nothing was billed, and the error
+// is read with the tables and the signal layer like an error in a 2xx body:
+// a terminal or pacing answer stands. A stream that delivered any output
+// stays ambiguous.
+func (c *Classifier) classifyStreamError(o Observation, depth int, tr *tracer) (Verdict, bool) {
+	// Only OpenAI Responses-API streams: their events carry sequence_number
+	// or end with response.failed. Other streams (an Anthropic error event
+	// after message_start) stay ambiguous.
+	if !strings.Contains(o.Body, "error") || strings.Contains(o.Body, "delta") ||
+		!strings.Contains(o.Body, "sequence_number") && !strings.Contains(o.Body, "response.failed") {
+		return Verdict{}, false
+	}
+	event := ""
+	for line := range strings.Lines(o.Body) {
+		line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "data:"))
+		if !strings.HasPrefix(line, "{") || !gjson.Valid(line) {
+			continue
+		}
+		switch gjson.Get(line, "type").Str {
+		case "error":
+			if gjson.Get(line, "error").IsObject() {
+				event = line
+			} else {
+				// {"type":"error","code":…,"message":…}: the event is the error.
+				event = `{"error":` + line + `}`
+			}
+		case "response.failed":
+			if raw := gjson.Get(line, "response.error"); raw.IsObject() && event == "" {
+				event = `{"error":` + raw.Raw + `}`
+			}
+		}
+	}
+	if event == "" {
+		return Verdict{}, false
+	}
+	var inner *tracer
+	if tr != nil {
+		inner = &tracer{}
+	}
+	v := c.classify(Observation{Vendor: o.Vendor, Path: o.Path, Phase: PhaseResponse, Status: 200, Headers: o.Headers, Body: event}, depth, inner)
+	switch v.Class {
+	case Exhausted, Rejected, Throttled:
+	default:
+		return Verdict{}, false
+	}
+	if tr != nil {
+		tr.ids = append(tr.ids, inner.ids...)
+		tr.streamError = true
+	}
+	v.Reason = "stream_" + v.Reason
+	return v, true
+}
