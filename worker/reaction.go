@@ -400,8 +400,8 @@ func throttled(wait time.Duration, keyWide bool) Reaction {
 }
 
 // transientWait is a transient failure's retry wait: the backoff, or longer
-// when the answer asked for longer, but never more than limit (DESIGN.md:
-// the backoff cap, 5 min): a 503 with retry-after: 86400 must not park a
+// when the answer asked for longer, but never more than limit (the
+// backoff cap, 5 min): a 503 with retry-after: 86400 must not park a
 // record for a day.
 func transientWait(backoff, hint, limit time.Duration) time.Duration {
 	return min(max(backoff, hint), max(limit, backoff))

@@ -26,12 +26,12 @@ import (
 // Defaults for Options.
 const (
 	// BackoffBaseDefault and BackoffCapDefault bound transient retries:
-	// base·2^(attempt-1), capped, with jitter (DESIGN.md: base 1 s, cap 5 min).
+	// base·2^(attempt-1), capped, with jitter (base 1 s, cap 5 min: docs/design.md, "Classes and reactions").
 	BackoffBaseDefault = time.Second
 	BackoffCapDefault  = 5 * time.Minute
 	// ThrottleWaitDefault is the pause after a throttle that names no wait; it
 	// doubles with each further hint-less throttle on the key within a minute,
-	// up to ThrottleWaitMax (the adaptive default of DESIGN.md).
+	// up to ThrottleWaitMax (the adaptive default of docs/design.md).
 	ThrottleWaitDefault = 2 * time.Second
 	ThrottleWaitMax     = 2 * time.Minute
 	// ThrottleWaitCap bounds a throttle's pause whatever retry-after says: a
