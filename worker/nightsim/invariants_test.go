@@ -193,6 +193,10 @@ func (w *world) check() []string {
 
 	// 6. No exported result is a partial unless marked: an unmarked answer
 	// is the whole answer, and it is its own record's.
+	want := map[string]string{}
+	for _, rec := range w.records() {
+		want[rec.ID] = answerID(rec)
+	}
 	textAnswer := regexp.MustCompile(`^Record (\S+): [a-z]+ \([0-9a-f]{8}\), score [0-9.]+\.$`)
 	for id, row := range results {
 		if row.Partial {
@@ -208,7 +212,7 @@ func (w *world) check() []string {
 				continue
 			}
 			m := textAnswer.FindStringSubmatch(s)
-			if m == nil || m[1] != id {
+			if m == nil || m[1] != want[id] {
 				fail("record %s: unmarked result is not its whole answer: %q", id, s)
 			}
 			continue
@@ -217,7 +221,7 @@ func (w *world) check() []string {
 			ID     string `json:"id"`
 			Digest string `json:"digest"`
 		}
-		if err := json.Unmarshal(row.Output, &obj); err != nil || obj.ID != id || obj.Digest == "" {
+		if err := json.Unmarshal(row.Output, &obj); err != nil || obj.ID != want[id] || obj.Digest == "" {
 			fail("record %s: result is not its own whole answer: %s", id, row.Output)
 		}
 	}

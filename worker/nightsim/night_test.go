@@ -107,18 +107,30 @@ func nights(t *testing.T, width int, seeds iter.Seq[int64], sw nightsim.Switches
 
 // night runs one night as a subtest.
 func night(t *testing.T, n nightsim.Night) {
-	t.Run(fmt.Sprintf("seed=%d", n.Seed), func(t *testing.T) {
-		t.Log(n)
-		w := newWorld(t, n)
-		ok := w.run(settleBound)
-		var v []string
-		if !ok {
-			v = append(v, w.stuck()...)
-		} else {
-			v = w.check()
-		}
-		if len(v) > 0 {
-			t.Fatalf("%s\nwhat happened:\n  %s\nbroken:\n  - %s", n, strings.Join(w.notes, "\n  "), strings.Join(v, "\n  - "))
-		}
-	})
+	t.Run(fmt.Sprintf("seed=%d", n.Seed), func(t *testing.T) { nightRun(t, n) })
+}
+
+// nightRun plays n and fails t with the night and what it broke.
+func nightRun(t *testing.T, n nightsim.Night) {
+	t.Log(n)
+	w := newWorld(t, n)
+	bound := settleBound
+	if n.NoTopUp {
+		// Jobs parked on a key whose balance never returns reach their
+		// MaxAge only when they run, one probe per probe interval.
+		bound += time.Duration(n.Records) * probeInterval
+	}
+	ok := w.run(bound)
+	var v []string
+	if !ok {
+		v = append(v, w.stuck()...)
+	} else {
+		v = w.check()
+	}
+	if testing.Verbose() {
+		t.Logf("what happened:\n  %s\n  %s", strings.Join(w.notes, "\n  "), strings.Join(w.diagnose(), "\n  "))
+	}
+	if len(v) > 0 {
+		t.Fatalf("%s\nwhat happened:\n  %s\nbroken:\n  - %s", n, strings.Join(w.notes, "\n  "), strings.Join(v, "\n  - "))
+	}
 }

@@ -17,6 +17,10 @@ type Switches struct {
 	// FallbackWithBatch: a fallback next to a batch or auto pipeline
 	// (faults 1 and 6: the mover moves jobs with open lines).
 	FallbackWithBatch bool
+	// FallbackExhausted: a fallback next to a primary whose balance runs
+	// out (fault 6: the fallback does not serve; seed 3020 of the first
+	// soak: the fallback got nothing, 81 of 86 records snoozed_out).
+	FallbackExhausted bool
 	// RequeueLive: the operator cancels River jobs and requeues their dead
 	// letters while lines may be open (fault 2).
 	RequeueLive bool
@@ -44,7 +48,7 @@ type Switches struct {
 var Known = Switches{}
 
 // All turns every dimension on.
-var All = Switches{FallbackWithBatch: true, RequeueLive: true, PartialCache: true, BatchExhausted: true,
+var All = Switches{FallbackWithBatch: true, FallbackExhausted: true, RequeueLive: true, PartialCache: true, BatchExhausted: true,
 	ModeSwitch: true, BatchMaxAge: true, ClockSkew: true, EchoKey: true}
 
 // Kind is what one event of the fault schedule does.
@@ -160,8 +164,10 @@ type Night struct {
 	// PoisonEvery: every Nth record is rejected (invalid_param); LongEvery:
 	// every Nth is over the context window.
 	PoisonEvery, LongEvery int
-	// Batch fault: a share of each provider batch's lines expires.
-	ExpireShare float64
+	// BatchLatency is how long the fake's provider batches take; a share
+	// (ExpireShare) of each batch's lines expires instead.
+	BatchLatency time.Duration
+	ExpireShare  float64
 
 	// Length is when the faults end: every fault is cleared then (a
 	// balance left out of money stays so when NoTopUp), and every stopped
@@ -223,6 +229,7 @@ func Plan(seed int64, sw Switches) Night {
 	if chance(0.5) {
 		n.LongEvery = 11 + r.IntN(10)
 	}
+	n.BatchLatency = time.Duration(300+r.IntN(3000)) * time.Millisecond
 	if n.Mode != "sync" && chance(0.4) {
 		n.ExpireShare = 0.1 + 0.3*r.Float64()
 	}
@@ -245,7 +252,7 @@ func Plan(seed int64, sw Switches) Night {
 	if chance(0.5) {
 		window(Event{Kind: RateOn, Flag: chance(0.5)}, Event{Kind: RateOff})
 	}
-	balance := chance(0.4) && (n.Mode == "sync" || sw.BatchExhausted)
+	balance := chance(0.4) && (n.Mode == "sync" || sw.BatchExhausted) && (n.Fallback == "" || sw.FallbackExhausted)
 	if balance {
 		add(Event{At: at(), Kind: BalanceLow, USD: float64(r.IntN(4)) * 0.00005})
 		if chance(0.7) {
@@ -301,6 +308,10 @@ func Plan(seed int64, sw Switches) Night {
 			e.USD = 0.002 + float64(r.IntN(5))*0.002
 		}
 		add(e)
+		if op == OpCancelJobs {
+			// What the cancel help suggests next: requeue what was cancelled.
+			add(Event{At: min(n.Length, e.At+time.Duration(500+r.IntN(2000))*time.Millisecond), Kind: Operate, Op: OpRequeue})
+		}
 	}
 	slices.SortStableFunc(n.Events, func(a, b Event) int { return int(a.At - b.At) })
 	return n
@@ -312,8 +323,8 @@ func (n Night) String() string {
 	fmt.Fprintf(&b, "night %d (replay: go test ./worker/nightsim -run 'TestNight$' -seed=%d)\n", n.Seed, n.Seed)
 	fmt.Fprintf(&b, "  procs=%d child=%d skew=%s vendor=%s mode=%s output=%s concurrency=%d cache=%t stream=%t accept_partial=%d\n",
 		n.Procs, n.Child, n.Skew, n.Vendor, n.Mode, n.Output, n.Concurrency, n.Cache, n.Stream, n.AcceptPartial)
-	fmt.Fprintf(&b, "  on_overflow=%s budget=$%.4f fallback=%q echo_key=%t max_age=%s records=%d latency=%s poison_every=%d long_every=%d expire_share=%.2f length=%s no_top_up=%t\n",
-		n.Overflow, n.BudgetUSD, n.Fallback, n.EchoKey, n.MaxAge, n.Records, n.Latency, n.PoisonEvery, n.LongEvery, n.ExpireShare, n.Length, n.NoTopUp)
+	fmt.Fprintf(&b, "  on_overflow=%s budget=$%.4f fallback=%q echo_key=%t max_age=%s records=%d latency=%s poison_every=%d long_every=%d batch_latency=%s expire_share=%.2f length=%s no_top_up=%t\n",
+		n.Overflow, n.BudgetUSD, n.Fallback, n.EchoKey, n.MaxAge, n.Records, n.Latency, n.PoisonEvery, n.LongEvery, n.BatchLatency, n.ExpireShare, n.Length, n.NoTopUp)
 	for _, e := range n.Events {
 		fmt.Fprintf(&b, "  %s\n", e)
 	}

@@ -307,7 +307,7 @@ func (w *world) note(format string, args ...any) {
 func newWorld(t *testing.T, n nightsim.Night) *world {
 	w := &world{t: t, n: n, logs: &workertest.Buffer{}, logDir: t.TempDir(), cfgs: map[string]*config.Config{}, tomls: map[string]string{},
 		rng: rand.New(rand.NewPCG(uint64(n.Seed), 7))}
-	w.db = dbtest.New(t, dbtest.Options{MaxConns: 20})
+	w.db = dbtest.New(t, dbtest.Options{MaxConns: 4})
 	w.appName = "nightsim-" + w.db.Schema
 	w.canary = fmt.Sprintf("sk-nightsim-canary-%d-%x", n.Seed, w.rng.Uint64())
 	serve := func(sc fakeprovider.Scenario) (*fakeprovider.Server, string) {
@@ -352,13 +352,13 @@ func (w *world) logger() *slog.Logger {
 func (w *world) scenario() fakeprovider.Scenario {
 	sc := fakeprovider.Scenario{Name: "night", Seed: w.n.Seed, APIKey: w.canary, NoReplay: true, Latency: fakeprovider.Duration(w.n.Latency),
 		Poison: fakeprovider.Poison{InvalidMarker: "POISON"},
-		Batch:  fakeprovider.BatchScenario{Latency: fakeprovider.Duration(600 * time.Millisecond)}}
+		Batch:  fakeprovider.BatchScenario{Latency: fakeprovider.Duration(w.n.BatchLatency)}}
 	if w.n.LongEvery > 0 {
 		sc.Poison.ContextTokens = contextTokens
 	}
 	if w.n.ExpireShare > 0 {
 		sc.Batch.ExpireShare = w.n.ExpireShare
-		sc.Batch.ExpireAfter = fakeprovider.Duration(time.Second)
+		sc.Batch.ExpireAfter = fakeprovider.Duration(w.n.BatchLatency / 2)
 	}
 	if w.outage != "" {
 		sc.Outages = []fakeprovider.Outage{{For: fakeprovider.Duration(24 * time.Hour), Action: fakeprovider.Action(w.outage)}}
@@ -374,7 +374,7 @@ func (w *world) fbScenario() fakeprovider.Scenario {
 	sc := fakeprovider.Scenario{Name: "fallback", Seed: w.n.Seed + 1, APIKey: w.canary, NoReplay: true, Latency: fakeprovider.Duration(w.n.Latency),
 		Price:  fakeprovider.Price{InputUSDPerMTok: 0.30, OutputUSDPerMTok: 1.20},
 		Poison: fakeprovider.Poison{InvalidMarker: "POISON"},
-		Batch:  fakeprovider.BatchScenario{Latency: fakeprovider.Duration(600 * time.Millisecond)}}
+		Batch:  fakeprovider.BatchScenario{Latency: fakeprovider.Duration(w.n.BatchLatency)}}
 	if w.n.LongEvery > 0 {
 		sc.Poison.ContextTokens = contextTokens
 	}
@@ -419,7 +419,7 @@ func (w *world) startProc(p *proc) {
 	}
 	pc, err := pgxpool.ParseConfig(w.db.URL)
 	require.NoError(t, err)
-	pc.MaxConns = 20
+	pc.MaxConns = 10
 	pc.ConnConfig.RuntimeParams["application_name"] = w.appName
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	require.NoError(t, err)
@@ -626,23 +626,43 @@ func (w *world) endFaults() {
 }
 
 // enqueue writes the night's batch: poisoned and long records among the
-// ordinary ones.
+// ordinary ones, and every sixth record a copy of an earlier one (its own
+// id, the same data), for the response cache to answer.
 func (w *world) enqueue() {
-	recs := workertest.Records(w.n.Records, func(i int) string {
+	require.NoError(w.t, worker.Enqueue(context.Background(), w.db.Pool, w.db.Schema, w.cfgs[w.n.Mode],
+		worker.EnqueueParams{Pipeline: pipeline, Batch: batchID, Records: w.records()}))
+}
+
+func (w *world) records() []ledger.Record {
+	data := func(i int) string {
+		id := fmt.Sprintf("r%03d", i+1)
 		switch {
 		case w.n.PoisonEvery > 0 && i%w.n.PoisonEvery == w.n.PoisonEvery-1:
-			return `,"note":"POISON"`
+			return fmt.Sprintf(`{"id":%q,"name":"name %d","note":"POISON"}`, id, i+1)
 		case w.n.LongEvery > 0 && i%w.n.LongEvery == w.n.LongEvery-1:
-			return `,"text":"` + strings.Repeat("lorem ipsum ", 250) + `"`
+			return fmt.Sprintf(`{"id":%q,"name":"name %d","text":%q}`, id, i+1, strings.Repeat("lorem ipsum ", 250))
 		}
-		// A few records share a request, for the cache to answer.
-		if i%5 == 4 {
-			return `,"dup":true`
+		return fmt.Sprintf(`{"id":%q,"name":"name %d"}`, id, i+1)
+	}
+	out := make([]ledger.Record, w.n.Records)
+	for i := range out {
+		d := data(i)
+		if i%6 == 5 {
+			d = data(i / 3) // answered (and cached) well before
 		}
-		return ""
-	})
-	require.NoError(w.t, worker.Enqueue(context.Background(), w.db.Pool, w.db.Schema, w.cfgs[w.n.Mode],
-		worker.EnqueueParams{Pipeline: pipeline, Batch: batchID, Records: recs}))
+		out[i] = ledger.Record{ID: fmt.Sprintf("r%03d", i+1), Line: i + 1, Data: json.RawMessage(d)}
+	}
+	return out
+}
+
+// answerID is the id a record's answer names: its data's, which a copy
+// shares with the record it copies.
+func answerID(rec ledger.Record) string {
+	var d struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(rec.Data, &d)
+	return d.ID
 }
 
 // run plays the night: enqueue, start the fleet, the schedule, the end of
@@ -724,5 +744,40 @@ func (w *world) stuck() []string {
 	st, err := ledger.BatchStatus(context.Background(), w.db.Pool, batchID)
 	require.NoError(w.t, err)
 	out = append(out, fmt.Sprintf("status: %d completed, %d dead-lettered of %d; state %s", st.Completed, st.DeadLettered, st.Total, st.State))
+	return append(out, w.diagnose()...)
+}
+
+// diagnose says what the ledger and the key state hold, for a failing
+// night's report.
+func (w *world) diagnose() []string {
+	ctx := context.Background()
+	var out []string
+	q := func(label, sql string) {
+		rows, err := w.db.Pool.Query(ctx, sql)
+		require.NoError(w.t, err)
+		defer rows.Close()
+		var parts []string
+		for rows.Next() {
+			var s string
+			require.NoError(w.t, rows.Scan(&s))
+			parts = append(parts, s)
+		}
+		require.NoError(w.t, rows.Err())
+		out = append(out, label+": "+strings.Join(parts, "; "))
+	}
+	q("dead letters", `SELECT class || '/' || reason || ' ×' || count(*) FROM triage_dead_letter WHERE requeued_at IS NULL GROUP BY class, reason ORDER BY 1`)
+	q("attempts", `SELECT status || coalesce('/' || class, '') || ' ×' || count(*) FROM triage_attempt GROUP BY status, class ORDER BY 1`)
+	q("River jobs", `SELECT state::text || ' ×' || count(*) FROM river_job GROUP BY state ORDER BY 1`)
+	q("queues", `SELECT name || coalesce(' paused ' || paused_at::text, '') FROM river_queue ORDER BY 1`)
+	for _, k := range []string{"main", "fb"} {
+		st, err := keys.NewStore(w.db.Pool, keys.StoreConfig{}).KeyStatus(ctx, k)
+		if err == nil {
+			js, _ := json.Marshal(st)
+			out = append(out, "key "+k+": "+string(js))
+		}
+	}
+	ps := w.primary.Stats()
+	out = append(out, fmt.Sprintf("primary: %d requests, %d billed ($%.6f), %d while exhausted, by action %v",
+		ps.Requests, ps.BilledCalls, ps.BilledUSD, ps.RequestsWhileExhausted, ps.ByAction))
 	return out
 }
