@@ -117,8 +117,9 @@ func nightRun(t *testing.T, n nightsim.Night) {
 	bound := settleBound
 	if n.NoTopUp {
 		// Jobs parked on a key whose balance never returns reach their
-		// MaxAge only when they run, one probe per probe interval.
-		bound += time.Duration(n.Records) * probeInterval
+		// MaxAge only when they run: as the probe, one at a time, once
+		// their park (up to minutes) is over.
+		bound += n.MaxAge + time.Duration(n.Records)*probeInterval + 2*time.Minute
 	}
 	ok := w.run(bound)
 	var v []string

@@ -25,14 +25,27 @@ func TestNightPinned(t *testing.T) {
 			Latency: 20 * time.Millisecond, PoisonEvery: 10, Length: 3 * time.Second,
 			Events: []nightsim.Event{{At: 0, Kind: nightsim.FlakyOn, Action: "cut_stream", P: 0.5}}},
 	}, {
-		// Fault 6: the primary's balance runs out and is topped up two
-		// seconds later; the fallback on another vendor gets no call, the
-		// records are dead-lettered snoozed_out and the key stays open.
+		// Fault 6 (seed 3020 of the first soak, its whole schedule): the
+		// primary's balance runs out and is topped up two seconds later;
+		// the fallback on another vendor gets no call, 81 of 86 records
+		// end snoozed_out and the key stays open with its probe overdue.
 		name: "fault6_fallback_exhausted", on: sw.FallbackExhausted,
 		n: nightsim.Night{Seed: 3020, Procs: 1, Child: -1, Vendor: "openai", Mode: "sync", Output: "json", Concurrency: 3,
-			Fallback: "anthropic", Overflow: "truncate", MaxAge: 12 * time.Second, Records: 86,
-			Latency: 48 * time.Millisecond, PoisonEvery: 16, Length: 3 * time.Second,
-			Events: []nightsim.Event{{At: 370 * time.Millisecond, Kind: nightsim.BalanceLow}, {At: 2510 * time.Millisecond, Kind: nightsim.TopUp, USD: 1}}},
+			Stream: true, BudgetUSD: 0.007, Fallback: "anthropic", Overflow: "truncate", MaxAge: 12 * time.Second, Records: 86,
+			Latency: 48 * time.Millisecond, PoisonEvery: 16, BatchLatency: 2326 * time.Millisecond, Length: 3655 * time.Millisecond,
+			Events: []nightsim.Event{
+				{At: 350 * time.Millisecond, Kind: nightsim.Operate, Op: nightsim.OpResume},
+				{At: 370 * time.Millisecond, Kind: nightsim.BalanceLow},
+				{At: 390 * time.Millisecond, Kind: nightsim.RateOn},
+				{At: 970 * time.Millisecond, Kind: nightsim.RateOff},
+				{At: 1470 * time.Millisecond, Kind: nightsim.Operate, Op: nightsim.OpRequeue},
+				{At: 2010 * time.Millisecond, Kind: nightsim.FlakyOn, Action: "hang", P: 0.13},
+				{At: 2510 * time.Millisecond, Kind: nightsim.TopUp, USD: 1},
+				{At: 2550 * time.Millisecond, Kind: nightsim.FlakyOff},
+				{At: 3220 * time.Millisecond, Kind: nightsim.FallbackDown},
+				{At: 3290 * time.Millisecond, Kind: nightsim.Operate, Op: nightsim.OpCancelJobs},
+				{At: 3590 * time.Millisecond, Kind: nightsim.FallbackUp},
+			}},
 	}}
 	for _, p := range pinned {
 		if !p.on {
