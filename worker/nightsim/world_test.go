@@ -254,6 +254,9 @@ func (w *echoWriter) Write(p []byte) (int, error) {
 
 func (w *echoWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// setupMu serialises the nights' schema creation.
+var setupMu sync.Mutex
+
 // proc is one worker process of the fleet.
 type proc struct {
 	i    int
@@ -307,7 +310,13 @@ func (w *world) note(format string, args ...any) {
 func newWorld(t *testing.T, n nightsim.Night) *world {
 	w := &world{t: t, n: n, logs: &workertest.Buffer{}, logDir: t.TempDir(), cfgs: map[string]*config.Config{}, tomls: map[string]string{},
 		rng: rand.New(rand.NewPCG(uint64(n.Seed), 7))}
+	// Migrations take one advisory lock for the whole cluster, within a
+	// minute: nights started together create their schemas one at a time
+	// here, so that none waits its minute out on the others' (a soak of
+	// twelve nights on a busy machine did).
+	setupMu.Lock()
 	w.db = dbtest.New(t, dbtest.Options{MaxConns: 4})
+	setupMu.Unlock()
 	w.appName = "nightsim-" + w.db.Schema
 	w.canary = fmt.Sprintf("sk-nightsim-canary-%d-%x", n.Seed, w.rng.Uint64())
 	serve := func(sc fakeprovider.Scenario) (*fakeprovider.Server, string) {
