@@ -20,6 +20,7 @@ import (
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/provider"
+	"github.com/triage-dev/triage/worker/retention"
 	"github.com/triage-dev/triage/worker/submitter"
 )
 
@@ -211,8 +212,10 @@ type Runtime struct {
 	pacers     *keys.Pacers
 	horizon    Horizon
 	submitters []*submitter.Submitter
-	stopWatch  context.CancelFunc
-	watchDone  chan struct{}
+	// retention prunes finished work ([retention]); nil when off.
+	retention *retention.Service
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
 }
 
 // withDefaults fills the zero (or negative) fields with their documented
@@ -335,6 +338,10 @@ func New(opts Options) (*Runtime, error) {
 	if err := r.newSubmitters(); err != nil {
 		return nil, err
 	}
+	if ret := opts.Config.Retention; !ret.Off {
+		r.retention = retention.New(retention.Config{Pool: opts.Pool, Age: ret.Age, DeadLetterAge: ret.DeadLetterAge,
+			Interval: ret.Interval, Logger: opts.Logger})
+	}
 	return r, nil
 }
 
@@ -418,6 +425,9 @@ func (r *Runtime) Start(ctx context.Context) error {
 	for _, s := range r.submitters {
 		s.Start(ctx)
 	}
+	if r.retention != nil {
+		r.retention.Start(ctx)
+	}
 	watchCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.stopWatch = cancel
 	r.watchDone = make(chan struct{})
@@ -457,6 +467,9 @@ func (r *Runtime) Stop(ctx context.Context) error {
 	}
 	for _, s := range r.submitters {
 		s.Stop()
+	}
+	if r.retention != nil {
+		r.retention.Stop()
 	}
 	err := r.river.Stop(ctx)
 	if err != nil {

@@ -88,6 +88,9 @@ type Config struct {
 	// Rules is [[rules]]: classifier rules checked before the built-in
 	// tables. Default none. See Rule and Classifier.
 	Rules []Rule `toml:"rules"`
+	// Retention is [retention]: how long finished work is kept. See
+	// Retention for the defaults.
+	Retention Retention `toml:"-"`
 
 	// name is the file name used in error messages ("triage.toml").
 	name string

@@ -60,6 +60,7 @@ type rawFile struct {
 	Models    []Model       `toml:"models"`
 	Pipelines []rawPipeline `toml:"pipelines"`
 	Rules     []Rule        `toml:"rules"`
+	Retention rawRetention  `toml:"retention"`
 }
 
 type rawKey struct {
@@ -121,6 +122,10 @@ type rawPipeline struct {
 
 func (r rawFile) config(name string) (*Config, error) {
 	cfg := &Config{Database: r.Database, Alerts: r.Alerts, Models: r.Models, Rules: r.Rules, name: name}
+	var err error
+	if cfg.Retention, err = r.Retention.retention(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	for i, rk := range r.Keys {
 		k := Key{
 			Name: rk.Name, Vendor: rk.Vendor, Path: classify.Path(rk.Path), BaseURL: rk.BaseURL,

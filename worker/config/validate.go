@@ -85,6 +85,7 @@ func (c *Config) WithDefaults() *Config {
 			p.FallbackGrace = FallbackGraceDefault
 		}
 	}
+	out.Retention.defaults()
 	return &out
 }
 
@@ -112,6 +113,8 @@ func (c *Config) Validate() error {
 	if x := c.Alerts.MaxUSDPerHour; !finiteNonNeg(x) {
 		v.addf("alerts", "max_usd_per_hour must be 0 (off) or positive, got %v", x)
 	}
+
+	c.Retention.validate(&v)
 
 	keys := map[string]int{}
 	for i, k := range c.Keys {

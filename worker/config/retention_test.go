@@ -1,0 +1,35 @@
+package config
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestRetention(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse([]byte(minimal), "triage.toml")
+	require.NoError(t, err)
+	require.Equal(t, Retention{Age: 30 * 24 * time.Hour, DeadLetterAge: 90 * 24 * time.Hour, Interval: time.Hour}, cfg.Retention)
+
+	cfg, err = Parse([]byte("[retention]\nage = \"7d\"\ndead_letter_age = \"720h\"\ninterval = \"10m\"\n"+minimal), "triage.toml")
+	require.NoError(t, err)
+	require.Equal(t, Retention{Age: 7 * 24 * time.Hour, DeadLetterAge: 720 * time.Hour, Interval: 10 * time.Minute}, cfg.Retention)
+
+	cfg, err = Parse([]byte("[retention]\noff = true\n"+minimal), "triage.toml")
+	require.NoError(t, err)
+	require.True(t, cfg.Retention.Off)
+
+	for in, want := range map[string]string{
+		`age = "soon"`:          `triage.toml: retention: age "soon": not a duration`,
+		`age = "0s"`:            `triage.toml: retention: age "0s": must be positive`,
+		`age = "5m"`:            `triage.toml: retention: age must be at least 1h0m0s`,
+		`dead_letter_age = "x"`: `triage.toml: retention: dead_letter_age "x": not a duration`,
+		`interval = "1s"`:       `triage.toml: retention: interval must be at least 1m`,
+		`keep = "forever"`:      `keep`,
+	} {
+		_, err := Parse([]byte("[retention]\n"+in+"\n"+minimal), "triage.toml")
+		require.ErrorContains(t, err, want, in)
+	}
+}
