@@ -90,7 +90,10 @@ type Options struct {
 	// ThrottleWait is the first adaptive throttle pause. Default
 	// ThrottleWaitDefault.
 	ThrottleWait time.Duration
-	// FetchCooldown and FetchPollInterval are River's. Default River's.
+	// FetchCooldown, when set, is every queue's River fetch cooldown (tests,
+	// benchmarks). Default 0: each key queue's comes from the key's
+	// fetch_cooldown (config.Key.FetchCooldown), other queues take River's.
+	// FetchPollInterval is River's. Default River's (1 s).
 	FetchCooldown, FetchPollInterval time.Duration
 	// SupervisorTick: see keys.SupervisorConfig. Default keys' default.
 	SupervisorTick time.Duration
@@ -285,7 +288,7 @@ func New(opts Options) (*Runtime, error) {
 			pacer:         newPacer(opts.Pacing, k.Concurrency),
 			throttleFirst: opts.ThrottleWait,
 		}
-		queues[keys.QueueName(k.Name)] = river.QueueConfig{MaxWorkers: k.Concurrency}
+		queues[keys.QueueName(k.Name)] = river.QueueConfig{MaxWorkers: k.Concurrency, FetchCooldown: queueFetchCooldown(*k, opts)}
 		queues[keys.ProbeQueueName(k.Name)] = river.QueueConfig{MaxWorkers: 1}
 		maxTimeout = max(maxTimeout, k.Timeout)
 	}
@@ -399,6 +402,21 @@ func (r *Runtime) Limiter(key string) *keys.Limiter {
 		return k.limiter
 	}
 	return nil
+}
+
+// queueFetchCooldown is the River fetch cooldown of k's queue: the key's
+// fetch_cooldown, unless Options.FetchCooldown sets one for every queue
+// (0: the client's applies), and never longer than the poll interval
+// (River refuses that).
+func queueFetchCooldown(k config.Key, opts Options) time.Duration {
+	if opts.FetchCooldown > 0 {
+		return 0
+	}
+	d := k.FetchCooldown
+	if opts.FetchPollInterval > 0 {
+		d = min(d, opts.FetchPollInterval)
+	}
+	return d
 }
 
 // Start reconciles the key queues once (so a queue left paused by a dead

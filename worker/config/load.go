@@ -72,6 +72,7 @@ type rawKey struct {
 	Concurrency   *int     `toml:"concurrency"`
 	Timeout       string   `toml:"timeout"`
 	ProbeInterval string   `toml:"probe_interval"`
+	FetchCooldown string   `toml:"fetch_cooldown"`
 	PrepaidUSD    float64  `toml:"prepaid_usd"`
 	RetryBudget   *float64 `toml:"retry_budget"`
 	// IdempotentReplay: see Key.IdempotentReplay.
@@ -168,6 +169,7 @@ func (r rawFile) config(name string) (*Config, error) {
 			raw  string
 			dst  *time.Duration
 		}{
+			{"fetch_cooldown", rk.FetchCooldown, &k.FetchCooldown},
 			{"storm_window", rk.StormWindow, &k.StormWindow},
 			{"storm_probe_min", rk.StormProbeMin, &k.StormProbeMin},
 			{"storm_probe_max", rk.StormProbeMax, &k.StormProbeMax},

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +31,31 @@ func TestRetention(t *testing.T) {
 		`keep = "forever"`:      `keep`,
 	} {
 		_, err := Parse([]byte("[retention]\n"+in+"\n"+minimal), "triage.toml")
+		require.ErrorContains(t, err, want, in)
+	}
+}
+
+func TestFetchCooldown(t *testing.T) {
+	t.Parallel()
+	for c, want := range map[int]time.Duration{1: 100 * time.Millisecond, 8: 12500 * time.Microsecond, 16: 6250 * time.Microsecond, 50: 2 * time.Millisecond, 500: 2 * time.Millisecond, 0: 100 * time.Millisecond} {
+		require.Equal(t, want, FetchCooldownFor(c), c)
+	}
+	cfg, err := Parse([]byte(minimal), "triage.toml")
+	require.NoError(t, err)
+	require.Equal(t, FetchCooldownFor(cfg.Keys[0].Concurrency), cfg.Keys[0].FetchCooldown)
+
+	withKey := func(line string) string {
+		return strings.Replace(minimal, `api_key_env = "OPENAI_API_KEY"`, `api_key_env = "OPENAI_API_KEY"`+"\n"+line, 1)
+	}
+	cfg, err = Parse([]byte(withKey(`fetch_cooldown = "3ms"`)), "triage.toml")
+	require.NoError(t, err)
+	require.Equal(t, 3*time.Millisecond, cfg.Keys[0].FetchCooldown)
+	for in, want := range map[string]string{
+		`fetch_cooldown = "500us"`: `fetch_cooldown must be between 1ms and 1s, got 500µs`,
+		`fetch_cooldown = "2s"`:    `fetch_cooldown must be between 1ms and 1s, got 2s`,
+		`fetch_cooldown = "fast"`:  `fetch_cooldown "fast"`,
+	} {
+		_, err := Parse([]byte(withKey(in)), "triage.toml")
 		require.ErrorContains(t, err, want, in)
 	}
 }

@@ -51,6 +51,9 @@ func (c *Config) WithDefaults() *Config {
 		if k.ProbeInterval == 0 {
 			k.ProbeInterval = ProbeIntervalDefault
 		}
+		if k.FetchCooldown == 0 {
+			k.FetchCooldown = FetchCooldownFor(k.Concurrency)
+		}
 		if k.RetryBudget == 0 && !k.retryBudgetSet {
 			k.RetryBudget = RetryBudgetDefault
 		}
@@ -159,6 +162,9 @@ func (c *Config) Validate() error {
 		}
 		if k.Timeout <= 0 {
 			v.addf(at, "timeout must be positive, got %s", k.Timeout)
+		}
+		if k.FetchCooldown < FetchCooldownMin || k.FetchCooldown > FetchCooldownMax {
+			v.addf(at, "fetch_cooldown must be between %s and %s, got %s", FetchCooldownMin, FetchCooldownMax, k.FetchCooldown)
 		}
 		if k.ProbeInterval <= 0 {
 			v.addf(at, "probe_interval must be positive, got %s", k.ProbeInterval)
