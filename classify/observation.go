@@ -26,7 +26,7 @@ const (
 )
 
 // Observation is everything the classifier may look at. JSON field names are a
-// contract (DESIGN.md).
+// contract (docs/design.md, "JSON shapes").
 type Observation struct {
 	Vendor  string            `json:"vendor"`
 	Path    Path              `json:"path"`

@@ -69,7 +69,7 @@ func (c *Class) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// Verdict is the classifier's answer. JSON field names are a contract (DESIGN.md).
+// Verdict is the classifier's answer. JSON field names are a contract (docs/design.md, "JSON shapes").
 type Verdict struct {
 	Class Class `json:"class"`
 	// RetryAfterS is the wait the response asked for, in seconds, or nil.

@@ -45,12 +45,85 @@ func BatchLinesNotRun(ctx context.Context, db DBTX, batch string) (int, error) {
 	return n, nil
 }
 
+// # Open lines
+//
+// A record's line is open from AddBatchLine until the job has acted on it
+// (applied). While it is open the provider may still bill it (submitted)
+// or has billed it (answered): the one rule, which every path that moves,
+// resends, requeues or ends a record asks through BatchLine.Hold, is that
+// a record with an open line in a live provider batch, or holding a paid
+// answer not yet applied, is neither moved to a fallback, resent
+// synchronously, requeued, nor closed or dead-lettered before its answer is
+// collected, and that answer is decoded and priced with the key and model
+// that sent it (BatchLine.Key, BatchLine.Model). A line not sent yet
+// (pending, not_run) bills nothing: it is taken back (TakeBackBatchLine)
+// before its record goes another way.
+
+// LineHold is what a record's open line allows (BatchLine.Hold).
+type LineHold int
+
+const (
+	// HoldNone: no open line; the record may go any way.
+	HoldNone LineHold = iota
+	// HoldUnsent: a line in no live provider batch (pending, not_run):
+	// nothing was billed; it is taken back before the record goes another
+	// way.
+	HoldUnsent
+	// HoldLive: a line in a live provider batch (submitted): its answer
+	// will come and be billed. The record waits for it.
+	HoldLive
+	// HoldAnswered: a paid answer not applied yet. The record's job
+	// applies it before anything else.
+	HoldAnswered
+)
+
+func (h LineHold) String() string {
+	switch h {
+	case HoldUnsent:
+		return "unsent"
+	case HoldLive:
+		return "live"
+	case HoldAnswered:
+		return "answered"
+	}
+	return "none"
+}
+
+// Hold is the line's LineHold: HoldNone for no line (ID 0) or an applied
+// one.
+func (l BatchLine) Hold() LineHold {
+	if l.ID == 0 {
+		return HoldNone
+	}
+	switch l.State {
+	case LinePending, LineNotRun:
+		return HoldUnsent
+	case LineSubmitted:
+		return HoldLive
+	case LineAnswered:
+		return HoldAnswered
+	}
+	return HoldNone
+}
+
+// NoOpenLineOfJob1SQL is the condition "the job whose id is $1 has no
+// open line", for a statement that moves a job (worker's fallback mover):
+// the move and the check land together.
+const NoOpenLineOfJob1SQL = `NOT EXISTS (SELECT 1 FROM triage_provider_batch_line ol WHERE ol.job_id = $1 AND ol.state <> 'applied')`
+
 // BatchLine is a job's open line (not applied), with its triage batch's
 // deadline.
 type BatchLine struct {
 	ID        int64
 	State     string
 	AttemptID int64
+	// Key and Model sent the line (its key, its attempt's model): its answer
+	// is decoded with that key's format and priced at that model's prices,
+	// whatever model the job is on now.
+	Key, Model string
+	// ProviderBatch is the provider's id of the batch the line is in ("":
+	// none, or not created yet).
+	ProviderBatch string
 	// Answer is set once the provider answered the line.
 	Answer *BatchLineAnswer
 	// Deadline of the job's triage batch; nil: none.
@@ -86,35 +159,125 @@ type NewBatchLine struct {
 // deadline of its triage batch; dst.ID stays 0 when the job has no open
 // line.
 func QueueOpenBatchLine(b *pgx.Batch, dst *BatchLine, jobID int64, batch string) {
-	b.Queue(`SELECT l.id, l.state, l.attempt_id, l.observation, t.deadline
-		FROM (SELECT 1) one
-		LEFT JOIN triage_provider_batch_line l ON l.job_id = $1 AND l.state <> 'applied'
-		LEFT JOIN triage_batch t ON t.id = $2
-		LIMIT 1`, jobID, batch).QueryRow(func(row pgx.Row) error {
-		var (
-			id, attempt *int64
-			state       *string
-			obs         []byte
-		)
-		var l BatchLine
-		if err := row.Scan(&id, &state, &attempt, &obs, &l.Deadline); err != nil {
-			return fmt.Errorf("ledger: open batch line: %w", err)
-		}
-		if id != nil {
-			l.ID, l.State = *id, *state
-			if attempt != nil {
-				l.AttemptID = *attempt
-			}
-			if obs != nil {
-				l.Answer = &BatchLineAnswer{}
-				if err := json.Unmarshal(obs, l.Answer); err != nil {
-					return fmt.Errorf("ledger: open batch line %d: answer: %w", l.ID, err)
-				}
-			}
+	b.Queue(openLineSQL, jobID, batch).QueryRow(func(row pgx.Row) error {
+		l, err := scanOpenLine(row)
+		if err != nil {
+			return err
 		}
 		*dst = l
 		return nil
 	})
+}
+
+const openLineSQL = `SELECT l.id, l.state, l.attempt_id, l.observation, t.deadline, l.key, a.model, pb.provider_batch_id
+		FROM (SELECT 1) one
+		LEFT JOIN triage_provider_batch_line l ON l.job_id = $1 AND l.state <> 'applied'
+		LEFT JOIN triage_attempt a ON a.id = l.attempt_id
+		LEFT JOIN triage_provider_batch pb ON pb.id = l.provider_batch
+		LEFT JOIN triage_batch t ON t.id = $2
+		LIMIT 1`
+
+func scanOpenLine(row pgx.Row) (BatchLine, error) {
+	var (
+		id, attempt             *int64
+		state, key, model, pbID *string
+		obs                     []byte
+	)
+	var l BatchLine
+	if err := row.Scan(&id, &state, &attempt, &obs, &l.Deadline, &key, &model, &pbID); err != nil {
+		return BatchLine{}, fmt.Errorf("ledger: open batch line: %w", err)
+	}
+	if id == nil {
+		return l, nil
+	}
+	l.ID, l.State = *id, *state
+	if attempt != nil {
+		l.AttemptID = *attempt
+	}
+	if key != nil {
+		l.Key = *key
+	}
+	if model != nil {
+		l.Model = *model
+	}
+	if pbID != nil {
+		l.ProviderBatch = *pbID
+	}
+	if obs != nil {
+		l.Answer = &BatchLineAnswer{}
+		if err := json.Unmarshal(obs, l.Answer); err != nil {
+			return BatchLine{}, fmt.Errorf("ledger: open batch line %d: answer: %w", l.ID, err)
+		}
+	}
+	return l, nil
+}
+
+// OpenBatchLine reads jobID's open line (ID 0: none), as
+// QueueOpenBatchLine does, for a path that decides without the admission
+// round trip.
+func OpenBatchLine(ctx context.Context, db DBTX, jobID int64, batch string) (BatchLine, error) {
+	return scanOpenLine(db.QueryRow(ctx, openLineSQL, jobID, batch))
+}
+
+// OpenBatchLines reads the open lines of the given jobs, by job id (jobs
+// without one are absent), without their answers or deadlines: for the
+// fallback mover, which only asks their Hold.
+func OpenBatchLines(ctx context.Context, db DBTX, jobIDs []int64) (map[int64]BatchLine, error) {
+	rows, err := db.Query(ctx, `SELECT l.job_id, l.id, l.state, coalesce(l.attempt_id, 0), l.key
+		FROM triage_provider_batch_line l WHERE l.job_id = ANY($1) AND l.state <> 'applied'`, jobIDs)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: open batch lines: %w", err)
+	}
+	defer rows.Close()
+	out := map[int64]BatchLine{}
+	for rows.Next() {
+		var (
+			job int64
+			l   BatchLine
+		)
+		if err := rows.Scan(&job, &l.ID, &l.State, &l.AttemptID, &l.Key); err != nil {
+			return nil, fmt.Errorf("ledger: open batch lines: %w", err)
+		}
+		out[job] = l
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger: open batch lines: %w", err)
+	}
+	return out, nil
+}
+
+// RecordLine is a record's open line that holds it (HoldLive or
+// HoldAnswered), whatever job wrote it: for a requeue, which makes a new
+// job for the record.
+type RecordLine struct {
+	Batch, RecordID string
+	JobID           int64
+	State           string
+	// ProviderBatch is the provider's batch id ("" before its create
+	// answered).
+	ProviderBatch string
+}
+
+// HeldRecords returns the open lines, in a live provider batch or holding
+// a paid answer, of the given records of batch, by record id order.
+func HeldRecords(ctx context.Context, db DBTX, batch string, recordIDs []string) ([]RecordLine, error) {
+	rows, err := db.Query(ctx, `SELECT l.batch, l.record_id, l.job_id, l.state, coalesce(pb.provider_batch_id, '')
+		FROM triage_provider_batch_line l
+		LEFT JOIN triage_provider_batch pb ON pb.id = l.provider_batch
+		WHERE l.batch = $1 AND l.record_id = ANY($2) AND l.state IN ('`+LineSubmitted+`', '`+LineAnswered+`')
+		ORDER BY l.record_id, l.id`, batch, recordIDs)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: open lines of batch %q: %w", batch, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RecordLine, error) {
+		var l RecordLine
+		err := r.Scan(&l.Batch, &l.RecordID, &l.JobID, &l.State, &l.ProviderBatch)
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: open lines of batch %q: %w", batch, err)
+	}
+	return out, nil
 }
 
 // ErrLineExists: the job has an open line already (AddBatchLine).
@@ -195,4 +358,19 @@ func TakeBackBatchLine(ctx context.Context, db DBTX, lineID, attemptID int64) (b
 		return false, fmt.Errorf("ledger: take back batch line %d: %w", lineID, err)
 	}
 	return took, nil
+}
+
+// KeyHasOpenBatchWork reports whether key has a provider batch not
+// collected or abandoned, or a line not applied: what a collect-only
+// submitter (a key no pipeline sends in batch mode now) still has to
+// finish.
+func KeyHasOpenBatchWork(ctx context.Context, db DBTX, key string) (bool, error) {
+	var open bool
+	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM triage_provider_batch
+			WHERE key = $1 AND state NOT IN ('collected', 'abandoned'))
+		OR EXISTS (SELECT 1 FROM triage_provider_batch_line WHERE key = $1 AND state <> 'applied')`, key).Scan(&open)
+	if err != nil {
+		return false, fmt.Errorf("ledger: open batch work of key %q: %w", key, err)
+	}
+	return open, nil
 }

@@ -59,11 +59,40 @@ func (r *Runtime) nearDeadline(p *config.Pipeline, l ledger.BatchLine) bool {
 	return p.Mode == config.ModeAuto && l.Deadline != nil && l.Deadline.Sub(r.now()) < p.AutoMargin
 }
 
-// workBatch runs the batch side of a job once admitted. handled false: the
-// job goes on as a synchronous call (auto mode near the deadline).
+// lineSender points c at the key and model that sent its open line, whose
+// answer is decoded with that key's format and priced at that model's
+// prices (ledger.BatchLine.Key, Model): a job's model can have changed
+// since (a pipeline's configuration edited, a move made before the
+// open-line rule). False when this process does not work the sending key.
+func (r *Runtime) lineSender(c *call) bool {
+	l := c.line
+	if l.Key != "" && l.Key != c.key.cfg.Name {
+		k := r.keys[l.Key]
+		if k == nil {
+			return false
+		}
+		c.key = k
+	}
+	if l.Model != "" && l.Model != c.model.Name {
+		if m, err := r.cfg.Model(l.Model); err == nil {
+			c.model = m
+		}
+	}
+	return true
+}
+
+// noDone reports nothing: the Done of a run whose outcome is not its own
+// key's (the answer of a line another key sent).
+func noDone(context.Context, keys.Outcome, string) (keys.Report, error) { return keys.Report{}, nil }
+
+// workBatch runs the batch side of a job once admitted: the job of a batch
+// or auto pipeline, and any job with an open line, whatever its pipeline's
+// mode is now. handled false: the job goes on as a synchronous call (auto
+// mode near the deadline, or a pipeline now in sync mode, once an unsent
+// line is taken back).
 func (r *Runtime) workBatch(ctx context.Context, c *call, b before, prior ledger.Prior, done keys.Done) (bool, error) {
 	l, job := c.line, c.job
-	sync := r.nearDeadline(c.pipeline, l)
+	sync := r.nearDeadline(c.pipeline, l) || !c.pipeline.UsesBatch()
 	switch {
 	case l.ID == 0:
 		if sync {
@@ -78,8 +107,9 @@ func (r *Runtime) workBatch(ctx context.Context, c *call, b before, prior ledger
 			return true, err
 		}
 		if took {
-			r.log.DebugContext(ctx, "batch line taken back: the deadline is near, calling synchronously",
+			r.log.DebugContext(ctx, "batch line taken back: the deadline is near or the pipeline is in sync mode, calling synchronously",
 				"job_id", job.ID, "batch", job.Args.Batch, "record_id", job.Args.RecordID)
+			c.line = ledger.BatchLine{}
 			return false, nil
 		}
 		return true, park(ctx, job, r.batchWait())
@@ -228,16 +258,13 @@ func batchReaction(rx Reaction) Reaction {
 // exhausted balance trips the key as a call would; the rest (a line's 5xx,
 // its throttle) is about the batch's processing, not about the key's
 // synchronous endpoint being up, so it does not feed the storm breaker.
+// The job applying the line made no call: a probe claim it holds is given
+// back, never settled by the stored answer (keys.Heard, in report).
 func batchBreakerOutcome(a after) keys.Outcome {
-	switch a.Verdict.Class {
-	case classify.OK:
-		return keys.OutcomeSuccess
-	case classify.Exhausted:
-		return keys.OutcomeExhausted
-	case classify.Rejected:
-		return keys.OutcomeRejected
+	if a.Verdict.Class == classify.Transient {
+		return keys.OutcomeExcluded
 	}
-	return keys.OutcomeExcluded
+	return keys.OutcomeOf(a.Verdict.Class)
 }
 
 // lineCost prices a batch line at the model's batch prices, and what the
@@ -246,14 +273,26 @@ func lineCost(m *config.Model, in, out int) (batch, sync float64) {
 	return m.BatchCost(in, out), m.Cost(in, out)
 }
 
-// closeLine closes the job's open line in tx, for a run that ends the job
-// (completed or dead-lettered): whatever state the line was in, the job
-// acts on it no more.
+// closeLine settles the job's open line in tx, for a run that ends the job
+// (completed or dead-lettered), by the open-line rule: the line whose
+// answer this run applied is closed; an unsent one is taken back (its
+// attempt finished as not run, $0); one in a live provider batch or
+// holding an answer this run did not apply stays open, for the key's
+// submitter to collect and record once the job is gone (its real cost,
+// its attempt finished: submitter.ReasonJobGone). decideBefore keeps a
+// job with such a line from ending, so that last case is a safety net.
 func closeLine(ctx context.Context, tx pgx.Tx, c *call) error {
-	if c.line.ID == 0 {
+	l := c.line
+	switch {
+	case l.ID == 0:
 		return nil
+	case c.lineID == l.ID:
+		return ledger.CloseBatchLine(ctx, tx, l.ID)
+	case l.Hold() == ledger.HoldUnsent:
+		_, err := ledger.TakeBackBatchLine(ctx, tx, l.ID, l.AttemptID)
+		return err
 	}
-	return ledger.CloseBatchLine(ctx, tx, c.line.ID)
+	return nil
 }
 
 // finishLine records the applied line's attempt outcome and closes the

@@ -61,10 +61,23 @@ func (r *Runtime) queueCacheLookup(b *pgx.Batch, c *call) {
 }
 
 // storeResult stores the record's fresh answer, and keeps it in the
-// response cache when the pipeline caches.
+// response cache when the pipeline caches and the answer is whole.
 func (r *Runtime) storeResult(ctx context.Context, tx pgx.Tx, c *call) error {
 	return ledger.StoreResultCached(ctx, tx, c.job.Args.Batch, c.job.Args.RecordID, c.attemptID, c.output,
-		ledger.CacheEntry{Key: c.cacheKey, TTL: c.pipeline.CacheTTL, Now: r.pinnedNow()})
+		ledger.CacheEntry{Key: c.storeCacheKey(), TTL: c.pipeline.CacheTTL, Now: r.pinnedNow()})
+}
+
+// storeCacheKey is the key the call's answer is kept under in the response
+// cache, "" for none: the one rule for what the cache may hold. Only a
+// whole answer is kept. An accepted partial (a cut stream stored as the
+// record's result, marked partial) is not: served from the cache it would
+// reach every later batch with the same request as an ordinary, unmarked
+// cache_hit, so the next such request calls the provider instead.
+func (c *call) storeCacheKey() string {
+	if c.partialAccepted {
+		return ""
+	}
+	return c.cacheKey
 }
 
 // storeCacheHit records the $0 cache_hit attempt and stores the cached

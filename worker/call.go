@@ -115,6 +115,9 @@ type call struct {
 	// (batchline.go).
 	line   ledger.BatchLine
 	lineID int64
+	// called: this run sent its request to the provider (set at the one
+	// place that sends). Only such a run settles a probe claim (report).
+	called bool
 }
 
 // Work runs one job: the checks before the call (decideBefore after each
@@ -130,8 +133,19 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	b := before{
 		Attempt: job.Attempt, MaxAttempts: p.MaxAttempts, AmbiguousRetries: p.AmbiguousRetries,
 		Age: time.Since(job.CreatedAt), MaxAge: rt.opts.MaxAge, OwnSnoozes: ownSnoozes(job), MaxSnoozes: p.MaxSnoozes,
+		LineWait: rt.batchWait(),
 	}
 	rx := decideBefore(b)
+	if rx.Kind == ReactDeadLetter {
+		// About to end the record before the admission round trip read its
+		// line: an open one decides first (the open-line rule).
+		l, err := ledger.OpenBatchLine(ctx, rt.pool, job.ID, job.Args.Batch)
+		if err != nil {
+			return fmt.Errorf("open batch line: %w", err)
+		}
+		b.Line = l.Hold()
+		rx = decideBefore(b)
+	}
 	if rx.Kind == ReactGo {
 		rx = c.render()
 	}
@@ -155,9 +169,10 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	adm, pause, done, err := k.gate.AdmitWith(ctx, job.ID, func(batch *pgx.Batch) {
 		ledger.QueuePriorOutcomeForJob(batch, &prior, c.req.IdempotencyKey, job.ID, job.Args.Batch, job.Args.RecordID)
 		rt.queueCacheLookup(batch, c)
-		if p.UsesBatch() {
-			ledger.QueueOpenBatchLine(batch, &c.line, job.ID, job.Args.Batch)
-		}
+		// Whatever the pipeline's mode is now: a line written under an
+		// earlier one (a mode switched, a rolling deploy) holds the record
+		// all the same.
+		ledger.QueueOpenBatchLine(batch, &c.line, job.ID, job.Args.Batch)
 	})
 	if err != nil {
 		return fmt.Errorf("admit and ledger look-up: %w", err)
@@ -167,10 +182,22 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		// The line's answer is this request's answer; another one from the
 		// cache would leave the line open.
 		c.cached.Hit = false
+		b.Line = c.line.Hold()
 	}
 	// Every exit reports to the breakers exactly once; this one, for the
 	// exits before the call, gives a probe claim back.
 	defer func() { rt.report(ctx, c, done, keys.OutcomeNone) }()
+	if c.line.ID != 0 && !rt.lineSender(c) {
+		// The key that sent the line is not worked here: another process
+		// applies its answer.
+		return rt.apply(ctx, c, Reaction{Kind: ReactPark, After: b.LineWait}, keys.Report{})
+	}
+	if c.key != k {
+		// The line's answer is its sending key's: its outcome is not this
+		// key's breaker's business.
+		rt.report(ctx, c, done, keys.OutcomeNone)
+		done = noDone
+	}
 	c.adm = adm
 	b.Admission = &adm
 	if pause != nil {
@@ -183,9 +210,14 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	if rx := decideBefore(b); rx.Kind != ReactGo {
 		return rt.apply(ctx, c, rx, keys.Report{})
 	}
-	if p.UsesBatch() {
+	if p.UsesBatch() || c.line.ID != 0 {
 		if handled, err := rt.workBatch(ctx, c, b, prior, done); handled {
 			return err
+		}
+		if c.key != k {
+			// The line taken back was another key's: the next run calls on
+			// the job's own.
+			return park(ctx, job, time.Millisecond)
 		}
 	}
 	c.hadAmbiguous = prior.Ambiguous > 0
@@ -213,34 +245,35 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		}
 		// The key may have tripped, or been paused, while this job waited
 		// for a slot: ask again before calling.
-		if !adm.Probe {
-			adm2, pause2, done2, err := k.gate.Admit(ctx, job.ID)
-			if err != nil {
-				release()
-				return fmt.Errorf("admit: %w", err)
-			}
-			rt.report(ctx, c, done, keys.OutcomeNone)
-			done, c.adm, b.Admission, b.Pause = done2, adm2, &adm2, nil
-			if pause2 != nil {
-				left := time.Until(pause2.Until)
-				b.Pause = &left
-			}
+		if err := rt.readmit(ctx, c, &done, &b); err != nil {
+			release()
+			return err
 		}
 	}
 	defer release()
 	// A long wait for a slot (the limit was lowered by throttling) must not
 	// eat into the call's own timeout: River's deadline for this run would
 	// cut the call mid-flight and make it ambiguous.
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < k.cfg.Timeout+rt.opts.JobMargin/4 {
-		b.SlotLate = true
-	}
+	b.DeadlineNear = rt.deadlineNear(ctx, k)
 	if rx := decideBefore(b); rx.Kind != ReactGo {
 		return rt.apply(ctx, c, rx, keys.Report{})
 	}
 	// pacing: this process's share of the key's rate (worker/pacing.go).
 	estTokens := estimateTokens(c.req)
+	paceStart := time.Now()
 	if d, err := rt.pace(ctx, k, estTokens); err != nil {
 		return park(ctx, job, d)
+	}
+	if time.Since(paceStart) >= readmitAfterPace {
+		// The same after a wait for the pace: the key may have tripped or
+		// been paused meanwhile, and the wait used some of the deadline.
+		if err := rt.readmit(ctx, c, &done, &b); err != nil {
+			return err
+		}
+		b.DeadlineNear = rt.deadlineNear(ctx, k)
+		if rx := decideBefore(b); rx.Kind != ReactGo {
+			return rt.apply(ctx, c, rx, keys.Report{})
+		}
 	}
 
 	// The intent row is also the call's reservation against the batch's
@@ -282,6 +315,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	if len(p.Fallback) > 0 {
 		a.Fallback.Model = firstCapable(rt.cfg, p, m.Name, c.req)
 	}
+	c.called = true
 	c.res, err = k.client.Do(ctx, c.req)
 	a.Cancelled, a.Phase = ctx.Err() != nil, c.res.Observation.Phase
 	switch {
@@ -346,11 +380,72 @@ func (c *call) render() Reaction {
 	return Reaction{Kind: ReactGo}
 }
 
+// readmitAfterPace: a pacing wait at least this long is followed by a
+// second admission before the call (Runtime.readmit). Shorter waits are the
+// spacing of calls a few milliseconds apart, which the calls already in
+// flight cover.
+const readmitAfterPace = 10 * time.Millisecond
+
+// readmit asks the key's breakers and pause again after a wait (for a
+// concurrency slot, for the pace): the key may have tripped, or been
+// paused, while the job waited, and a call admitted before the wait must
+// not go out into an open breaker. The first admission is reported as
+// unused; *done becomes the new one's. A run that holds the probe claim
+// keeps it: it is the call the breaker waits for.
+func (r *Runtime) readmit(ctx context.Context, c *call, done *keys.Done, b *before) error {
+	if c.adm.Probe {
+		return nil
+	}
+	adm, pause, done2, err := c.key.gate.Admit(ctx, c.job.ID)
+	if err != nil {
+		return fmt.Errorf("admit: %w", err)
+	}
+	r.report(ctx, c, *done, keys.OutcomeNone)
+	*done, c.adm, b.Admission, b.Pause = done2, adm, &adm, nil
+	if pause != nil {
+		left := time.Until(pause.Until)
+		b.Pause = &left
+	}
+	return nil
+}
+
+// callRoom is how much of its run's deadline a call needs when it starts:
+// the key's call timeout, and a quarter of the job margin for the ledger
+// writes after it. River's deadline for a run is the timeout plus the whole
+// margin (callWorker.Timeout).
+func (r *Runtime) callRoom(k *keyRuntime) time.Duration {
+	return k.cfg.Timeout + r.opts.JobMargin/4
+}
+
+// spareTime is how long a run may still wait before its call (for a slot,
+// for the pace) and leave the call its room; ok false: the run has no
+// deadline.
+func (r *Runtime) spareTime(ctx context.Context, k *keyRuntime) (spare time.Duration, ok bool) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0, false
+	}
+	return time.Until(dl) - r.callRoom(k), true
+}
+
+// deadlineNear is the one definition of "too little of the run's deadline
+// is left for its call": a call started then would be cut by River's
+// deadline after it was sent (worker_stopped, ambiguous, and billed again
+// by the retry). The run parks instead and comes back with a fresh
+// deadline.
+func (r *Runtime) deadlineNear(ctx context.Context, k *keyRuntime) bool {
+	spare, ok := r.spareTime(ctx, k)
+	return ok && spare < 0
+}
+
 // report tells the breakers what the call came to (once: later calls of
 // done do nothing). A failure to record it is logged, not returned: the
-// call's own outcome still has to be stored.
+// call's own outcome still has to be stored. Every report of a run passes
+// here, so keys.Heard holds for all of them: a run that made no call (a
+// stored batch answer, a cache hit, a prior outcome) gives a probe claim
+// back instead of settling it.
 func (r *Runtime) report(ctx context.Context, c *call, done keys.Done, o keys.Outcome) keys.Report {
-	rep, err := done(ctx, o, c.verdict.Reason)
+	rep, err := done(ctx, keys.Heard(c.adm, o, c.called), c.verdict.Reason)
 	if err != nil {
 		r.log.ErrorContext(ctx, "breaker report", "key", c.key.cfg.Name, "job_id", c.job.ID, "err", err)
 	}

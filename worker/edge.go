@@ -6,7 +6,7 @@ import (
 )
 
 // observe is where a provider's answer enters the worker, and the one place
-// its text is made safe (STYLE.md 19): everything downstream — logs, River's
+// its text is made safe (one boundary for untrusted text): everything downstream — logs, River's
 // errors, the ledger, dead letters, alerts, metrics — reads only what this
 // returns.
 //

@@ -3,14 +3,17 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/provider"
@@ -82,7 +85,9 @@ func firstCapable(cfg *config.Config, p *config.Pipeline, current string, r prov
 // lock order (batch, then job) is that of a job's completion. $6 (share) <= 0
 // is no bound; only a job leaving its own model ($7) is counted. $8: the
 // states the job may be in (running for a job moving itself, available or
-// scheduled for the mover).
+// scheduled for the mover). A job with an open provider-batch line is never
+// moved (ledger.NoOpenLineSQL, checked in the same statement): its answer
+// is its sending key's.
 const moveSQL = `
 WITH b AS (SELECT fallback_jobs, total FROM triage_batch WHERE id = $2 FOR UPDATE),
 moved AS (
@@ -90,7 +95,7 @@ moved AS (
         args = args || jsonb_build_object('model', $4::text),
         state = CASE WHEN state = 'running' THEN state ELSE 'available'::river_job_state END,
         scheduled_at = CASE WHEN state = 'running' THEN scheduled_at ELSE now() END
-    WHERE id = $1 AND queue = $5 AND state::text = ANY($8)
+    WHERE id = $1 AND queue = $5 AND state::text = ANY($8) AND ` + ledger.NoOpenLineOfJob1SQL + `
       AND (NOT $7 OR $6::float8 <= 0 OR (SELECT fallback_jobs + 1 <= floor($6::float8 * total) FROM b))
     RETURNING id
 ),
@@ -102,16 +107,45 @@ counted AS (
 SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM counted)`
 
 // moveJob moves job id (on queue from) to model m's key queue; false when
-// the batch's fallback_max_share refused it or the job was no longer there.
-func (r *Runtime) moveJob(ctx context.Context, id int64, a Args, from string, m *config.Model, share float64, states []string) (bool, error) {
+// the batch's fallback_max_share refused it, the job was no longer there,
+// or it holds an open line. line is the job's open line as its caller read
+// it: an unsent one is taken back in the same transaction as the move; one
+// that went into a provider batch meanwhile keeps the job where it is.
+func (r *Runtime) moveJob(ctx context.Context, id int64, a Args, from string, m *config.Model, share float64, states []string, line ledger.BatchLine) (bool, error) {
 	q := fmt.Sprintf(moveSQL, rivertable.Job(r.opts.Schema))
 	var moved, counted int
-	err := r.pool.QueryRow(ctx, q, id, a.Batch, keys.QueueName(m.Key), m.Name, from, share, a.Model == "", states).Scan(&moved, &counted)
+	if line.Hold() != ledger.HoldUnsent {
+		// One statement: no line to take back.
+		err := r.pool.QueryRow(ctx, q, id, a.Batch, keys.QueueName(m.Key), m.Name, from, share, a.Model == "", states).Scan(&moved, &counted)
+		if err != nil {
+			return false, fmt.Errorf("move job %d to fallback %q: %w", id, m.Name, err)
+		}
+		return moved == 1, nil
+	}
+	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		took, err := ledger.TakeBackBatchLine(ctx, tx, line.ID, line.AttemptID)
+		if err != nil || !took {
+			return err // sent meanwhile: it stays
+		}
+		if err := tx.QueryRow(ctx, q, id, a.Batch, keys.QueueName(m.Key), m.Name, from, share, a.Model == "", states).Scan(&moved, &counted); err != nil {
+			return err
+		}
+		if moved == 0 {
+			// Nothing moved: the line taken back stays the job's.
+			return errNotMoved
+		}
+		return nil
+	})
+	if errors.Is(err, errNotMoved) {
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("move job %d to fallback %q: %w", id, m.Name, err)
 	}
 	return moved == 1, nil
 }
+
+var errNotMoved = errors.New("not moved")
 
 // applyFallback carries out a ReactFallback for the running job: it moves
 // to the fallback's key queue and runs there at once (a park that charges
@@ -119,7 +153,7 @@ func (r *Runtime) moveJob(ctx context.Context, id int64, a Args, from string, m 
 // have without a fallback.
 func (r *Runtime) applyFallback(ctx context.Context, c *call, rx Reaction) error {
 	job, mv := c.job, rx.Fallback
-	ok, err := r.moveJob(context.WithoutCancel(ctx), job.ID, job.Args, job.Queue, mv.Model, c.pipeline.FallbackMaxShare, []string{"running"})
+	ok, err := r.moveJob(context.WithoutCancel(ctx), job.ID, job.Args, job.Queue, mv.Model, c.pipeline.FallbackMaxShare, []string{"running"}, c.line)
 	if err != nil {
 		return err
 	}
@@ -211,6 +245,14 @@ func (r *Runtime) moveFallbacks(ctx context.Context, key string) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("list queued jobs: %w", err)
 	}
+	ids := make([]int64, len(jobs))
+	for i, q := range jobs {
+		ids[i] = q.job.ID
+	}
+	lines, err := ledger.OpenBatchLines(ctx, r.pool, ids)
+	if err != nil {
+		return err
+	}
 	var skip []int64 // no capable fallback, or no room under the share
 	for _, q := range jobs {
 		if err := json.Unmarshal(q.args, &q.job.Args); err != nil {
@@ -226,17 +268,22 @@ func (r *Runtime) moveFallbacks(ctx context.Context, key string) error {
 		}
 		adm := keys.Admission{Breaker: breaker}
 		fb := fallbackInput{Model: firstCapable(r.cfg, p, m.Name, c.req), OpenFor: &openFor, Grace: p.FallbackGrace}
-		rx := decideBefore(before{MaxAttempts: p.MaxAttempts, MaxSnoozes: p.MaxSnoozes, Admission: &adm, Fallback: fb})
+		line := lines[q.job.ID]
+		rx := decideBefore(before{MaxAttempts: p.MaxAttempts, MaxSnoozes: p.MaxSnoozes, Admission: &adm, Fallback: fb, Line: line.Hold()})
 		switch {
 		case rx.Kind == ReactFallback:
-			ok, err := r.moveJob(ctx, q.job.ID, q.job.Args, queue, rx.Fallback.Model, p.FallbackMaxShare, []string{"available", "scheduled"})
+			ok, err := r.moveJob(ctx, q.job.ID, q.job.Args, queue, rx.Fallback.Model, p.FallbackMaxShare, []string{"available", "scheduled"}, line)
 			if err != nil {
 				return err
 			}
 			if !ok {
-				// fallback_max_share reached (the count never goes down) or
-				// the job was fetched meanwhile: not again under this opening.
-				skip = append(skip, q.job.ID)
+				// fallback_max_share reached (the count never goes down):
+				// not again under this opening. Without a share, the job
+				// was fetched meanwhile (a run, the key's probe, which
+				// gives it back) or took a line: looked at again next tick.
+				if p.FallbackMaxShare > 0 {
+					skip = append(skip, q.job.ID)
+				}
 				continue
 			}
 			r.log.InfoContext(ctx, "fallback", "job_id", q.job.ID, "batch", q.job.Args.Batch, "record_id", q.job.Args.RecordID,

@@ -15,11 +15,12 @@ const paceMaxWaitDefault = 30 * time.Second
 // pace waits for this process's share of the key's rate (keys.Pacer) before
 // the intent row is written, so that no wait ever sits between the intent
 // and the send. A wait longer than the run can afford (River's deadline
-// less the call's own timeout) parks the job instead: nothing is spent.
+// less the call's room, Runtime.spareTime) parks the job instead: nothing
+// is spent. The bound holds across the pacer's rounds (keys.Pacer.Wait).
 func (r *Runtime) pace(ctx context.Context, k *keyRuntime, tokens int) (park time.Duration, err error) {
 	maxWait := paceMaxWaitDefault
-	if dl, ok := ctx.Deadline(); ok {
-		maxWait = min(maxWait, time.Until(dl)-(k.cfg.Timeout+r.opts.JobMargin/4))
+	if spare, ok := r.spareTime(ctx, k); ok {
+		maxWait = min(maxWait, spare)
 	}
 	err = k.pacer.Wait(ctx, tokens, max(0, maxWait))
 	var pd *keys.PaceDelay

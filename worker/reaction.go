@@ -169,35 +169,51 @@ type before struct {
 	// accepted (or not asked yet).
 	Budget        *ledger.BudgetError
 	BudgetRecheck time.Duration // jittered
-	// SlotLate: the wait for a concurrency slot left too little of the run's
-	// deadline for the call.
-	SlotLate bool
+	// DeadlineNear: the waits before the call (for a concurrency slot, for
+	// the pace) left too little of the run's deadline for it
+	// (Runtime.deadlineNear).
+	DeadlineNear bool
 	// Fallback: where the job could go while its key's breaker is open.
 	Fallback fallbackInput
+	// Line is what the job's open provider-batch line allows (HoldNone
+	// before it is read, or without one); LineWait how long a job waiting
+	// for its line's answer sleeps (the submitter wakes it sooner).
+	Line     ledger.LineHold
+	LineWait time.Duration
 }
 
 // decideBefore decides, from what a run knows so far, whether it ends
 // before its call. ReactGo means: go on. The checks run in the order of the
 // steps, so calling it again after a step is harmless.
 func decideBefore(b before) Reaction {
+	// The open-line rule (ledger.LineHold): a record whose line is in a
+	// live provider batch waits for its answer, whatever else holds; one
+	// holding a paid answer applies it, and is neither ended by the checks
+	// that bound waiting (age, snoozes, runs, calls) nor moved to a
+	// fallback first. An unsent line is taken back by whatever the record
+	// does instead (a synchronous call, a move, a dead letter).
+	if b.Line == ledger.HoldLive {
+		return Reaction{Kind: ReactPark, After: b.LineWait}
+	}
+	held := b.Line == ledger.HoldAnswered
 	// A River attempt beyond max_attempts can only come from runs that made
 	// no call (calls are counted by the ledger, below): the worker's own
 	// errors. They end here, in the dead letters, rather than being discarded
 	// by River with the record in neither the results nor the dead letters.
-	if b.Attempt > b.MaxAttempts {
+	switch {
+	case held:
+	case b.Attempt > b.MaxAttempts:
 		return deadLetter(classify.Transient, ReasonWorkerErrors,
 			fmt.Sprintf("run %d with max_attempts %d: earlier runs ended in worker or database errors", b.Attempt, b.MaxAttempts))
-	}
-	if b.MaxAge > 0 && b.Age > b.MaxAge {
+	case b.MaxAge > 0 && b.Age > b.MaxAge:
 		return deadLetter(classify.Throttled, ReasonSnoozedOut,
 			fmt.Sprintf("queued for %s, longer than the %s limit", b.Age.Round(time.Minute), b.MaxAge))
-	}
-	if b.OwnSnoozes >= b.MaxSnoozes {
+	case b.OwnSnoozes >= b.MaxSnoozes:
 		return deadLetter(classify.Throttled, ReasonSnoozedOut,
 			fmt.Sprintf("snoozed %d times by its own throttling (pipeline max_snoozes %d)", b.OwnSnoozes, b.MaxSnoozes))
 	}
 	if a := b.Admission; a != nil {
-		if !a.Allowed && b.Fallback.ready() {
+		if !a.Allowed && !held && b.Fallback.ready() {
 			return fallback(b.Fallback.Model, Reaction{Kind: ReactPark, After: max(a.Wait, time.Second)})
 		}
 		if !a.Allowed && a.Breaker == keys.BreakerStorm {
@@ -219,6 +235,9 @@ func decideBefore(b before) Reaction {
 		case p.OKAttemptID != 0 && p.ResultStored:
 			// Stored by a run whose completion did not land: finish, don't call.
 			return Reaction{Kind: ReactComplete}
+		case held:
+			// The answer is applied (batchline.go): the checks below bound
+			// sends, and this one is paid for.
 		case b.CacheHit:
 			// Answered before, in this batch or another: an answer already
 			// paid for beats another call, and beats giving up on a record
@@ -237,7 +256,7 @@ func decideBefore(b before) Reaction {
 	if b.OverRetryBudget {
 		return Reaction{Kind: ReactPark, After: b.RetryDefer}
 	}
-	if b.SlotLate {
+	if b.DeadlineNear {
 		return Reaction{Kind: ReactPark}
 	}
 	if e := b.Budget; e != nil {
@@ -400,8 +419,8 @@ func throttled(wait time.Duration, keyWide bool) Reaction {
 }
 
 // transientWait is a transient failure's retry wait: the backoff, or longer
-// when the answer asked for longer, but never more than limit (DESIGN.md:
-// the backoff cap, 5 min): a 503 with retry-after: 86400 must not park a
+// when the answer asked for longer, but never more than limit (the
+// backoff cap, 5 min): a 503 with retry-after: 86400 must not park a
 // record for a day.
 func transientWait(backoff, hint, limit time.Duration) time.Duration {
 	return min(max(backoff, hint), max(limit, backoff))
@@ -412,20 +431,5 @@ func breakerOutcome(a after) keys.Outcome {
 	if a.ClientErr != "" || a.stopped() {
 		return keys.OutcomeNone
 	}
-	switch a.Verdict.Class {
-	case classify.OK:
-		return keys.OutcomeSuccess
-	case classify.Rejected:
-		// The provider answered: it is up, whatever it thought of the
-		// request; the balance it says nothing about.
-		return keys.OutcomeRejected
-	case classify.Transient:
-		return keys.OutcomeFailure
-	case classify.Exhausted:
-		return keys.OutcomeExhausted
-	default:
-		// Throttled and ambiguous say nothing about the provider being up
-		// or the balance (gobreaker's IsExcluded).
-		return keys.OutcomeExcluded
-	}
+	return keys.OutcomeOf(a.Verdict.Class)
 }

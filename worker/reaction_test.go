@@ -76,8 +76,8 @@ func TestDecideBefore(t *testing.T) {
 		{"retry over the fleet budget: park", with(func(b *before) {
 			b.Admission, b.Prior, b.OverRetryBudget, b.RetryDefer = allowed, &ledger.Prior{}, true, 2*time.Second
 		}), Reaction{Kind: ReactPark, After: 2 * time.Second}},
-		{"slot came too late for the call: park", with(func(b *before) {
-			b.Admission, b.Prior, b.SlotLate = allowed, &ledger.Prior{}, true
+		{"the waits left too little of the deadline for the call: park", with(func(b *before) {
+			b.Admission, b.Prior, b.DeadlineNear = allowed, &ledger.Prior{}, true
 		}), Reaction{Kind: ReactPark}},
 		{"spend cap: park for the recheck", with(func(b *before) {
 			b.Admission, b.Prior, b.Budget, b.BudgetRecheck = allowed, &ledger.Prior{}, &ledger.BudgetError{Paused: true}, 30*time.Second

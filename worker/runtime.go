@@ -27,12 +27,12 @@ import (
 // Defaults for Options.
 const (
 	// BackoffBaseDefault and BackoffCapDefault bound transient retries:
-	// base·2^(attempt-1), capped, with jitter (DESIGN.md: base 1 s, cap 5 min).
+	// base·2^(attempt-1), capped, with jitter (base 1 s, cap 5 min: docs/design.md, "Classes and reactions").
 	BackoffBaseDefault = time.Second
 	BackoffCapDefault  = 5 * time.Minute
 	// ThrottleWaitDefault is the pause after a throttle that names no wait; it
 	// doubles with each further hint-less throttle on the key within a minute,
-	// up to ThrottleWaitMax (the adaptive default of DESIGN.md).
+	// up to ThrottleWaitMax (the adaptive default of docs/design.md).
 	ThrottleWaitDefault = 2 * time.Second
 	ThrottleWaitMax     = 2 * time.Minute
 	// ThrottleWaitCap bounds a throttle's pause whatever retry-after says: a
@@ -349,7 +349,11 @@ func New(opts Options) (*Runtime, error) {
 }
 
 // newSubmitters builds a batch submitter for each key this process works
-// that serves a model of a batch or auto pipeline (its own or a fallback).
+// that serves a model of a batch or auto pipeline (its own or a fallback),
+// and a collect-only one for every other key: a key whose pipelines were
+// switched to sync mode (or a rolling deploy that mixes modes) can still
+// have provider batches in flight, and their answers must be collected
+// and applied (the open-line rule, ledger.LineHold).
 func (r *Runtime) newSubmitters() error {
 	batchKeys := map[string]bool{}
 	for _, p := range r.cfg.Pipelines {
@@ -363,16 +367,21 @@ func (r *Runtime) newSubmitters() error {
 		}
 	}
 	for name, k := range r.keys {
-		if !batchKeys[name] {
-			continue
-		}
+		collectOnly := !batchKeys[name]
 		client, err := batchapi.New(batchapi.Options{Vendor: k.cfg.Vendor, Path: k.cfg.Path, BaseURL: k.cfg.BaseURL,
 			APIKey: k.apiKey, Timeout: k.cfg.Timeout, HTTPClient: r.opts.HTTPClient})
+		if collectOnly && err != nil {
+			// No Batch API client for it (a vendor without one): it never
+			// had a provider batch to collect.
+			r.log.Debug("no batch collector for key", "key", name, "err", err)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("worker: key %q: batch client: %w", name, err)
 		}
-		s, err := submitter.New(submitter.Config{Key: k.cfg, Config: r.cfg, Client: client, Pool: r.pool, Store: r.store,
-			RiverSchema: r.opts.Schema, Clock: r.opts.Clock, Logger: r.log, Alerter: r.alerter, Tuning: r.opts.Batch.ForKey(k.cfg)})
+		s, err := submitter.New(submitter.Config{Key: k.cfg, Config: r.cfg, Client: client, Pool: r.pool, Store: r.store, Gate: k.gate,
+			RiverSchema: r.opts.Schema, Clock: r.opts.Clock, Logger: r.log, Alerter: r.alerter, Tuning: r.opts.Batch.ForKey(k.cfg),
+			CollectOnly: collectOnly})
 		if err != nil {
 			return fmt.Errorf("worker: key %q: %w", name, err)
 		}

@@ -139,7 +139,7 @@ func dlqRiverJobs(t *testing.T, c *cli, batch, state string) int {
 	return n
 }
 
-// TestDLQMorningInspection is DESIGN.md's third use, end to end on the real
+// TestDLQMorningInspection is the third use in docs/design.md ("What it is for"), end to end on the real
 // path: a prompt that the provider rejects dead-letters every record; after
 // the prompt is fixed, requeue sends them back built from the new
 // configuration and they complete. A second requeue requeues nothing.

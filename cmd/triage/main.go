@@ -12,7 +12,7 @@ import (
 	"syscall"
 )
 
-// Exit codes are a contract (DESIGN.md "CLI contract").
+// Exit codes are a contract (docs/design.md, "CLI (contract)").
 const (
 	exitOK          = 0
 	exitRuntime     = 1

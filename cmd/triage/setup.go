@@ -41,7 +41,7 @@ func exitFor(err error) int {
 	return exitRuntime
 }
 
-// configPath is DESIGN.md's order: --config, else ./triage.toml, else the
+// configPath is the order docs/design.md gives: --config, else ./triage.toml, else the
 // file named by $TRIAGE_CONFIG ("default triage.toml, then env").
 func configPath(e *env) string {
 	if e.configPath != "" {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/triage-dev/triage/classify"
+	"github.com/triage-dev/triage/ledger/redact"
 	"github.com/triage-dev/triage/worker/provider"
 )
 
@@ -214,6 +215,7 @@ type Client struct {
 	apiKey  string
 	timeout time.Duration
 	hc      *http.Client
+	redact  redact.Boundary // the key's: see edge.go
 }
 
 // New checks the options as provider.New does. Errors never contain the key.
@@ -254,7 +256,8 @@ func New(o Options) (*Client, error) {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
-	return &Client{format: f, vendor: o.Vendor, path: o.Path, base: u, apiKey: o.APIKey, timeout: o.Timeout, hc: hc}, nil
+	return &Client{format: f, vendor: o.Vendor, path: o.Path, base: u, apiKey: o.APIKey, timeout: o.Timeout, hc: hc,
+		redact: redact.New(o.APIKey)}, nil
 }
 
 // String describes the client without its API key.

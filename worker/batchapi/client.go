@@ -11,9 +11,15 @@ import (
 	"github.com/triage-dev/triage/worker/provider"
 )
 
-// FindClockSkew is how much older than Find's since a batch may look and
-// still be considered: the provider's clock is not the caller's.
-const FindClockSkew = 5 * time.Minute
+// FindClockSkew is how much older than Find's since a batch may look, by
+// the provider's own created_at, and still be considered: the provider's
+// clock is not the caller's. Generous, because a batch the look-up misses
+// is created again whole (up to 50,000 lines, all billed twice), while a
+// wider window only lists a few more batches: a worker host's clock
+// minutes ahead of the provider's once cut the window short of the batch
+// it was looking for. Callers pass a since from one clock the fleet shares
+// (the database's), not a host's.
+const FindClockSkew = time.Hour
 
 var (
 	// ErrInvalidID: an id given to Get, Cancel or Create is empty or has
@@ -44,11 +50,11 @@ func checkTag(tag string) error {
 	return nil
 }
 
-// Upload sends the lines as OpenAI's batch input file (POST /files,
+// upload sends the lines as OpenAI's batch input file (POST /files,
 // purpose=batch) and returns its id; record it before calling Create, so a
 // crash between the two leaves a file, not a batch, unaccounted for.
 // Anthropic has no file step: it returns "", nil without a call.
-func (c *Client) Upload(ctx context.Context, lines []Line, tag string) (fileID string, err error) {
+func (c *Client) upload(ctx context.Context, lines []Line, tag string) (fileID string, err error) {
 	if c.format == provider.FormatAnthropic {
 		return "", nil
 	}
@@ -58,11 +64,11 @@ func (c *Client) Upload(ctx context.Context, lines []Line, tag string) (fileID s
 	return c.openAIUpload(ctx, lines, tag)
 }
 
-// Create starts a batch. OpenAI: from the uploaded file, with tag as
+// create starts a batch. OpenAI: from the uploaded file, with tag as
 // metadata.triage_provider_batch so that Find can recognise it; lines are
 // not used. Anthropic: from lines, sent inline; fileID and tag are not used
 // (Anthropic batches have no metadata).
-func (c *Client) Create(ctx context.Context, fileID string, lines []Line, tag string) (Batch, error) {
+func (c *Client) create(ctx context.Context, fileID string, lines []Line, tag string) (Batch, error) {
 	if c.format == provider.FormatAnthropic {
 		return c.anthropicCreate(ctx, lines)
 	}
@@ -72,8 +78,8 @@ func (c *Client) Create(ctx context.Context, fileID string, lines []Line, tag st
 	return c.openAICreate(ctx, fileID, tag)
 }
 
-// Get polls a batch.
-func (c *Client) Get(ctx context.Context, id string) (Batch, error) {
+// get polls a batch.
+func (c *Client) get(ctx context.Context, id string) (Batch, error) {
 	if err := checkID("batch id", id); err != nil {
 		return Batch{}, err
 	}
@@ -83,11 +89,11 @@ func (c *Client) Get(ctx context.Context, id string) (Batch, error) {
 	return c.openAIBatchCall(ctx, "get", http.MethodGet, c.endpoint(nil, "batches", id), nil)
 }
 
-// Cancel asks the vendor to stop a batch. It answers at once with the batch
+// cancel asks the vendor to stop a batch. It answers at once with the batch
 // cancelling (OpenAI) or canceling (Anthropic); poll Get until Ended, then
 // read Results: lines that had run are there, the others come back canceled
 // (Anthropic) or are missing (OpenAI), and neither ran.
-func (c *Client) Cancel(ctx context.Context, id string) (Batch, error) {
+func (c *Client) cancel(ctx context.Context, id string) (Batch, error) {
 	if err := checkID("batch id", id); err != nil {
 		return Batch{}, err
 	}
@@ -97,7 +103,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (Batch, error) {
 	return c.openAIBatchCall(ctx, "cancel", http.MethodPost, c.endpoint(nil, "batches", id, "cancel"), nil)
 }
 
-// Find looks for a batch an earlier process created but crashed before
+// find looks for a batch an earlier process created but crashed before
 // recording. OpenAI: the batch whose metadata.triage_provider_batch is tag,
 // among those created since since (zero: all). Anthropic, which has no
 // metadata: a batch created since since with len(customIDs) requests whose
@@ -106,7 +112,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (Batch, error) {
 // neither resubmit nor record it yet, ask again later. Found false with a
 // nil error means no such batch exists: resubmitting is safe. See doc.go for
 // the limits.
-func (c *Client) Find(ctx context.Context, tag string, since time.Time, customIDs []string) (Batch, bool, error) {
+func (c *Client) find(ctx context.Context, tag string, since time.Time, customIDs []string) (Batch, bool, error) {
 	if c.format == provider.FormatAnthropic {
 		if len(customIDs) == 0 {
 			return Batch{}, false, fmt.Errorf("%w: find needs the custom_ids of the batch", ErrInvalidLines)
@@ -119,13 +125,13 @@ func (c *Client) Find(ctx context.Context, tag string, since time.Time, customID
 	return c.openAIFind(ctx, tag, since)
 }
 
-// Results streams every result line of an ended batch, in the provider's
+// results streams every result line of an ended batch, in the provider's
 // order (not the input order: match on CustomID). OpenAI: the output file,
 // then the error file; a failed batch has none. Anthropic: the results
 // JSONL. A download that fails yields a *CallError and ends the sequence; a
 // line that cannot be read yields ErrMalformedResult and the sequence goes
 // on. A custom_id that never comes back did not run.
-func (c *Client) Results(ctx context.Context, b Batch) iter.Seq2[Result, error] {
+func (c *Client) results(ctx context.Context, b Batch) iter.Seq2[Result, error] {
 	return func(yield func(Result, error) bool) {
 		switch {
 		case !b.Ended:

@@ -67,7 +67,10 @@
 // Create sets triage_provider_batch to the tag (the caller's: the submitter
 // uses a random tag per provider batch row, unique across databases) and
 // Find lists batches for that tag, stopping at those created more than
-// FindClockSkew before since. The tag makes the match exact.
+// FindClockSkew (an hour) before since, by the provider's created_at. The
+// tag makes the match exact. since should come from a clock the fleet
+// shares (the submitter passes the database's time at the intent), not a
+// host's that may run minutes ahead.
 //
 // Anthropic batches carry no metadata and custom_ids can be read only from
 // the results of an ended batch. Find lists batches created since since

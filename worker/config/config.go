@@ -62,7 +62,7 @@ const (
 )
 
 // Vendors returns the vendor names triage.toml accepts in [[keys]] vendor, the
-// classifier's rule sets (DESIGN.md, "The classifier"), in documentation
+// classifier's rule sets (docs/classifier.md), in documentation
 // order. Not every vendor has a wire format in worker/provider; see
 // provider.FormatFor.
 func Vendors() []string { return slices.Clone(vendors) }

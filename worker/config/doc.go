@@ -1,6 +1,6 @@
 // Package config parses and validates triage.toml, the file that names the
 // database, the alert targets, the API keys (one River queue and one breaker
-// per key), the models and the pipelines (DESIGN.md, "Configuration").
+// per key), the models and the pipelines (docs/design.md, "Configuration").
 //
 // Load and Parse return a Config with defaults filled in and every field
 // validated; an error names the file, the table, the element and the field, as

@@ -7,7 +7,9 @@ import (
 
 // validateFallback checks the pipelines' fallback settings and the models'
 // capability table: every fallback names a model, not the pipeline's own
-// nor twice; the share is a fraction; the capabilities are not negative.
+// nor twice, and one that can serve the pipeline's output (a JSON pipeline
+// needs a json_mode model); the share is a fraction; the capabilities are
+// not negative.
 func (c *Config) validateFallback(v *validator) {
 	for i, m := range c.Models {
 		if m.MaxOutputTokens < 0 {
@@ -24,6 +26,11 @@ func (c *Config) validateFallback(v *validator) {
 				v.addf(at, "fallback %q is listed twice", name)
 			case !slices.ContainsFunc(c.Models, func(m Model) bool { return m.Name == name }):
 				v.addf(at, "fallback %q is not a [[models]] name", name)
+			case p.Output == OutputJSON && !c.Models[slices.IndexFunc(c.Models, func(m Model) bool { return m.Name == name })].JSONMode:
+				// A fallback is taken only by a request it can serve: this
+				// one could serve none, and the jobs of an exhausted key
+				// would wait on it, silently, for ever.
+				v.addf(at, "fallback %q can serve no record of an output = \"json\" pipeline: set json_mode = true on [[models]] %q if it supports the vendor's JSON mode, or remove it from fallback", name, name)
 			}
 		}
 		if x := p.FallbackMaxShare; !finiteNonNeg(x) || x > 1 {

@@ -48,6 +48,7 @@ func TestFallbackValidation(t *testing.T) {
 		{"twice", `fallback = ["backup", "backup"]`, `triage.toml: pipelines[0] "enrich": fallback "backup" is listed twice`},
 		{"share over 1", `fallback_max_share = 1.5`, `triage.toml: pipelines[0] "enrich": fallback_max_share must be between 0 (no bound) and 1, got 1.5`},
 		{"share negative", `fallback_max_share = -0.1`, `fallback_max_share must be between 0 (no bound) and 1`},
+		{"json pipeline, no json_mode", `fallback = ["plain"]`, `triage.toml: pipelines[0] "enrich": fallback "plain" can serve no record of an output = "json" pipeline: set json_mode = true on [[models]] "plain"`},
 		{"grace form", `fallback_grace = "soon"`, `triage.toml: pipelines[0] "enrich": fallback_grace "soon": not a duration`},
 	}
 	for _, tc := range cases {
@@ -81,6 +82,10 @@ key = "main"
 name = "backup"
 key = "main"
 json_mode = true
+
+[[models]]
+name = "plain"
+key = "main"
 
 [[pipelines]]
 name = "enrich"

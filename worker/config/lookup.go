@@ -84,7 +84,7 @@ func notDefined(c *Config, what, name, table string, names []string) error {
 
 // DatabaseURL returns the PostgreSQL URL to use: the DATABASE_URL environment
 // variable when set and non-empty, else [database] url. "" means the private
-// local cluster (DESIGN.md, "The embedded default"). getenv is os.Getenv when
+// local cluster (docs/design.md, "The embedded default and the fake provider"). getenv is os.Getenv when
 // nil.
 func (c *Config) DatabaseURL(getenv func(string) string) string {
 	if getenv == nil {

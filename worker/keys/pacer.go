@@ -480,6 +480,15 @@ type Pacer struct {
 	// (staleReservation), so a decrease applies to every call not yet sent.
 	epoch uint64
 	now   func() time.Time
+	// after is how Wait sleeps between rounds: a real timer, or a test's
+	// virtual one (stop as time.Timer.Stop).
+	after func(d time.Duration) (c <-chan time.Time, stop func() bool)
+}
+
+// realAfter is a real timer.
+func realAfter(d time.Duration) (<-chan time.Time, func() bool) {
+	t := time.NewTimer(d)
+	return t.C, t.Stop
 }
 
 // probeCalmCap bounds how much the probe above wmax speeds up while no
@@ -500,7 +509,7 @@ func NewPacer(cfg PacerConfig) *Pacer {
 
 func newPacer(cfg PacerConfig, now func() time.Time) *Pacer {
 	t := now()
-	p := &Pacer{ctl: newControl(cfg, t), live: 1, calib: 1, maxCost: 1, now: now, started: t,
+	p := &Pacer{ctl: newControl(cfg, t), live: 1, calib: 1, maxCost: 1, now: now, after: realAfter, started: t,
 		req: rate.NewLimiter(rate.Inf, 1), tok: rate.NewLimiter(rate.Inf, 1)}
 	p.applyLocked(t)
 	return p
@@ -521,10 +530,14 @@ const paceHorizon = 100 * time.Millisecond
 // Wait blocks until this process's share of the key's rate lets one
 // request go that sends tokens (estimated input tokens), or ctx ends. If
 // the pace would hold it longer than maxWait, nothing is taken and a
-// *PaceDelay says how long.
+// *PaceDelay says how long. The bound holds across all of Wait's rounds: a
+// wait that gave its reservation back (a decrease, a hold, a slot beyond
+// paceHorizon) and finds, coming back, that its turn is now later than
+// maxWait after it began returns a *PaceDelay too, never a longer wait.
 func (p *Pacer) Wait(ctx context.Context, tokens int, maxWait time.Duration) error {
-	for first := true; ; first = false {
-		delay, kept, ok := p.reserve(tokens, maxWait, first)
+	until := p.now().Add(max(0, maxWait))
+	for {
+		delay, kept, ok := p.reserve(tokens, until)
 		if !ok {
 			return &PaceDelay{Delay: delay}
 		}
@@ -532,10 +545,10 @@ func (p *Pacer) Wait(ctx context.Context, tokens int, maxWait time.Duration) err
 			return nil
 		}
 		epoch := p.epochNow()
-		t := time.NewTimer(delay)
+		fire, stop := p.after(delay)
 		select {
 		case <-ctx.Done():
-			t.Stop()
+			stop()
 			if kept != nil {
 				p.mu.Lock()
 				kept[0].Cancel()
@@ -543,7 +556,7 @@ func (p *Pacer) Wait(ctx context.Context, tokens int, maxWait time.Duration) err
 				p.mu.Unlock()
 			}
 			return ctx.Err()
-		case <-t.C:
+		case <-fire:
 		}
 		if kept != nil && !p.staleReservation(epoch) {
 			return nil
@@ -553,9 +566,10 @@ func (p *Pacer) Wait(ctx context.Context, tokens int, maxWait time.Duration) err
 
 // reserve takes a reservation due within paceHorizon and returns its delay
 // and the reservation (kept); or gives it back and returns how long to
-// sleep before trying again (kept nil). ok false: the wait would exceed
-// maxWait (checked on the first try only; nothing is kept).
-func (p *Pacer) reserve(tokens int, maxWait time.Duration, first bool) (delay time.Duration, kept *[2]*rate.Reservation, ok bool) {
+// sleep before trying again (kept nil). ok false: the call's turn comes
+// after until (the end of the caller's maxWait); nothing is kept and delay
+// is how long from now its turn is.
+func (p *Pacer) reserve(tokens int, until time.Time) (delay time.Duration, kept *[2]*rate.Reservation, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
@@ -574,7 +588,7 @@ func (p *Pacer) reserve(tokens int, maxWait time.Duration, first bool) (delay ti
 	if delay > 0 {
 		p.boundAt = now
 	}
-	if first && delay > maxWait {
+	if delay > 0 && now.Add(delay).After(until) {
 		rr.CancelAt(now)
 		tr.CancelAt(now)
 		return delay, nil, false

@@ -72,6 +72,7 @@ type simWorker struct {
 	epoch uint64
 	ok    bool
 	sent  time.Time
+	until time.Time // the end of the current wait's maxWait
 }
 
 var simTrace func(string)
@@ -154,7 +155,10 @@ func simulatePacers(shape simShape, cfg PacerConfig) simResult {
 			for !w.at.After(now) {
 				switch w.state {
 				case simReserve, simRetry:
-					delay, kept, ok := w.p.reserve(shape.tokens, 30*time.Second, w.state == simReserve)
+					if w.state == simReserve {
+						w.until = now.Add(30 * time.Second)
+					}
+					delay, kept, ok := w.p.reserve(shape.tokens, w.until)
 					if !ok {
 						w.at, w.state = now.Add(delay), simReserve
 						continue
@@ -355,7 +359,7 @@ func TestPacerDecreaseReachesReservedCalls(t *testing.T) {
 	var kept *[2]*rate.Reservation
 	for delay <= 0 {
 		var ok bool
-		delay, kept, ok = p.reserve(1, time.Minute, true)
+		delay, kept, ok = p.reserve(1, clk.t.Add(time.Minute))
 		require.True(t, ok)
 	}
 	require.NotNil(t, kept, "a slot within the horizon is kept")

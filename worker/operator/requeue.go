@@ -97,8 +97,11 @@ type RequeueOptions struct {
 // attempts; the worker renders the request from the current pipeline.
 //
 // A selected dead letter whose old job is still live (not completed,
-// cancelled or discarded) refuses the whole requeue with a LiveJobError:
-// two live jobs for one record would call the provider twice. Unknown IDs,
+// cancelled or discarded), or whose record has a line still in a live
+// provider batch or holding an answer not recorded yet (the open-line rule,
+// ledger.LineHold), refuses the whole requeue with a LiveJobError: two
+// live jobs, or a new job next to a line the provider still runs, would
+// bill the record twice. Unknown IDs,
 // an unknown batch or a pipeline gone from cfg are an InputError. On any
 // error nothing is changed.
 func Requeue(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, sel Selection, opts RequeueOptions) (RequeueResult, error) {
@@ -261,22 +264,60 @@ func refuseLiveJobs(ctx context.Context, rc *river.Client[pgx.Tx], tx pgx.Tx, se
 			jobIDs = append(jobIDs, dl.JobID)
 		}
 	}
-	if len(jobIDs) == 0 {
-		return nil
-	}
-	live, err := rc.JobListTx(ctx, tx, river.NewJobListParams().IDs(jobIDs...).States(liveJobStates...).First(len(jobIDs)))
-	if err != nil {
-		return fmt.Errorf("look up the dead letters' jobs: %w", err)
-	}
-	if len(live.Jobs) == 0 {
-		return nil
-	}
 	e := &LiveJobError{}
-	for _, j := range live.Jobs {
-		e.Jobs = append(e.Jobs, LiveJob{DeadLetterID: byJob[j.ID], JobID: j.ID, State: string(j.State)})
+	if len(jobIDs) > 0 {
+		live, err := rc.JobListTx(ctx, tx, river.NewJobListParams().IDs(jobIDs...).States(liveJobStates...).First(len(jobIDs)))
+		if err != nil {
+			return fmt.Errorf("look up the dead letters' jobs: %w", err)
+		}
+		for _, j := range live.Jobs {
+			e.Jobs = append(e.Jobs, LiveJob{DeadLetterID: byJob[j.ID], JobID: j.ID, State: string(j.State)})
+		}
+		slices.SortFunc(e.Jobs, func(a, b LiveJob) int { return int(a.DeadLetterID - b.DeadLetterID) })
 	}
-	slices.SortFunc(e.Jobs, func(a, b LiveJob) int { return int(a.DeadLetterID - b.DeadLetterID) })
+	lines, err := heldRecords(ctx, tx, selected)
+	if err != nil {
+		return err
+	}
+	e.Lines = lines
+	if len(e.Jobs) == 0 && len(e.Lines) == 0 {
+		return nil
+	}
 	return e
+}
+
+// heldRecords finds the selected records (not requeued yet) the open-line
+// rule holds (ledger.LineHold): a line still in a live provider batch, or
+// holding a paid answer not recorded yet. A new job for such a record would
+// send it again while the provider runs, and bills, the first line; the key's
+// submitter records the answer once the provider batch ends.
+func heldRecords(ctx context.Context, tx pgx.Tx, selected []ledger.DeadLetter) ([]HeldLine, error) {
+	byBatch := map[string][]string{}
+	dlOf := map[[2]string]int64{}
+	var batches []string
+	for _, dl := range selected {
+		if dl.RequeuedAt != nil {
+			continue
+		}
+		if _, ok := byBatch[dl.Batch]; !ok {
+			batches = append(batches, dl.Batch)
+		}
+		byBatch[dl.Batch] = append(byBatch[dl.Batch], dl.RecordID)
+		dlOf[[2]string{dl.Batch, dl.RecordID}] = dl.ID
+	}
+	var out []HeldLine
+	for _, b := range batches {
+		lines, err := ledger.HeldRecords(ctx, tx, b, byBatch[b])
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range lines {
+			out = append(out, HeldLine{DeadLetterID: dlOf[[2]string{l.Batch, l.RecordID}], Batch: l.Batch, RecordID: l.RecordID,
+				State: l.State, ProviderBatch: l.ProviderBatch})
+		}
+	}
+	slices.SortFunc(out, func(a, b HeldLine) int { return int(a.DeadLetterID - b.DeadLetterID) })
+	return out, nil
 }
 
 // selectDeadLetters reads the dead letters sel names, in id order. Unknown

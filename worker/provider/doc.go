@@ -1,6 +1,6 @@
 // Package provider is triage's HTTP client for LLM APIs. It sends one request
 // and describes what happened as a classify.Observation; it never classifies
-// and never retries (River is the only retry loop, DESIGN.md "Reactions").
+// and never retries (River is the only retry loop; docs/design.md, "Classes and reactions").
 //
 // Two wire formats are spoken:
 //

@@ -45,7 +45,7 @@ var (
 	ErrInvalidRequest = errors.New("provider: invalid request")
 )
 
-// FormatFor returns the wire format for a vendor name (DESIGN.md vendor list),
+// FormatFor returns the wire format for a vendor name (the vendors of docs/classifier.md),
 // or an error wrapping ErrUnsupportedVendor.
 func FormatFor(vendor string) (Format, error) { return formatFor(vendor) }
 

@@ -120,6 +120,9 @@ type Config struct {
 	Pool *pgxpool.Pool
 	// Store is the shared key state: the key's breakers. Required.
 	Store *keys.Store
+	// Gate is the key's gate: the submitter's calls are settled by its
+	// rules (keys.Gate.Settle), as a job's calls are. Required.
+	Gate *keys.Gate
 	// RiverSchema is River's schema ("" for the search_path).
 	RiverSchema string
 	// Clock pins the time (tests); nil: the system clock.
@@ -130,6 +133,13 @@ type Config struct {
 	// exhausted breaker (the worker's alert for a call that does).
 	Alerter *keys.Alerter
 	Tuning  Tuning
+	// CollectOnly: no pipeline on the key is in batch or auto mode now (a
+	// mode switched to sync, a rolling deploy). The submitter forms no new
+	// provider batch, but polls and collects the ones in flight and wakes
+	// their jobs, so a line sent is never left uncollected (its answer
+	// unrecorded, its reservation held). A round does nothing while the key
+	// has no open provider batch nor open line.
+	CollectOnly bool
 }
 
 // Submitter sends one key's pending batch lines as provider batches,
@@ -141,6 +151,7 @@ type Submitter struct {
 	key   string
 	limit batchapi.Limits
 	// auto pipelines and their margins, for the deadline checks.
+	auto        []ledger.AutoMargin
 	autoNames   []string
 	autoMargins []float64
 
@@ -165,8 +176,8 @@ type Submitter struct {
 
 // New builds a Submitter; Start runs it.
 func New(cfg Config) (*Submitter, error) {
-	if cfg.Key == nil || cfg.Config == nil || cfg.Client == nil || cfg.Pool == nil || cfg.Store == nil {
-		return nil, errors.New("submitter: Key, Config, Client, Pool and Store are required")
+	if cfg.Key == nil || cfg.Config == nil || cfg.Client == nil || cfg.Pool == nil || cfg.Store == nil || cfg.Gate == nil {
+		return nil, errors.New("submitter: Key, Config, Client, Pool, Store and Gate are required")
 	}
 	s := &Submitter{cfg: cfg, t: cfg.Tuning.withDefaults(), log: cfg.Logger, key: cfg.Key.Name, limit: cfg.Client.Limits()}
 	if s.log == nil {
@@ -182,6 +193,7 @@ func New(cfg Config) (*Submitter, error) {
 	}
 	for _, p := range cfg.Config.Pipelines {
 		if p.Mode == config.ModeAuto {
+			s.auto = append(s.auto, ledger.AutoMargin{Pipeline: p.Name, Margin: p.AutoMargin})
 			s.autoNames = append(s.autoNames, p.Name)
 			s.autoMargins = append(s.autoMargins, p.AutoMargin.Seconds())
 		}
@@ -240,6 +252,12 @@ func (s *Submitter) now() time.Time {
 // Round is one pass: deadlines, missed wakes, new provider batches, and the
 // provider batches due a step. Start calls it every Tuning.Tick.
 func (s *Submitter) Round(ctx context.Context) error {
+	if s.cfg.CollectOnly {
+		open, err := ledger.KeyHasOpenBatchWork(ctx, s.cfg.Pool, s.key)
+		if err != nil || !open {
+			return err
+		}
+	}
 	var errs []error
 	if err := s.deadlines(ctx); err != nil {
 		errs = append(errs, err)
@@ -256,7 +274,7 @@ func (s *Submitter) Round(ctx context.Context) error {
 			break
 		}
 	}
-	if !s.now().Before(s.notBefore) {
+	if !s.cfg.CollectOnly && !s.now().Before(s.notBefore) {
 		if err := s.formAll(ctx); err != nil {
 			errs = append(errs, err)
 		}
@@ -286,8 +304,8 @@ func (s *Submitter) formAll(ctx context.Context) error {
 	}
 	for range 100 {
 		formed, err := s.form(ctx, adm)
-		if adm.Probe && !formed {
-			s.probeDone(ctx, adm, false, "")
+		if !formed {
+			s.settle(ctx, adm, keys.OutcomeNone, "", false)
 		}
 		if !formed || err != nil || adm.Probe || ctx.Err() != nil {
 			return err
@@ -297,8 +315,9 @@ func (s *Submitter) formAll(ctx context.Context) error {
 }
 
 // nearSQL is the condition "line l's triage batch has an auto pipeline
-// whose deadline is within its margin"; $2, $3: the auto pipelines and
-// their margins in seconds, $4 now.
+// whose deadline is within its margin" (as ledger.NearDeadlineBatches
+// says), for the pending lines a new provider batch leaves out; $2, $3:
+// the auto pipelines and their margins in seconds, $4 now.
 const nearSQL = `EXISTS (SELECT 1 FROM triage_batch tb
 		JOIN unnest($2::text[], $3::float8[]) AS m(pipeline, margin) ON m.pipeline = tb.pipeline
 		WHERE tb.id = l.batch AND tb.deadline IS NOT NULL AND tb.deadline < $4::timestamptz + make_interval(secs => m.margin))`
@@ -306,30 +325,31 @@ const nearSQL = `EXISTS (SELECT 1 FROM triage_batch tb
 // deadlines asks for the cancel of the provider batches holding a line of
 // an auto pipeline whose deadline is near, and wakes the jobs of such lines
 // still waiting for a batch: their jobs take them back and call
-// synchronously.
+// synchronously. It runs every round: with no deadline near it reads no
+// line, and with one near only the lines of the batches concerned (see
+// ledger.NearDeadlineBatches).
 func (s *Submitter) deadlines(ctx context.Context) error {
-	if len(s.autoNames) == 0 {
+	if len(s.auto) == 0 {
 		return nil
 	}
 	now := s.now()
-	// Only a submitted row's next poll is brought forward: an intent or
-	// uploaded row's next_poll_at is the lease of a create that may be in
-	// flight (its fencing token), and the cancel is sent at its first poll.
-	tag, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch pb SET cancel_requested = true,
-			next_poll_at = CASE WHEN pb.state = 'submitted' THEN least(next_poll_at, $4) ELSE next_poll_at END
-		WHERE pb.key = $1 AND pb.state IN ('intent', 'uploaded', 'submitted') AND NOT pb.cancel_requested
-		  AND EXISTS (SELECT 1 FROM triage_provider_batch_line l WHERE l.provider_batch = pb.id AND `+nearSQL+`)`,
-		s.key, s.autoNames, s.autoMargins, now)
-	if err != nil {
-		return fmt.Errorf("submitter: deadline cancels: %w", err)
+	near, err := ledger.NearDeadlineBatches(ctx, s.cfg.Pool, s.auto, now)
+	if err != nil || len(near) == 0 {
+		return err
 	}
-	if n := tag.RowsAffected(); n > 0 {
+	n, err := ledger.RequestDeadlineCancels(ctx, s.cfg.Pool, s.key, near, now)
+	if err != nil {
+		return fmt.Errorf("submitter: %w", err)
+	}
+	if n > 0 {
 		s.log.InfoContext(ctx, "deadline near: cancelling provider batches, their unfinished lines go synchronous", "key", s.key, "provider_batches", n)
 	}
+	jobs, err := ledger.NearDeadlineWaitingJobs(ctx, s.cfg.Pool, s.key, near)
+	if err != nil || len(jobs) == 0 {
+		return err
+	}
 	_, err = s.cfg.Pool.Exec(ctx, `UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` SET state = 'available', scheduled_at = now()
-		WHERE state = 'scheduled' AND id IN (SELECT l.job_id FROM triage_provider_batch_line l
-			WHERE l.key = $1 AND l.state IN ('pending', 'not_run') AND `+nearSQL+`)`,
-		s.key, s.autoNames, s.autoMargins, now)
+		WHERE state = 'scheduled' AND id = ANY($1)`, jobs)
 	if err != nil {
 		return fmt.Errorf("submitter: wake jobs near their deadline: %w", err)
 	}
@@ -453,10 +473,14 @@ func (s *Submitter) form(ctx context.Context, adm keys.Admission) (bool, error) 
 		if len(lines) == 0 {
 			return nil
 		}
-		r.state, r.createdAt = "intent", now
-		if err := tx.QueryRow(ctx, `INSERT INTO triage_provider_batch (key, vendor, model, lines, next_poll_at, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, next_poll_at, tag`,
-			s.key, s.cfg.Key.Vendor, r.model, len(lines), now.Add(s.t.Lease), now).Scan(&r.id, &r.lease, &r.tagValue); err != nil {
+		// created_at is the database's clock, not this host's: it is the
+		// lower bound of the look-up (Find) after a lost create answer, and
+		// a host clock ahead of the provider's would cut that window short
+		// of the batch and have it created again.
+		r.state = "intent"
+		if err := tx.QueryRow(ctx, `INSERT INTO triage_provider_batch (key, vendor, model, lines, next_poll_at)
+			VALUES ($1, $2, $3, $4, $5) RETURNING id, next_poll_at, tag, created_at`,
+			s.key, s.cfg.Key.Vendor, r.model, len(lines), now.Add(s.t.Lease)).Scan(&r.id, &r.lease, &r.tagValue, &r.createdAt); err != nil {
 			return err
 		}
 		ids := make([]int64, len(lines))
@@ -552,7 +576,9 @@ func (s *Submitter) recover(ctx context.Context, r *row) error {
 		return s.submit(ctx, r, lines, nil)
 	}
 	delete(s.unsent, r.id)
-	// Created before the row: a clock skew margin is the client's business.
+	// The row's created_at is the database's clock at the intent; the
+	// provider's clock may differ from it by minutes, which the client's
+	// margin (batchapi.FindClockSkew) covers. No host clock is involved.
 	hctx, stop := s.hold(ctx, r)
 	b, found, err := s.cfg.Client.Find(hctx, r.tag(), r.createdAt, ids)
 	if lost := stop(); lost != nil {
@@ -600,7 +626,7 @@ func (s *Submitter) submit(ctx context.Context, r *row, lines []line, admitted *
 	// row (polls) before it is made, so that no process takes the row for
 	// one nobody sent (recover's shortcut for split-off halves).
 	if err := s.renewSending(ctx, r); err != nil {
-		s.probeDone(ctx, adm, false, "")
+		s.settle(ctx, adm, keys.OutcomeNone, "", false)
 		return err
 	}
 	// From here the provider may have it: a later claim looks first.
@@ -616,7 +642,7 @@ func (s *Submitter) submit(ctx context.Context, r *row, lines []line, admitted *
 		if lost := stop(); lost != nil {
 			// Another process owns the row now and sends it itself; an
 			// uploaded file is only storage, never billed.
-			s.probeDone(ctx, adm, false, "")
+			s.settle(ctx, adm, keys.OutcomeNone, "", true)
 			return lost
 		}
 		if err != nil {
@@ -628,7 +654,7 @@ func (s *Submitter) submit(ctx context.Context, r *row, lines []line, admitted *
 			return fmt.Errorf("submitter: record upload of %d: %w", r.id, err)
 		}
 		if tag.RowsAffected() == 0 {
-			s.probeDone(ctx, adm, false, "")
+			s.settle(ctx, adm, keys.OutcomeNone, "", true)
 			return fmt.Errorf("submitter: record upload of %d: %w", r.id, errLeaseLost)
 		}
 	}
@@ -639,12 +665,12 @@ func (s *Submitter) submit(ctx context.Context, r *row, lines []line, admitted *
 		if lost != nil {
 			// Cut because another process took the row over: it looks for
 			// this create (Find) before it sends anything.
-			s.probeDone(ctx, adm, false, "")
+			s.settle(ctx, adm, keys.OutcomeNone, "", true)
 			return lost
 		}
 		return s.refused(ctx, r, lines, adm, err)
 	}
-	s.probeDone(ctx, adm, true, "")
+	s.settle(ctx, adm, keys.OutcomeSuccess, "", true)
 	s.failures = 0
 	if b.VendorStatus != "validating" {
 		s.accepted() // Anthropic validates at create
@@ -653,23 +679,30 @@ func (s *Submitter) submit(ctx context.Context, r *row, lines []line, admitted *
 	return s.recordSubmitted(ctx, r, b)
 }
 
-// probeDone settles the submitter's probe claim, when its call was the
-// key's probe: a created batch proves the key works again.
-func (s *Submitter) probeDone(ctx context.Context, adm keys.Admission, ok bool, reason string) {
-	if !adm.Probe {
+// settle tells the key's breakers what the submitter's call (an upload or
+// a create) admitted as adm came to, by the gate's rules (keys.Gate.Settle,
+// the decision a job's call goes through): o is keys.OutcomeOf the answer's
+// class, or keys.OutcomeNone when no answer can be judged; called says the
+// call reached the provider. When the create is the key's probe, a created
+// batch proves the key works again, a refusal of the request says nothing
+// about the balance, and an exhausted answer to a storm probe ends the
+// storm and trips the key. It raises key_exhausted for the call that
+// opened the exhausted breaker and key_resumed for the probe that closed it.
+func (s *Submitter) settle(ctx context.Context, adm keys.Admission, o keys.Outcome, reason string, called bool) {
+	if !adm.Probe && o != keys.OutcomeExhausted {
 		return
 	}
-	var err error
-	switch {
-	case ok:
-		_, err = s.cfg.Store.ProbeResult(ctx, s.key, adm, true, s.cfg.Key.ProbeInterval)
-	case reason != "":
-		_, err = s.cfg.Store.Trip(ctx, s.key, adm, reason, s.cfg.Key.ProbeInterval)
-	default:
-		_, err = s.cfg.Store.ReleaseProbe(ctx, s.key, adm, s.cfg.Key.ProbeInterval)
-	}
+	rep, err := s.cfg.Gate.Settle(ctx, adm, o, reason, called)
 	if err != nil {
-		s.log.WarnContext(ctx, "batch submitter probe", "key", s.key, "err", err)
+		s.log.WarnContext(ctx, "batch submitter breaker report", "key", s.key, "err", err)
+		return
+	}
+	if rep.Tripped {
+		s.alertExhausted(ctx, reason)
+	}
+	if rep.Resumed && s.cfg.Alerter != nil {
+		s.cfg.Alerter.Alert(ctx, keys.Alert{Kind: keys.AlertKeyResumed, Key: s.key,
+			Message: "probe succeeded: a provider batch was created, the key's queue drains again"})
 	}
 }
 
@@ -778,7 +811,7 @@ func (s *Submitter) refused(ctx context.Context, r *row, lines []line, adm keys.
 	if !errors.As(err, &ce) {
 		// The lines cannot make a batch (batchapi.ErrInvalidLines): a bug
 		// in what the worker rendered. Back to pending, and slow down.
-		s.probeDone(ctx, adm, false, "")
+		s.settle(ctx, adm, keys.OutcomeNone, "", false)
 		s.log.ErrorContext(ctx, "provider batch not submitted", "key", s.key, "provider_batch", r.id, "err", err)
 		s.backOff()
 		return s.release(ctx, r, "abandoned", "pending")
@@ -787,27 +820,25 @@ func (s *Submitter) refused(ctx context.Context, r *row, lines []line, adm keys.
 	v := s.cfg.Config.Classifier().Classify(o)
 	s.log.WarnContext(ctx, "provider batch call failed", "key", s.key, "provider_batch", r.id, "op", ce.Op,
 		"status", o.Status, "phase", o.Phase, "class", v.Class.String(), "reason", v.Reason)
-	if o.Phase != classify.PhaseResponse || v.Class == classify.Ambiguous || v.Class == classify.OK {
+	noAnswer := o.Phase != classify.PhaseResponse || v.Class == classify.Ambiguous || v.Class == classify.OK
+	outcome := keys.OutcomeOf(v.Class)
+	if noAnswer {
+		// An answer the client could not use says nothing either way.
+		outcome = keys.OutcomeExcluded
+	}
+	s.settle(ctx, adm, outcome, v.Reason, true)
+	if noAnswer {
 		// No answer (or an unreadable one): the create may have happened.
 		// Keep the row; the next claim looks for it before sending again.
-		s.probeDone(ctx, adm, false, "")
 		s.backOff()
 		return s.reschedule(ctx, r, s.backoffWait())
 	}
 	switch v.Class {
 	case classify.Exhausted:
-		// The balance is spent: trip the key's breaker (its sync jobs stop
-		// too); batches already running keep running.
-		if adm.Probe {
-			s.probeDone(ctx, adm, false, v.Reason)
-		} else if opened, err := s.cfg.Store.Trip(ctx, s.key, adm, v.Reason, s.cfg.Key.ProbeInterval); err != nil {
-			s.log.WarnContext(ctx, "trip key", "key", s.key, "err", err)
-		} else if opened {
-			s.alertExhausted(ctx, v.Reason)
-		}
+		// The balance is spent: the key's breaker tripped (settle; its
+		// sync jobs stop too); batches already running keep running.
 		return s.release(ctx, r, "abandoned", "pending")
 	case classify.Throttled:
-		s.probeDone(ctx, adm, false, "")
 		wait := s.t.PollMin
 		if v.RetryAfterS != nil && *v.RetryAfterS > 0 {
 			wait = time.Duration(*v.RetryAfterS * float64(time.Second))
@@ -815,7 +846,6 @@ func (s *Submitter) refused(ctx context.Context, r *row, lines []line, adm keys.
 		s.notBefore = s.now().Add(wait)
 		return s.release(ctx, r, "abandoned", "pending")
 	case classify.Transient:
-		s.probeDone(ctx, adm, false, "")
 		s.backOff()
 		return s.release(ctx, r, "abandoned", "pending")
 	default: // Rejected
@@ -823,7 +853,6 @@ func (s *Submitter) refused(ctx context.Context, r *row, lines []line, adm keys.
 		// one line is bad, maybe all are. Split the batch to find out;
 		// a line refused alone gets the refusal as its answer, so its job
 		// dead-letters it with the classifier's reason.
-		s.probeDone(ctx, adm, true, "")
 		return s.refusedWhole(ctx, r, lines, refusal{answer: ledger.BatchLineAnswer{Observation: o},
 			status: o.Status, code: deref(v.Code), reason: v.Reason}, "abandoned")
 	}
@@ -1235,9 +1264,9 @@ func (s *Submitter) split(ctx context.Context, r *row, state string, parts ...[]
 		}
 		for i, p := range parts {
 			var id int64
-			if err := tx.QueryRow(ctx, `INSERT INTO triage_provider_batch (key, vendor, model, lines, next_poll_at, created_at)
-				VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
-				s.key, s.cfg.Key.Vendor, r.model, len(p), now, now).Scan(&id); err != nil {
+			if err := tx.QueryRow(ctx, `INSERT INTO triage_provider_batch (key, vendor, model, lines, next_poll_at)
+				VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+				s.key, s.cfg.Key.Vendor, r.model, len(p), now).Scan(&id); err != nil {
 				return err
 			}
 			ids := make([]int64, len(p))

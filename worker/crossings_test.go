@@ -1,0 +1,180 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/triage-dev/triage/fakeprovider"
+	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/workertest"
+)
+
+// An accepted partial (a cut stream kept as the record's result) is not a
+// whole answer: it is never stored in the response cache. A later batch
+// with the same request calls the provider and gets the whole answer,
+// never the truncated text as an unmarked cache_hit.
+func TestAcceptedPartialIsNotCached(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakeprovider.Scenario{NoReplay: true, RecordScripts: map[string][]fakeprovider.Step{
+		"r001": {{Action: fakeprovider.ActionCutStream, Chunks: 3}},
+	}}, tweaks{output: "text", extraPipeline: "stream = true\naccept_partial_min_chars = 30\nambiguous_retries = 0\ncache = true\n"})
+	recs := records(2, nil)
+	b.start(t)
+
+	b.enqueue(t, "first", recs)
+	st := b.waitSettled(t, "first", 20*time.Second)
+	require.Equal(t, 2, st.Completed)
+	require.Equal(t, 2, b.fake.Stats().Requests)
+	rows := map[string]ledger.ResultRow{}
+	for row, err := range ledger.Results(context.Background(), b.db.Pool, "first") {
+		require.NoError(t, err)
+		rows[row.ID] = row
+	}
+	require.True(t, rows["r001"].Partial, "the cut stream was accepted as partial")
+	require.Equal(t, 1, b.cacheRows(t), "only the whole answer is cached")
+
+	b.enqueue(t, "second", recs)
+	st = b.waitSettled(t, "second", 20*time.Second)
+	require.Equal(t, 2, st.Completed)
+	require.Equal(t, 3, b.fake.Stats().Requests, "the partial's request is sent again; the whole answer comes from the cache")
+	rows = map[string]ledger.ResultRow{}
+	for row, err := range ledger.Results(context.Background(), b.db.Pool, "second") {
+		require.NoError(t, err)
+		rows[row.ID] = row
+	}
+	require.False(t, rows["r001"].Partial)
+	var text string
+	require.NoError(t, json.Unmarshal(rows["r001"].Output, &text))
+	require.Equal(t, answerOf(t, b, recs[0]), text, "the whole answer, not the truncated text")
+	for _, a := range attemptsOf(t, b, "second") {
+		if a.RecordID == "r001" {
+			require.False(t, a.Reason != nil && *a.Reason == ledger.ReasonCacheHit, "no cache hit from a partial")
+		}
+	}
+}
+
+// A batch job whose line holds a paid answer makes no call when it applies
+// it. Run as the exhausted breaker's probe, it must not close the breaker:
+// the provider was not asked, its balance is still spent. Every stored
+// answer is applied while the key stays exhausted: no key_resumed, no new
+// provider batch, until the balance is topped up.
+func TestBatchAnswerAppliedAsTheProbeDoesNotResumeTheKey(t *testing.T) {
+	t.Parallel()
+	const n = 12
+	// Room for about half of the lines at batch prices.
+	sc := fakeprovider.Scenario{Balance: &fakeprovider.Balance{USD: 6 * 7.5e-6}}
+	b, clock := setupBatch(t, sc, "batch", tweaks{})
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	eventually(t, 30*time.Second, "the key trips", func() bool { return b.hooks.count("key_exhausted") >= 1 })
+	paid := b.fake.Stats().Batches.Succeeded
+	require.Positive(t, paid)
+	require.Less(t, paid, n)
+	// Every paid answer is applied, some of them by jobs the breaker
+	// dispatched as its probe (the clock moves the probes along).
+	eventually(t, 30*time.Second, "every paid answer applied", func() bool {
+		clock.Advance(500 * time.Millisecond)
+		return b.status(t, "b1").Completed == paid
+	})
+	require.Zero(t, b.hooks.count("key_resumed"), "no probe call was made: the key is not resumed")
+	require.True(t, keyOpen(t, b), "the exhausted breaker stays open")
+	require.Equal(t, 1, b.fake.Stats().Batches.Created, "no new batch while the key is exhausted")
+
+	b.fake.TopUp(1)
+	st := b.waitSettled(t, "b1", 60*time.Second)
+	require.Equal(t, n, st.Completed)
+	require.Equal(t, 1, b.hooks.count("key_resumed"), "the real probe, a create, resumes the key")
+	b.requireBilledOnce(t)
+}
+
+// The submitter's create is the key's probe when the breaker is due one;
+// it is settled by the gate's rules. A create refused with a 4xx (the
+// provider rejects the request) says nothing about the balance: the
+// exhausted breaker stays open, its claim given back.
+func TestBatchCreateRejectedOnTheProbeLeavesTheKeyExhausted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{
+		FailValidation: &fakeprovider.BatchError{Code: "invalid_request_error", Message: "bad batch"}}}
+	b, clock := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic", probeInterval: "200ms"})
+	store := keys.NewStore(b.db.Pool, keys.StoreConfig{Clock: clock})
+	adm, err := store.Admit(ctx, workertest.Key, 0)
+	require.NoError(t, err)
+	tripped, err := store.Trip(ctx, workertest.Key, adm, "insufficient_credits", 200*time.Millisecond)
+	require.NoError(t, err)
+	require.True(t, tripped)
+
+	b.enqueue(t, "b1", records(4, nil))
+	b.start(t)
+	// The second create follows the first one's settlement (one submitter).
+	eventually(t, 30*time.Second, "two creates refused", func() bool { return b.fake.Stats().Batches.CreatesRefused >= 2 })
+	st, err := store.KeyStatus(ctx, workertest.Key)
+	require.NoError(t, err)
+	require.NotEqual(t, keys.StateClosed, st.State, "a refused create is no proof of a balance")
+	require.Equal(t, "insufficient_credits", st.Reason)
+}
+
+// An exhausted answer to the storm breaker's probe (the submitter's
+// create) ends the storm (the provider answered) and trips the exhausted
+// breaker, as the gate settles a job's probe: the storm breaker is not
+// left half-open until the claim's lease runs out.
+func TestBatchCreateExhaustedOnAStormProbeClosesTheStorm(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sc := fakeprovider.Scenario{Balance: &fakeprovider.Balance{USD: 0}}
+	b, clock := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic", extraKey: "storm_probe_min = \"200ms\"\n"})
+	store := keys.NewStore(b.db.Pool, keys.StoreConfig{Clock: clock})
+	adm, err := store.Admit(ctx, workertest.Key, 0)
+	require.NoError(t, err)
+	rep, err := store.StormFailure(ctx, workertest.Key, adm, true, "server_error", 200*time.Millisecond)
+	require.NoError(t, err)
+	require.True(t, rep.Opened)
+
+	b.enqueue(t, "b1", records(4, nil))
+	b.start(t)
+	var st *keys.KeyStatus
+	eventually(t, 30*time.Second, "the exhausted breaker trips", func() bool {
+		st, err = store.KeyStatus(ctx, workertest.Key)
+		require.NoError(t, err)
+		return st.State != keys.StateClosed
+	})
+	require.Equal(t, keys.StateClosed, st.Storm.State, "the provider answered: the storm is over")
+	require.Equal(t, 1, b.fake.Stats().Batches.CreatesRefused)
+	eventually(t, 10*time.Second, "key_exhausted raised", func() bool { return b.hooks.count("key_exhausted") == 1 })
+}
+
+// The storm variant: a batch job applying its stored answer as the storm
+// breaker's probe made no call, so the storm is not over: the breaker stays
+// open (parked synchronous jobs are not sent back into an outage) while
+// every stored answer is still applied.
+func TestBatchAnswerAppliedAsTheStormProbeDoesNotEndTheStorm(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const n = 4
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}
+	b, clock := setupBatch(t, sc, "batch", tweaks{extraKey: "storm_probe_min = \"200ms\"\n"})
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	eventually(t, 30*time.Second, "the provider batch is created", func() bool { return b.fake.Stats().Batches.Created == 1 })
+
+	store := keys.NewStore(b.db.Pool, keys.StoreConfig{Clock: clock})
+	adm, err := store.Admit(ctx, workertest.Key, 0)
+	require.NoError(t, err)
+	rep, err := store.StormFailure(ctx, workertest.Key, adm, true, "server_error", 200*time.Millisecond)
+	require.NoError(t, err)
+	require.True(t, rep.Opened)
+
+	clock.Advance(2 * time.Hour) // the lines are answered
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.Completed, "every stored answer is applied")
+	ks, err := store.KeyStatus(ctx, workertest.Key)
+	require.NoError(t, err)
+	require.NotEqual(t, keys.StateClosed, ks.Storm.State, "no call was made: the storm is not over")
+	require.Equal(t, 1, b.fake.Stats().Batches.Created)
+	b.requireBilledOnce(t)
+}
