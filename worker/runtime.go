@@ -341,7 +341,10 @@ func New(opts Options) (*Runtime, error) {
 	if err := r.newSubmitters(); err != nil {
 		return nil, err
 	}
-	if ret := opts.Config.Retention; !ret.Off {
+	// Ages are counted on the real clock: a process whose time is pinned
+	// (Options.Clock, tests) writes moments the pruner would misread, so it
+	// does not prune.
+	if ret := opts.Config.Retention; !ret.Off && opts.Clock == nil {
 		r.retention = retention.New(retention.Config{Pool: opts.Pool, Age: ret.Age, DeadLetterAge: ret.DeadLetterAge,
 			Interval: ret.Interval, Logger: opts.Logger})
 	}
