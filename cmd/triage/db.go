@@ -15,15 +15,18 @@ import (
 const embeddedDir = ".triage/pg"
 
 func init() {
-	register(command{name: "db", summary: "manage the private local PostgreSQL cluster (start, stop, url)", run: cmdDB})
+	register(command{name: "db", summary: "manage the private local PostgreSQL cluster (start, stop, url); size: the disk the ledger uses per table", run: cmdDB})
 }
 
 func cmdDB(ctx context.Context, e *env, args []string) int {
 	if len(args) == 0 {
-		fmt.Fprintln(e.stderr, "usage: triage db start|stop|url [--dir DIR]")
+		fmt.Fprintln(e.stderr, "usage: triage db start|stop|url [--dir DIR] | triage db size [--json]")
 		return exitUsage
 	}
 	sub, args := args[0], args[1:]
+	if sub == "size" {
+		return dbSize(ctx, e, args)
+	}
 	fs := flag.NewFlagSet("db "+sub, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	dir := fs.String("dir", embeddedDir, "data directory of the private cluster")
@@ -84,7 +87,7 @@ func cmdDB(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "stopped the cluster and removed its files (the whole database): %s\n", strings.Join(removed, " and "))
 		return exitOK
 	default:
-		fmt.Fprintf(e.stderr, "triage db: unknown subcommand %q (want start, stop or url)\n", sub)
+		fmt.Fprintf(e.stderr, "triage db: unknown subcommand %q (want start, stop, url or size)\n", sub)
 		return exitUsage
 	}
 }

@@ -369,7 +369,7 @@ func (s *Submitter) wakeAnswered(ctx context.Context) error {
 	// or deleted by hand: closed, their attempt settled as not run ($0),
 	// so the ledger does not carry them as possibly billed.
 	_, err = s.cfg.Pool.Exec(ctx, `WITH orphan AS (
-			UPDATE triage_provider_batch_line l SET state = 'applied'
+			UPDATE triage_provider_batch_line l SET `+ledger.CloseLineSQL+`
 			WHERE l.key = $1 AND l.state IN ('pending', 'not_run') AND NOT `+s.liveJobSQL()+`
 			RETURNING l.attempt_id)
 		UPDATE triage_attempt a SET status = 'failed', class = 'throttled', reason = $2, cost_usd = 0, finished_at = now()
