@@ -45,7 +45,7 @@ type Switches struct {
 
 // Known is what is on by default: every dimension whose fault is fixed on
 // the branch this package is built on.
-var Known = Switches{}
+var Known = All
 
 // All turns every dimension on.
 var All = Switches{FallbackWithBatch: true, FallbackExhausted: true, RequeueLive: true, PartialCache: true, BatchExhausted: true,

@@ -25,7 +25,7 @@ func TestPlanHonoursTheSwitches(t *testing.T) {
 	t.Parallel()
 	seen := map[string]bool{}
 	for seed := range int64(2000) {
-		n := nightsim.Plan(seed, nightsim.Known)
+		n := nightsim.Plan(seed, nightsim.Switches{})
 		require.True(t, n.Procs >= 1 && n.Procs <= 3, "seed %d: %d processes", seed, n.Procs)
 		require.True(t, n.Child < n.Procs, "seed %d", seed)
 		require.False(t, n.Stream && n.Mode != "sync", "seed %d: streams need sync", seed)

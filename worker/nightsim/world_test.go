@@ -167,6 +167,7 @@ probe_interval = %q
 [[models]]
 name = "fb-model"
 key = "fb"
+json_mode = true
 input_usd_per_mtok = 0.30
 output_usd_per_mtok = 1.20
 `, n.Fallback, fbURL, apiKeyEnv, n.Concurrency, probeInterval)
