@@ -47,7 +47,7 @@ func (o ControlOptions) alert(ctx context.Context, kind keys.AlertKind, b ledger
 		fields = map[string]any{}
 	}
 	fields["by"] = cmpOr(o.By, "hand")
-	o.Alerter.Alert(ctx, keys.Alert{Kind: kind, Key: b.Key, Batch: b.ID, Message: msg, Fields: fields})
+	o.Alerter.Alert(ctx, keys.Alert{Kind: kind, Key: b.Key, Batch: b.ID, Message: msg, Fields: fields, ByHand: true})
 }
 
 // ControlResult is what a control did.

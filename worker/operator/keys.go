@@ -412,7 +412,7 @@ func Resume(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, key str
 		fields["pause_was"] = before.Pause.Reason
 	}
 	if opts.Alerter != nil {
-		opts.Alerter.Alert(ctx, keys.Alert{Kind: keys.AlertKeyResumed, Key: key, Message: "resumed by " + cmpOr(opts.By, "hand"), Fields: fields})
+		opts.Alerter.Alert(ctx, keys.Alert{Kind: keys.AlertKeyResumed, Key: key, Message: "resumed by " + cmpOr(opts.By, "hand"), Fields: fields, ByHand: true})
 	}
 	return res, nil
 }

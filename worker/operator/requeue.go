@@ -218,6 +218,7 @@ func Requeue(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, sel Se
 			Batch:   strings.Join(res.Batches, ","),
 			Message: fmt.Sprintf("requeued %d dead letter(s): %s", res.Requeued, idList(res.IDs)),
 			Fields:  map[string]any{"by": cmpOr(opts.By, "hand"), "dead_letter_ids": idList(res.IDs), "selection": sel.String()},
+			ByHand:  opts.By != "safety_net",
 		})
 	}
 	return res, nil
