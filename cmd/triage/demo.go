@@ -147,7 +147,9 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	fmt.Fprintf(e.stderr, "triage demo: %d records as batch %s on %s\n", len(recs), id, d.where)
 	var web *webUI
 	if ln != nil {
-		uiLog := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+		// INFO: a person's own actions on the page (a requeue) are alerts
+		// logged at INFO, and the demo shows them.
+		uiLog := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 		if web, err = startUI(ctx, d, cfg, ln, ui.token, uiLog); err != nil {
 			return fail(fmt.Errorf("--ui-addr: %w", err))
 		}
