@@ -30,7 +30,7 @@ func TestAmbiguousPolicy(t *testing.T) {
 	for _, tc := range []struct{ extra, want string }{
 		{`ambiguous = "maybe"`, `triage.toml: keys[0] "main": ambiguous "maybe" is not one of: retry, dead_letter, lookup`},
 		{`lookup_wait = "soon"`, `lookup_wait "soon"`},
-		{`lookup_wait = "-1s"`, `lookup_wait must be positive`},
+		{`lookup_wait = "-1s"`, `lookup_wait "-1s": must be positive`},
 	} {
 		_, err := Parse([]byte(withKey(tc.extra)), "triage.toml")
 		require.ErrorContains(t, err, tc.want, tc.extra)
