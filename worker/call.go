@@ -131,7 +131,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	}
 	c := &call{job: job, pipeline: p, model: m, key: k}
 	b := before{
-		Attempt: job.Attempt, MaxAttempts: p.MaxAttempts, AmbiguousRetries: p.AmbiguousRetries,
+		Attempt: job.Attempt, MaxAttempts: p.MaxAttempts, AmbiguousRetries: p.AmbiguousRetries, Policy: k.cfg.Ambiguous,
 		Age: time.Since(job.CreatedAt), MaxAge: rt.opts.MaxAge, OwnSnoozes: ownSnoozes(job), MaxSnoozes: p.MaxSnoozes,
 		LineWait: rt.batchWait(),
 	}
@@ -311,7 +311,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 
 	a := after{
 		JobCalls: prior.JobCalls, MaxAttempts: p.MaxAttempts,
-		JobAmbiguous: prior.JobAmbiguous, AmbiguousRetries: p.AmbiguousRetries,
+		JobAmbiguous: prior.JobAmbiguous, AmbiguousRetries: p.AmbiguousRetries, Policy: k.cfg.Ambiguous,
 		NoRetries: k.cfg.RetryBudget == 0, RetryBudget: k.cfg.RetryBudget,
 		Backoff: backoff(prior.JobCalls+1, rt.opts.BackoffBase, rt.opts.BackoffCap), BackoffCap: rt.opts.BackoffCap,
 		ProbeInterval: k.cfg.ProbeInterval,

@@ -6,6 +6,7 @@ import (
 
 	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -17,6 +18,9 @@ const (
 	ReasonRetriesExhausted = "retries_exhausted"
 	// ReasonAmbiguousExhausted: ambiguous_retries sends got no answer.
 	ReasonAmbiguousExhausted = "ambiguous_retries_exhausted"
+	// ReasonAmbiguousUnresolved: a possibly billed attempt on a key whose
+	// ambiguous policy is dead_letter: never resent, a person decides.
+	ReasonAmbiguousUnresolved = "ambiguous_unresolved"
 	// ReasonSnoozedOut: waited longer than Options.MaxAge, or snoozed by its
 	// own throttling more than max_snoozes times.
 	ReasonSnoozedOut = "snoozed_out"
@@ -147,9 +151,11 @@ type before struct {
 	Attempt          int // River's attempt: 1 + runs that ended in the worker's own errors
 	MaxAttempts      int
 	AmbiguousRetries int
-	Age, MaxAge      time.Duration
-	OwnSnoozes       int
-	MaxSnoozes       int
+	// Policy is the key's ambiguous policy ("" reads as retry).
+	Policy      config.Ambiguous
+	Age, MaxAge time.Duration
+	OwnSnoozes  int
+	MaxSnoozes  int
 	// Admission is the breakers' answer and the key's active pause (nil:
 	// none); nil before admission.
 	Admission *keys.Admission
@@ -243,6 +249,11 @@ func decideBefore(b before) Reaction {
 			// paid for beats another call, and beats giving up on a record
 			// whose own calls got no answer.
 			return Reaction{Kind: ReactCacheHit}
+		case p.JobAmbiguous > 0 && b.Policy == config.AmbiguousDeadLetter:
+			// An earlier run's call got no answer (its run was stopped, or
+			// it died): never resent on this key.
+			return deadLetter(classify.Ambiguous, ReasonAmbiguousUnresolved,
+				fmt.Sprintf("%d calls with no answer, possibly billed; key ambiguous policy dead_letter: not resent", p.JobAmbiguous))
 		case p.JobAmbiguous > b.AmbiguousRetries:
 			return deadLetter(classify.Ambiguous, ReasonAmbiguousExhausted,
 				fmt.Sprintf("%d calls with no answer (pipeline ambiguous_retries %d)", p.JobAmbiguous, b.AmbiguousRetries))
@@ -287,6 +298,8 @@ type after struct {
 	// Counters before this call.
 	JobCalls, MaxAttempts          int
 	JobAmbiguous, AmbiguousRetries int
+	// Policy is the key's ambiguous policy ("" reads as retry).
+	Policy config.Ambiguous
 	// NoRetries: the key's retry_budget (RetryBudget) is 0.
 	NoRetries   bool
 	RetryBudget float64
@@ -389,10 +402,14 @@ func decideAfter(a after) Reaction {
 
 	case classify.Ambiguous:
 		var r Reaction
-		if a.JobAmbiguous+1 > a.AmbiguousRetries || calls >= a.MaxAttempts {
+		switch {
+		case a.Policy == config.AmbiguousDeadLetter:
+			r = deadLetter(classify.Ambiguous, ReasonAmbiguousUnresolved,
+				fmt.Sprintf("no answer, possibly billed; key ambiguous policy dead_letter: not resent; last: %s", v.Reason))
+		case a.JobAmbiguous+1 > a.AmbiguousRetries || calls >= a.MaxAttempts:
 			r = deadLetter(classify.Ambiguous, ReasonAmbiguousExhausted,
 				fmt.Sprintf("no answer after %d sends with the same idempotency key; last: %s", a.JobAmbiguous+1, v.Reason))
-		} else {
+		default:
 			r = Reaction{Kind: ReactRetry, After: a.Backoff}
 		}
 		r.Outcome = ledger.AttemptPossiblyBilled

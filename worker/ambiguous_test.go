@@ -1,0 +1,55 @@
+package worker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/triage-dev/triage/classify"
+	"github.com/triage-dev/triage/fakeprovider"
+	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker"
+)
+
+// With ambiguous = "dead_letter" a call that hangs after the provider
+// billed it is never resent: against a provider that does not replay a
+// repeated Idempotency-Key, nothing is billed twice, and the hung records
+// are dead-lettered as ambiguous with their one possibly billed attempt.
+func TestAmbiguousDeadLetterNeverBillsTwice(t *testing.T) {
+	t.Parallel()
+	hang := steps(act(fakeprovider.ActionHang))
+	b := setup(t, fakeprovider.Scenario{RecordScripts: map[string][]fakeprovider.Step{"r001": hang, "r004": hang}, NoReplay: true},
+		tweaks{timeout: "300ms", extraKey: "ambiguous = \"dead_letter\"\n"})
+	const n = 6
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n-2, st.Completed, "every good record completed")
+	require.Equal(t, 2, st.DeadLettered)
+	stats := b.fake.Stats()
+	require.Zero(t, stats.DoubleBilledRecords, "records billed twice")
+	for _, id := range []string{"r001", "r004"} {
+		require.Equal(t, 1, stats.ByRecord[id].Requests, "%s: the hung call is not resent", id)
+		require.Equal(t, 1, stats.ByRecord[id].Billed, "%s: billed once", id)
+	}
+	dls, err := ledger.ListDeadLetters(context.Background(), b.db.Pool, ledger.DeadLetterFilter{Batch: "b1"})
+	require.NoError(t, err)
+	require.Len(t, dls, 2)
+	for _, d := range dls {
+		require.Equal(t, classify.Ambiguous.String(), d.Class, d.RecordID)
+		require.Equal(t, worker.ReasonAmbiguousUnresolved, d.Reason, d.RecordID)
+		require.Equal(t, 1, d.Attempts, d.RecordID)
+	}
+	attempts, err := ledger.ListAttempts(context.Background(), b.db.Pool, ledger.AttemptFilter{Batch: "b1"})
+	require.NoError(t, err)
+	possibly := 0
+	for _, a := range attempts {
+		if a.Status == ledger.AttemptPossiblyBilled {
+			possibly++
+		}
+	}
+	require.Equal(t, 2, possibly, "each hung call stays in the ledger as possibly billed, once")
+}
