@@ -89,6 +89,13 @@ const (
 	// ReactFallback: move the job to Fallback.Model's key queue (its
 	// breaker, pacing and prices); see worker/fallback.go.
 	ReactFallback
+	// ReactLookup: the key's policy is lookup and an earlier call of the
+	// job got no answer: ask the provider's store for it (lookup.go), then
+	// decide again with what it said (before.Lookup).
+	ReactLookup
+	// ReactCompleteFound: the store had the lost call: settle its attempt
+	// as billed once, store the stored answer and complete the job.
+	ReactCompleteFound
 )
 
 var reactionNames = [...]string{
@@ -98,6 +105,8 @@ var reactionNames = [...]string{
 	ReactRetryChanged:    "retry_changed",
 	ReactCompletePartial: "complete_partial",
 	ReactFallback:        "fallback",
+	ReactLookup:          "lookup",
+	ReactCompleteFound:   "complete_found",
 }
 
 func (k ReactionKind) String() string {
@@ -132,7 +141,7 @@ func (r Reaction) String() string {
 		return fmt.Sprintf("fallback(%s)", r.Fallback.Model.Name)
 	case ReactDeadLetter:
 		return fmt.Sprintf("dead_letter(%s, %s)", r.Class, r.Reason)
-	case ReactGo, ReactComplete, ReactCancel, ReactCacheHit, ReactCompletePartial:
+	case ReactGo, ReactComplete, ReactCancel, ReactCacheHit, ReactCompletePartial, ReactLookup, ReactCompleteFound:
 		return r.Kind.String()
 	case ReactRetryChanged:
 		return fmt.Sprintf("%s(%s)", r.Kind, r.Change)
@@ -186,6 +195,21 @@ type before struct {
 	// for its line's answer sleeps (the submitter wakes it sooner).
 	Line     ledger.LineHold
 	LineWait time.Duration
+	// Lookup is what the provider's store said about the job's unanswered
+	// calls (policy lookup); zero before it was asked.
+	Lookup lookupFacts
+}
+
+// lookupFacts is what a look-up of a lost call found.
+type lookupFacts struct {
+	// Asked: the store was asked in this run. Found: it had the call.
+	// Unusable: why the stored answer breaks the output contract.
+	Asked, Found bool
+	Unusable     string
+	// Waited is how long the job has been looking for its current lost
+	// call; Wait the key's lookup_wait; Recheck how long it parks before
+	// asking again.
+	Waited, Wait, Recheck time.Duration
 }
 
 // decideBefore decides, from what a run knows so far, whether it ends
@@ -249,6 +273,16 @@ func decideBefore(b before) Reaction {
 			// paid for beats another call, and beats giving up on a record
 			// whose own calls got no answer.
 			return Reaction{Kind: ReactCacheHit}
+		case p.JobAmbiguous > 0 && b.Policy == config.AmbiguousLookup && !b.Lookup.Asked:
+			// Before a resend, or giving up: the provider may have the answer.
+			return Reaction{Kind: ReactLookup}
+		case b.Lookup.Found && b.Lookup.Unusable != "":
+			return deadLetter(classify.OK, ReasonInvalidOutput, "stored answer found by look-up: "+b.Lookup.Unusable)
+		case b.Lookup.Found:
+			return Reaction{Kind: ReactCompleteFound}
+		case b.Lookup.Asked && b.Lookup.Waited < b.Lookup.Wait:
+			// Not in the store yet: it lags behind the answer. Ask again.
+			return Reaction{Kind: ReactPark, After: b.Lookup.Recheck}
 		case p.JobAmbiguous > 0 && b.Policy == config.AmbiguousDeadLetter:
 			// An earlier run's call got no answer (its run was stopped, or
 			// it died): never resent on this key.

@@ -77,6 +77,32 @@ func TestDecideBefore(t *testing.T) {
 		{"dead_letter policy: an answered record still completes", with(func(b *before) {
 			b.Admission, b.Prior, b.Policy = allowed, &ledger.Prior{JobAmbiguous: 1, OKAttemptID: 3, ResultStored: true}, config.AmbiguousDeadLetter
 		}), Reaction{Kind: ReactComplete}},
+		{"lookup policy: a lost call is looked up before anything else", with(func(b *before) {
+			b.Admission, b.Prior, b.Policy = allowed, &ledger.Prior{JobAmbiguous: 2, JobCalls: 2}, config.AmbiguousLookup
+		}), Reaction{Kind: ReactLookup}},
+		{"lookup policy: found: complete with the stored answer", with(func(b *before) {
+			b.Admission, b.Prior, b.Policy = allowed, &ledger.Prior{JobAmbiguous: 2, JobCalls: 2}, config.AmbiguousLookup
+			b.Lookup = lookupFacts{Asked: true, Found: true}
+		}), Reaction{Kind: ReactCompleteFound}},
+		{"lookup policy: found but unusable: invalid_output", with(func(b *before) {
+			b.Admission, b.Prior, b.Policy = allowed, &ledger.Prior{JobAmbiguous: 1, JobCalls: 1}, config.AmbiguousLookup
+			b.Lookup = lookupFacts{Asked: true, Found: true, Unusable: "not JSON"}
+		}), Reaction{Kind: ReactDeadLetter, Class: classify.OK, Reason: ReasonInvalidOutput}},
+		{"lookup policy: not found within lookup_wait: park and ask again", with(func(b *before) {
+			b.Admission, b.Prior, b.Policy = allowed, &ledger.Prior{JobAmbiguous: 1, JobCalls: 1}, config.AmbiguousLookup
+			b.Lookup = lookupFacts{Asked: true, Waited: time.Second, Wait: 30 * time.Second, Recheck: 2 * time.Second}
+		}), Reaction{Kind: ReactPark, After: 2 * time.Second}},
+		{"lookup policy: not found after lookup_wait: taken as not run, resent", with(func(b *before) {
+			b.Admission, b.Prior, b.Policy = allowed, &ledger.Prior{JobAmbiguous: 1, JobCalls: 1}, config.AmbiguousLookup
+			b.Lookup = lookupFacts{Asked: true, Waited: 30 * time.Second, Wait: 30 * time.Second}
+		}), Reaction{Kind: ReactGo}},
+		{"lookup policy: not found after lookup_wait, ambiguous sends used up: dead letter", with(func(b *before) {
+			b.Admission, b.Prior, b.Policy = allowed, &ledger.Prior{JobAmbiguous: 2, JobCalls: 2}, config.AmbiguousLookup
+			b.Lookup = lookupFacts{Asked: true, Waited: 30 * time.Second, Wait: 30 * time.Second}
+		}), Reaction{Kind: ReactDeadLetter, Class: classify.Ambiguous, Reason: ReasonAmbiguousExhausted}},
+		{"lookup policy: nothing lost: no look-up", with(func(b *before) {
+			b.Admission, b.Prior, b.Policy = allowed, &ledger.Prior{JobCalls: 1}, config.AmbiguousLookup
+		}), Reaction{Kind: ReactGo}},
 		{"calls used up by crashed runs", with(func(b *before) {
 			b.Admission, b.Prior = allowed, &ledger.Prior{JobCalls: 6}
 		}), Reaction{Kind: ReactDeadLetter, Class: classify.Transient, Reason: ReasonRetriesExhausted}},
