@@ -52,6 +52,11 @@ func TestAmbiguousDeadLetterNeverBillsTwice(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2, possibly, "each hung call stays in the ledger as possibly billed, once")
+	amb, err := ledger.AmbiguityByKey(context.Background(), b.db.Pool, ledger.AttemptFilter{Batch: "b1"})
+	require.NoError(t, err)
+	require.Len(t, amb, 1)
+	require.Zero(t, amb[0].PossiblyDoubleBilled)
+	require.Equal(t, 2, amb[0].Unanswered)
 }
 
 // With ambiguous = "lookup" a call that hangs after the provider billed it
@@ -84,6 +89,12 @@ func TestAmbiguousLookupNeverBillsTwice(t *testing.T) {
 	}
 	require.Zero(t, st.PossiblyBilledUSD, "every unanswered call was found")
 	require.InDelta(t, stats.BilledUSD, st.SpendUSD, 1e-6, "the ledger equals the provider's bill")
+	amb, err := ledger.AmbiguityByKey(context.Background(), b.db.Pool, ledger.AttemptFilter{Batch: "b1"})
+	require.NoError(t, err)
+	require.Len(t, amb, 1)
+	require.Equal(t, 2, amb[0].FoundByLookup)
+	require.Equal(t, 2, amb[0].Unanswered)
+	require.Zero(t, amb[0].PossiblyDoubleBilled)
 }
 
 // With ambiguous = "retry" (the default) a hung call is resent: against a
@@ -112,4 +123,9 @@ func TestAmbiguousRetryCountsTheDoubleBills(t *testing.T) {
 	}
 	require.Equal(t, stats.DoubleBilledRecords, possibly, "every second bill is a possibly billed attempt in the ledger")
 	require.Positive(t, st.PossiblyBilledUSD)
+	amb, err := ledger.AmbiguityByKey(context.Background(), b.db.Pool, ledger.AttemptFilter{Batch: "b1"})
+	require.NoError(t, err)
+	require.Len(t, amb, 1)
+	require.Equal(t, stats.DoubleBilledRecords, amb[0].PossiblyDoubleBilled, "the ledger reports the double bills as a number")
+	require.Zero(t, amb[0].FoundByLookup)
 }
