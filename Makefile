@@ -2,8 +2,17 @@
 GO       ?= go
 PKGS     ?= ./...
 FUZZTIME ?= 30s
+# soak: how many nights of the night simulator, from which seed, or for how
+# long (SOAK_TIME=30m wins over SEEDS); RACE=-race to run them under the
+# race detector (about half as many nights an hour).
+SEEDS     ?= 1000
+FIRST     ?= 1000
+SOAK_TIME ?=
+RACE      ?=
+# PARALLEL nights at once: a night mostly waits on its schedule.
+PARALLEL  ?= 8
 
-.PHONY: test tidy-check build lint fuzz bench demo clean
+.PHONY: test tidy-check build lint fuzz bench soak demo clean
 
 ## test: gofmt and go mod tidy clean, then vet and race-test everything
 ## (browser tests included: Chromium is installed with apt when missing)
@@ -35,6 +44,12 @@ fuzz:
 ## bench: benchmarks (the worker ones need a database)
 bench:
 	.ci/with-test-db $(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+
+## soak: the night simulator (worker/nightsim) over SEEDS seeds from FIRST,
+## or for SOAK_TIME; a failing night prints the -seed that replays it
+soak:
+	.ci/with-test-db sh -c 'NIGHTSIM_SEEDS=$(SEEDS) NIGHTSIM_FIRST=$(FIRST) NIGHTSIM_SOAK_TIME=$(SOAK_TIME) NIGHTSIM_PARALLEL=$(PARALLEL) \
+		$(GO) test $(RACE) -count=1 -timeout 0  -run "^TestNight$$" ./worker/nightsim'
 
 ## demo: the embedded default (private cluster in .triage/pg, in-process fake provider);
 ## ends by printing the batch's dead-letter page and serves it until Ctrl-C

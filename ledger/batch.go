@@ -22,27 +22,86 @@ func CreateBatch(ctx context.Context, db DBTX, b Batch, records []Record) error 
 		return fmt.Errorf("ledger: create batch: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
-	_, err = tx.Exec(ctx, `INSERT INTO triage_batch (id, pipeline, key, total, budget_usd, deadline)
-		VALUES ($1, $2, $3, $4, $5, $6)`, b.ID, b.Pipeline, b.Key, len(records), b.BudgetUSD, b.Deadline)
+	b.Total = len(records)
+	if err := InsertBatch(ctx, tx, b); err != nil {
+		return err
+	}
+	if err := CopyRecords(ctx, tx, b.ID, records); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("ledger: create batch %q: %w", b.ID, err)
+	}
+	return nil
+}
+
+// InsertBatch inserts the batch row alone (b.Total as given), for an
+// enqueue that streams its records in chunks (CopyRecords) and sets the
+// total at the end (SetBatchTotal), all in the caller's transaction. A
+// reused batch id is ErrBatchExists.
+func InsertBatch(ctx context.Context, db DBTX, b Batch) error {
+	_, err := db.Exec(ctx, `INSERT INTO triage_batch (id, pipeline, key, total, budget_usd, deadline)
+		VALUES ($1, $2, $3, $4, $5, $6)`, b.ID, b.Pipeline, b.Key, b.Total, b.BudgetUSD, b.Deadline)
 	if err != nil {
 		return fmt.Errorf("ledger: create batch %q: %w", b.ID, mapUnique(err))
 	}
-	_, err = tx.CopyFrom(ctx, pgx.Identifier{"triage_record"}, []string{"batch", "record_id", "line", "data"},
+	return nil
+}
+
+// CopyRecords writes records of batch with COPY. An id already in the
+// batch is ErrDuplicateRecord (and, COPY being one statement, fails the
+// caller's transaction: look first with RecordLines to name both lines).
+func CopyRecords(ctx context.Context, db DBTX, batch string, records []Record) error {
+	if len(records) == 0 {
+		return nil
+	}
+	_, err := db.CopyFrom(ctx, pgx.Identifier{"triage_record"}, []string{"batch", "record_id", "line", "data"},
 		pgx.CopyFromSlice(len(records), func(i int) ([]any, error) {
 			r := records[i]
 			data := r.Data
 			if len(data) == 0 {
 				data = json.RawMessage("null")
 			}
-			return []any{b.ID, r.ID, r.Line, []byte(data)}, nil
+			return []any{batch, r.ID, r.Line, []byte(data)}, nil
 		}))
 	if err != nil {
-		return fmt.Errorf("ledger: create batch %q: records: %w", b.ID, mapUnique(err))
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("ledger: create batch %q: %w", b.ID, err)
+		return fmt.Errorf("ledger: create batch %q: records: %w", batch, mapUnique(err))
 	}
 	return nil
+}
+
+// SetBatchTotal stores the number of records of a batch written with
+// CopyRecords. ErrNotFound.
+func SetBatchTotal(ctx context.Context, db DBTX, batch string, total int) error {
+	tag, err := db.Exec(ctx, `UPDATE triage_batch SET total = $2 WHERE id = $1`, batch, total)
+	if err != nil {
+		return fmt.Errorf("ledger: batch %q total: %w", batch, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("ledger: batch %q: %w", batch, ErrNotFound)
+	}
+	return nil
+}
+
+// RecordLines returns the input line of each of ids that batch already
+// holds (ids it does not hold are absent from the map): how a streaming
+// enqueue names the earlier line of a duplicate id.
+func RecordLines(ctx context.Context, db DBTX, batch string, ids []string) (map[string]int, error) {
+	rows, err := db.Query(ctx, `SELECT record_id, line FROM triage_record WHERE batch = $1 AND record_id = ANY($2)`, batch, ids)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: batch %q record lines: %w", batch, err)
+	}
+	out := map[string]int{}
+	var id string
+	var line int
+	_, err = pgx.ForEachRow(rows, []any{&id, &line}, func() error {
+		out[id] = line
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: batch %q record lines: %w", batch, err)
+	}
+	return out, nil
 }
 
 // mapUnique turns unique violations on batch and record keys into the
@@ -81,11 +140,12 @@ func GetBatch(ctx context.Context, db DBTX, id string) (Batch, error) {
 	return b, nil
 }
 
-// SetBatchState stores a batch's state: BatchRunning, BatchPausedExhausted or
-// BatchPausedBudget (settled is derived, never stored). ErrNotFound.
+// SetBatchState stores a batch's state: BatchRunning, BatchPausedExhausted,
+// BatchPausedBudget, BatchPaused or BatchCancelled (settled is derived,
+// never stored). ErrNotFound.
 func SetBatchState(ctx context.Context, db DBTX, id string, state BatchState) error {
 	switch state {
-	case BatchRunning, BatchPausedExhausted, BatchPausedBudget:
+	case BatchRunning, BatchPausedExhausted, BatchPausedBudget, BatchPaused, BatchCancelled:
 	default:
 		return fmt.Errorf("ledger: batch %q: state %q cannot be stored", id, state)
 	}
@@ -119,10 +179,12 @@ func SetBatchBudget(ctx context.Context, db DBTX, id string, budgetUSD *float64)
 // StateSQL is a batch's state before the settled check, over a
 // triage_batch row aliased b: paused_exhausted while its key's breaker
 // (triage_key_state, shared by the fleet) is not closed, paused_budget as
-// stored, else running. The breaker is the truth for exhaustion, not a state
+// stored, else running; a batch paused or cancelled by hand reads so
+// whatever its key does. The breaker is the truth for exhaustion, not a state
 // the batch once stored. One rule for `triage status`, `triage run` and the
 // metrics.
 const StateSQL = `CASE
+    WHEN b.state IN ('paused', 'cancelled') THEN b.state
     WHEN EXISTS (SELECT 1 FROM triage_key_state k WHERE k.key = b.key AND k.state <> 'closed') THEN 'paused_exhausted'
     WHEN b.state = 'paused_budget' THEN 'paused_budget'
     ELSE 'running' END`
@@ -134,7 +196,7 @@ SELECT b.id, b.pipeline, b.key, b.total, ` + StateSQL + `,
        (SELECT count(*) FROM triage_result r WHERE r.batch = b.id),
        (SELECT count(*) FROM triage_dead_letter d WHERE d.batch = b.id AND d.requeued_at IS NULL),
        (SELECT count(*) FROM triage_dead_letter d WHERE d.batch = b.id AND d.requeued_at IS NULL
-           AND d.reason IN ('` + ReasonCancelledByHand + `', '` + ReasonJobMissing + `')),
+           AND d.reason IN ('` + ReasonCancelledByHand + `', '` + ReasonJobMissing + `', '` + ReasonCancelled + `')),
        a.calls, a.spend::float8, a.possibly_billed::float8,
        b.fallback_jobs,
        (SELECT coalesce(jsonb_object_agg(m.model, m.n), '{}') FROM (

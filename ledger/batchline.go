@@ -301,9 +301,19 @@ func AddBatchLine(ctx context.Context, db DBTX, l NewBatchLine) (int64, error) {
 	return id, nil
 }
 
+// CloseLineSQL is the SET list of every statement that closes a line
+// (state applied): the provider's answer is dropped (the job stored what it
+// made of it, a result or a dead letter, in the same transaction), and so is
+// the rendered request body, except on a line still in a provider batch
+// (submitted): the submitter sends those bodies again when it recovers a
+// provider batch a crash left unsent. The retention service drops those
+// bodies once their provider batch is collected (StripClosedLines).
+const CloseLineSQL = `state = 'applied', observation = NULL,
+	body = CASE WHEN state = 'submitted' THEN body ELSE 'null'::jsonb END`
+
 // CloseBatchLine marks a line applied: the job has acted on it.
 func CloseBatchLine(ctx context.Context, db DBTX, lineID int64) error {
-	if _, err := db.Exec(ctx, `UPDATE triage_provider_batch_line SET state = 'applied' WHERE id = $1`, lineID); err != nil {
+	if _, err := db.Exec(ctx, `UPDATE triage_provider_batch_line SET `+CloseLineSQL+` WHERE id = $1`, lineID); err != nil {
 		return fmt.Errorf("ledger: close batch line %d: %w", lineID, err)
 	}
 	return nil
@@ -327,7 +337,7 @@ func RequeueBatchLine(ctx context.Context, db DBTX, lineID int64) error {
 func TakeBackBatchLine(ctx context.Context, db DBTX, lineID, attemptID int64) (bool, error) {
 	var took bool
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE triage_provider_batch_line SET state = 'applied'
+		tag, err := tx.Exec(ctx, `UPDATE triage_provider_batch_line SET `+CloseLineSQL+`
 			WHERE id = $1 AND state IN ('pending', 'not_run')`, lineID)
 		if err != nil || tag.RowsAffected() == 0 {
 			return err

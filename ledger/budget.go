@@ -44,6 +44,17 @@ func (e *BudgetError) Error() string {
 
 func (e *BudgetError) Unwrap() error { return ErrBudgetReached }
 
+// HeldError says a call was not reserved because its batch was paused or
+// cancelled by hand (State BatchPaused or BatchCancelled).
+type HeldError struct {
+	Batch string
+	State BatchState
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("ledger: batch %q is %s: no call", e.Batch, e.State)
+}
+
 // ReserveAttempt is BeginAttempt under the batch's spend cap: the intent row
 // carries the call's estimated cost (its reservation), and it is written only
 // if spent plus every live reservation plus this one stays within the
@@ -62,13 +73,19 @@ func (e *BudgetError) Unwrap() error { return ErrBudgetReached }
 // *BudgetError says Wait and nothing is paused. Because stuck estimates count
 // as spent, a capped batch always ends in one or the other: it cannot wait
 // forever on calls that will never settle.
+//
+// A batch paused or cancelled by hand reserves nothing (*HeldError). The
+// statement holds a share lock on the batch row, so an intent is either
+// committed before a pause or cancel changes the batch's state (the call is
+// in flight) or refused after it: no call starts after the change commits.
 func ReserveAttempt(ctx context.Context, db DBTX, in Intent) (int64, error) {
 	// Most batches have no cap: one statement, no lock.
 	var id int64
 	err := db.QueryRow(ctx, `INSERT INTO triage_attempt
 			(batch, record_id, job_id, attempt, key, model, idempotency_key, request_hash, is_retry, est_cost_usd, started_at, change, mode)
 		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11, now()), $12, $13
-		FROM triage_batch WHERE id = $1 AND budget_usd IS NULL AND state <> 'paused_budget'
+		FROM (SELECT 1 FROM triage_batch WHERE id = $1 AND budget_usd IS NULL AND state IN ('running', 'paused_exhausted')
+			FOR SHARE) b
 		RETURNING id`,
 		in.Batch, in.RecordID, in.JobID, in.Attempt, in.Key, in.Model, in.IdempotencyKey, in.RequestHash,
 		in.IsRetry, in.EstCostUSD, nowArg(in.Now), in.Change, modeArg(in.Mode)).Scan(&id)
@@ -104,6 +121,9 @@ func reserveCapped(ctx context.Context, db DBTX, in Intent) (int64, error) {
 	}
 	if err != nil {
 		return 0, fmt.Errorf("ledger: reserve attempt: %w", err)
+	}
+	if state == BatchPaused || state == BatchCancelled {
+		return 0, &HeldError{Batch: in.Batch, State: state}
 	}
 	be := &BudgetError{Batch: in.Batch, SpentUSD: spent}
 	if budget != nil {

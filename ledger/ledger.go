@@ -48,6 +48,14 @@ const (
 	BatchSettled         BatchState = "settled" // completed + dead_lettered = total
 	BatchPausedExhausted BatchState = "paused_exhausted"
 	BatchPausedBudget    BatchState = "paused_budget"
+	// BatchPaused: paused by hand (`triage batch pause`); its jobs stay
+	// queued and make no call until `triage batch resume`.
+	BatchPaused BatchState = "paused"
+	// BatchCancelled: cancelled by hand (`triage batch cancel`) and not
+	// settled yet: its calls in flight are finishing; every other record
+	// ends in a dead letter with reason ReasonCancelled. Once every record
+	// has ended the batch reads settled.
+	BatchCancelled BatchState = "cancelled"
 )
 
 // Batch is one enqueued batch.
@@ -286,6 +294,9 @@ type Prior struct {
 const (
 	ReasonCancelledByHand = "cancelled_by_hand"
 	ReasonJobMissing      = "job_missing"
+	// ReasonCancelled: the record's batch was cancelled by hand (`triage
+	// batch cancel`) before the record had an outcome.
+	ReasonCancelled = "cancelled"
 )
 
 // LastAttempt is what a job's latest attempt came to (Prior.JobLast).

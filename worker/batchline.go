@@ -154,6 +154,12 @@ func (r *Runtime) addLine(ctx context.Context, c *call, b before, prior ledger.P
 		Mode: ledger.ModeBatch,
 	})
 	var budgetErr *ledger.BudgetError
+	var held *ledger.HeldError
+	if errors.As(err, &held) {
+		_ = tx.Rollback(ctx)
+		b.Hold = held.State
+		return r.apply(ctx, c, decideBefore(b), keys.Report{})
+	}
 	if errors.As(err, &budgetErr) {
 		if budgetErr.Paused {
 			// The pause was written in its own transaction (savepoint

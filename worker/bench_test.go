@@ -147,3 +147,40 @@ func waitEvents(b *testing.B, events <-chan *river.Event, n int) {
 		}
 	}
 }
+
+// BenchmarkWorkFetch runs TRIAGE_BENCH_WORK jobs (default 5,000) end to end
+// through a worker process at concurrency 16 against the fake provider at
+// zero latency, twice in the same run: with River's default fetch cooldown
+// (100 ms, what every key had before fetch_cooldown) and with the key's
+// derived fetch_cooldown (config.FetchCooldownFor). It reports both rates
+// and their ratio.
+func BenchmarkWorkFetch(b *testing.B) {
+	n := 5000
+	if v, err := strconv.Atoi(os.Getenv("TRIAGE_BENCH_WORK")); err == nil && v > 0 {
+		n = v
+	}
+	for b.Loop() {
+		before := runWork(b, n, 100*time.Millisecond)
+		after := runWork(b, n, 0)
+		b.ReportMetric(before, "river_default_jobs/s")
+		b.ReportMetric(after, "derived_jobs/s")
+		b.ReportMetric(after/before, "speedup")
+	}
+}
+
+// runWork is runFull with River's defaults but for the fetch cooldown
+// (0: the key's fetch_cooldown).
+func runWork(b *testing.B, n int, cooldown time.Duration) float64 {
+	b.Helper()
+	tb := setup(b, fakeprovider.Scenario{}, tweaks{concurrency: benchWorkers})
+	tb.opts.FetchCooldown, tb.opts.FetchPollInterval = cooldown, 0
+	tb.opts.Logger = slog.New(slog.DiscardHandler)
+	tb.enqueue(b, "bench", records(n, nil))
+	rt := tb.newRuntime(b)
+	done, cancel := rt.River().Subscribe(river.EventKindJobCompleted)
+	defer cancel()
+	start := time.Now()
+	tb.run(b, rt)
+	waitEvents(b, done, n)
+	return float64(n) / time.Since(start).Seconds()
+}

@@ -176,6 +176,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		// earlier one (a mode switched, a rolling deploy) holds the record
 		// all the same.
 		ledger.QueueOpenBatchLine(batch, &c.line, job.ID, job.Args.Batch)
+		ledger.QueueBatchHold(batch, &b.Hold, job.Args.Batch)
 	})
 	if err != nil {
 		return fmt.Errorf("admit and ledger look-up: %w", err)
@@ -203,6 +204,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	}
 	c.adm = adm
 	b.Admission = &adm
+	b.HoldRecheck = rt.opts.BudgetRecheck
 	if pause != nil {
 		left := time.Until(pause.Until)
 		b.Pause = &left
@@ -296,6 +298,12 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		IsRetry: c.retry, Change: c.change.label(), EstCostUSD: estimateCost(m, c.req), InFlightFor: k.cfg.Timeout + rt.opts.JobMargin,
 	})
 	var budgetErr *ledger.BudgetError
+	var held *ledger.HeldError
+	if errors.As(err, &held) {
+		// Paused or cancelled since the look-up: no call.
+		b.Hold = held.State
+		return rt.apply(ctx, c, decideBefore(b), keys.Report{})
+	}
 	if errors.As(err, &budgetErr) {
 		b.Budget = budgetErr
 		if budgetErr.Wait {
@@ -490,7 +498,7 @@ func (r *Runtime) observe(ctx context.Context, c *call) {
 		if c.lineID != 0 {
 			spent, _ = lineCost(c.model, c.res.InputTokens, c.res.OutputTokens)
 		}
-		o.ObserveCall(CallEvent{Key: k.cfg.Name, Class: c.verdict.Class, Status: c.res.Observation.Status,
+		o.ObserveCall(CallEvent{Key: k.cfg.Name, Batch: job.Args.Batch, Class: c.verdict.Class, Status: c.res.Observation.Status,
 			Known: c.verdict.Known, Retry: c.retry, CostUSD: spent, Elapsed: c.res.Elapsed})
 	}
 }
@@ -515,6 +523,18 @@ func (r *Runtime) apply(ctx context.Context, c *call, rx Reaction, rep keys.Repo
 	case ReactCompletePartial:
 		return r.completePartial(ctx, c)
 	case ReactDeadLetter:
+		if rx.Reason == ledger.ReasonCancelled && c.line.ID != 0 && c.lineID == 0 {
+			// A cancelled batch's line not in a provider batch: closed and
+			// its attempt settled as not run ($0) before the dead letter.
+			took, err := ledger.TakeBackBatchLine(ctx, r.pool, c.line.ID, c.line.AttemptID)
+			if err != nil {
+				return err
+			}
+			if !took {
+				// The submitter sent it first: its answer is on its way.
+				return park(ctx, job, r.batchWait())
+			}
+		}
 		return r.deadLetter(ctx, c, rx)
 	case ReactFallback:
 		return r.applyFallback(ctx, c, rx)
@@ -556,8 +576,13 @@ func (r *Runtime) applyReport(ctx context.Context, c *call, rep keys.Report) {
 		_ = r.supervisor.Reconcile(context.WithoutCancel(ctx), k.cfg.Name)
 	}
 	if rep.Tripped {
+		msg := "key exhausted: its jobs stay queued; one probe every probe_interval until it works again"
+		if keys.InvalidKey(c.verdict.Reason) {
+			msg = "key invalid: the provider refuses the API key itself (" + c.verdict.Reason + ": wrong or revoked), not for money; " +
+				"a top-up will not help. Fix " + k.cfg.APIKeyEnv + ", then `triage keys resume " + k.cfg.Name + "`; its jobs stay queued meanwhile"
+		}
 		r.alerter.Alert(ctx, keys.Alert{Kind: keys.AlertKeyExhausted, Key: k.cfg.Name, Batch: job.Args.Batch,
-			Message: "key exhausted: its jobs stay queued; one probe every probe_interval until it works again",
+			Message: msg,
 			Fields: map[string]any{"status": c.res.Observation.Status, "code": deref(c.verdict.Code), "reason": c.verdict.Reason,
 				"probe_interval": k.cfg.ProbeInterval.String()}})
 	}

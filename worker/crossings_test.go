@@ -72,18 +72,20 @@ func TestBatchAnswerAppliedAsTheProbeDoesNotResumeTheKey(t *testing.T) {
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
 	eventually(t, 30*time.Second, "the key trips", func() bool { return b.hooks.count("key_exhausted") >= 1 })
-	paid := b.fake.Stats().Batches.Succeeded
-	require.Positive(t, paid)
-	require.Less(t, paid, n)
+	// (On a loaded machine the lines may have gone out in two batches before
+	// the balance ran out.)
+	created := b.fake.Stats().Batches.Created
 	// Every paid answer is applied, some of them by jobs the breaker
 	// dispatched as its probe (the clock moves the probes along).
 	eventually(t, 30*time.Second, "every paid answer applied", func() bool {
 		clock.Advance(500 * time.Millisecond)
-		return b.status(t, "b1").Completed == paid
+		paid := b.fake.Stats().Batches.Succeeded
+		return paid > 0 && b.status(t, "b1").Completed == paid
 	})
+	require.Less(t, b.status(t, "b1").Completed, n)
 	require.Zero(t, b.hooks.count("key_resumed"), "no probe call was made: the key is not resumed")
 	require.True(t, keyOpen(t, b), "the exhausted breaker stays open")
-	require.Equal(t, 1, b.fake.Stats().Batches.Created, "no new batch while the key is exhausted")
+	require.Equal(t, created, b.fake.Stats().Batches.Created, "no new batch while the key is exhausted")
 
 	b.fake.TopUp(1)
 	st := b.waitSettled(t, "b1", 60*time.Second)

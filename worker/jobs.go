@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/triage-dev/triage/ledger"
@@ -14,7 +15,8 @@ import (
 // JobsLeft counts the River jobs of the named keys' queues and probe queues
 // (keys.QueueName, keys.ProbeQueueName) that are not finished: available,
 // pending, running, scheduled or retryable, leaving out those of batches
-// paused at their spend cap. `triage work --exit-when-idle` stops at zero.
+// paused at their spend cap or by hand. `triage work --exit-when-idle` stops
+// at zero.
 // schema is River's (Options.Schema; "" for the search_path).
 func JobsLeft(ctx context.Context, pool *pgxpool.Pool, schema string, keyNames []string) (int, error) {
 	queues := make([]string, 0, 2*len(keyNames))
@@ -26,11 +28,65 @@ func JobsLeft(ctx context.Context, pool *pgxpool.Pool, schema string, keyNames [
 	// budget`), not for this process: they do not keep it busy.
 	err := pool.QueryRow(ctx, `SELECT count(*) FROM `+rivertable.Job(schema)+` j
 		WHERE j.queue = ANY($1) AND j.state IN ('available', 'pending', 'running', 'scheduled', 'retryable')
-		  AND NOT EXISTS (SELECT 1 FROM triage_batch b WHERE b.id = j.args->>'batch' AND b.state = 'paused_budget')`, queues).Scan(&n)
+		  AND NOT EXISTS (SELECT 1 FROM triage_batch b WHERE b.id = j.args->>'batch' AND b.state IN ('paused_budget', 'paused'))`, queues).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count jobs left: %w", err)
 	}
 	return n, nil
+}
+
+// CancelQueuedJobs cancels, for `triage batch cancel`, the batch's River
+// jobs that are queued (available, pending, scheduled or retryable) and
+// whose record has no answer on its way (no line in a provider batch or
+// answered), and returns their records for their dead letters. Running jobs
+// are left to finish their call: each reads the cancel before its next one.
+// Call it in the cancel's transaction, after ledger.TakeBackBatchLines: a
+// job River fetches meanwhile is skipped (the update re-checks its state).
+func CancelQueuedJobs(ctx context.Context, db ledger.DBTX, schema, batch string) ([]ledger.CancelledRecord, error) {
+	rows, err := db.Query(ctx, `UPDATE `+rivertable.Job(schema)+` j SET state = 'cancelled', finalized_at = now()
+		WHERE j.kind = $1 AND j.args @> jsonb_build_object('batch', $2::text)
+		  AND j.state IN ('available', 'pending', 'scheduled', 'retryable')
+		  AND NOT EXISTS (SELECT 1 FROM triage_provider_batch_line l
+			WHERE l.job_id = j.id AND l.state IN ('submitted', 'answered'))
+		RETURNING j.id, coalesce(j.args->>'record_id', ''), coalesce(j.args->>'pipeline', ''),
+			coalesce(j.args->'record', 'null'::jsonb), j.attempt`, Kind, batch)
+	if err != nil {
+		return nil, fmt.Errorf("cancel the queued jobs of batch %q: %w", batch, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ledger.CancelledRecord, error) {
+		var c ledger.CancelledRecord
+		err := r.Scan(&c.JobID, &c.RecordID, &c.Pipeline, &c.Record, &c.Attempts)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cancel the queued jobs of batch %q: %w", batch, err)
+	}
+	return out, nil
+}
+
+// BatchJobsLive counts the batch's River jobs not finished, running ones
+// apart: for `triage batch cancel` to say what is still in flight, and for
+// `triage batch delete` to refuse a batch that still has jobs.
+func BatchJobsLive(ctx context.Context, db ledger.DBTX, schema, batch string) (running, queued int, err error) {
+	err = db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'running'), count(*) FILTER (WHERE state <> 'running')
+		FROM `+rivertable.Job(schema)+` WHERE kind = $1 AND args @> jsonb_build_object('batch', $2::text)
+		  AND state IN ('available', 'pending', 'running', 'scheduled', 'retryable')`, Kind, batch).Scan(&running, &queued)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count the live jobs of batch %q: %w", batch, err)
+	}
+	return running, queued, nil
+}
+
+// DeleteBatchJobs deletes the batch's finished River jobs, for `triage
+// batch delete` (after BatchJobsLive found none live): a finished job of a
+// deleted batch must not read as an orphan to the sweep.
+func DeleteBatchJobs(ctx context.Context, db ledger.DBTX, schema, batch string) (int, error) {
+	tag, err := db.Exec(ctx, `DELETE FROM `+rivertable.Job(schema)+` WHERE kind = $1 AND args @> jsonb_build_object('batch', $2::text)
+		AND state IN ('cancelled', 'completed', 'discarded')`, Kind, batch)
+	if err != nil {
+		return 0, fmt.Errorf("delete the jobs of batch %q: %w", batch, err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // WakeBatch makes a batch's snoozed jobs available now, so that raising a

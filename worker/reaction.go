@@ -195,6 +195,11 @@ type before struct {
 	// for its line's answer sleeps (the submitter wakes it sooner).
 	Line     ledger.LineHold
 	LineWait time.Duration
+	// Hold is the batch's state when paused or cancelled by hand
+	// (ledger.BatchPaused, ledger.BatchCancelled), "" otherwise; read with
+	// Prior, or from the intent's refusal (ledger.HeldError).
+	Hold        ledger.BatchState
+	HoldRecheck time.Duration // how long a paused batch's job parks
 	// Lookup is what the provider's store said about the job's unanswered
 	// calls (policy lookup); zero before it was asked.
 	Lookup lookupFacts
@@ -296,6 +301,17 @@ func decideBefore(b before) Reaction {
 			// after the last send): never one more than max_attempts.
 			return deadLetter(classify.Transient, ReasonRetriesExhausted,
 				fmt.Sprintf("%d calls (max_attempts %d)", p.JobCalls, b.MaxAttempts))
+		}
+	}
+	if !held { // a paid answer is applied (and billed) whatever the hold
+		switch b.Hold {
+		case ledger.BatchCancelled:
+			return deadLetter(classify.Rejected, ledger.ReasonCancelled,
+				"the batch was cancelled by hand (`triage batch cancel`) before this record had an outcome")
+		case ledger.BatchPaused:
+			// A person's doing, not the record's: no snooze charged; the
+			// resume wakes the job.
+			return Reaction{Kind: ReactPark, After: max(b.HoldRecheck, time.Second)}
 		}
 	}
 	if b.OverRetryBudget {

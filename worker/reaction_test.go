@@ -34,6 +34,25 @@ func TestDecideBefore(t *testing.T) {
 		want Reaction
 	}{
 		{"fresh job goes on", job(), Reaction{Kind: ReactGo}},
+		{"batch paused by hand: park, no snooze charged", with(func(b *before) {
+			b.Admission, b.Prior, b.Hold, b.HoldRecheck = allowed, &ledger.Prior{}, ledger.BatchPaused, 30*time.Second
+		}), Reaction{Kind: ReactPark, After: 30 * time.Second}},
+		{"batch cancelled by hand: dead letter cancelled, no call", with(func(b *before) {
+			b.Admission, b.Prior, b.Hold = allowed, &ledger.Prior{}, ledger.BatchCancelled
+		}), Reaction{Kind: ReactDeadLetter, Class: classify.Rejected, Reason: ledger.ReasonCancelled}},
+		{"cancelled, but the line's answer is on its way: wait for it", with(func(b *before) {
+			b.Admission, b.Prior, b.Hold, b.Line, b.LineWait = allowed, &ledger.Prior{}, ledger.BatchCancelled, ledger.HoldLive, time.Minute
+		}), Reaction{Kind: ReactPark, After: time.Minute}},
+		{"cancelled, and the line's answer is in: go on and apply it", with(func(b *before) {
+			b.Admission, b.Prior, b.Hold, b.Line = allowed, &ledger.Prior{}, ledger.BatchCancelled, ledger.HoldAnswered
+		}), Reaction{Kind: ReactGo}},
+		{"paused, but the line's answer is in: go on and apply it", with(func(b *before) {
+			b.Admission, b.Prior, b.Hold, b.Line = allowed, &ledger.Prior{}, ledger.BatchPaused, ledger.HoldAnswered
+		}), Reaction{Kind: ReactGo}},
+		{"cancelled after an answer was stored: complete, not dead letter", with(func(b *before) {
+			b.Admission, b.Hold = allowed, ledger.BatchCancelled
+			b.Prior = &ledger.Prior{OKAttemptID: 7, ResultStored: true}
+		}), Reaction{Kind: ReactComplete}},
 		{"worker errors used up the runs", with(func(b *before) { b.Attempt = 7 }),
 			Reaction{Kind: ReactDeadLetter, Class: classify.Transient, Reason: ReasonWorkerErrors}},
 		{"runs within max_attempts go on", with(func(b *before) { b.Attempt = 6 }), Reaction{Kind: ReactGo}},

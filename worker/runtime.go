@@ -20,6 +20,7 @@ import (
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/provider"
+	"github.com/triage-dev/triage/worker/retention"
 	"github.com/triage-dev/triage/worker/submitter"
 )
 
@@ -89,7 +90,10 @@ type Options struct {
 	// ThrottleWait is the first adaptive throttle pause. Default
 	// ThrottleWaitDefault.
 	ThrottleWait time.Duration
-	// FetchCooldown and FetchPollInterval are River's. Default River's.
+	// FetchCooldown, when set, is every queue's River fetch cooldown (tests,
+	// benchmarks). Default 0: each key queue's comes from the key's
+	// fetch_cooldown (config.Key.FetchCooldown), other queues take River's.
+	// FetchPollInterval is River's. Default River's (1 s).
 	FetchCooldown, FetchPollInterval time.Duration
 	// SupervisorTick: see keys.SupervisorConfig. Default keys' default.
 	SupervisorTick time.Duration
@@ -159,7 +163,9 @@ type Observer interface {
 
 // CallEvent describes one finished call.
 type CallEvent struct {
-	Key     string
+	Key string
+	// Batch is the triage batch the call was made for.
+	Batch   string
 	Class   classify.Class
 	Status  int  // HTTP status; 0 when no status line arrived
 	Known   bool // false: no classifier rule matched
@@ -221,8 +227,10 @@ type Runtime struct {
 	pacers     *keys.Pacers
 	horizon    Horizon
 	submitters []*submitter.Submitter
-	stopWatch  context.CancelFunc
-	watchDone  chan struct{}
+	// retention prunes finished work ([retention]); nil when off.
+	retention *retention.Service
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
 }
 
 // withDefaults fills the zero (or negative) fields with their documented
@@ -293,7 +301,7 @@ func New(opts Options) (*Runtime, error) {
 			watch:         keys.NewWatch(WatchSettings(k)),
 			throttleFirst: opts.ThrottleWait,
 		}
-		queues[keys.QueueName(k.Name)] = river.QueueConfig{MaxWorkers: k.Concurrency}
+		queues[keys.QueueName(k.Name)] = river.QueueConfig{MaxWorkers: k.Concurrency, FetchCooldown: queueFetchCooldown(*k, opts)}
 		queues[keys.ProbeQueueName(k.Name)] = river.QueueConfig{MaxWorkers: 1}
 		maxTimeout = max(maxTimeout, k.Timeout)
 	}
@@ -345,6 +353,13 @@ func New(opts Options) (*Runtime, error) {
 	r.pacers = keys.NewPacers(r.store, pacers, keys.PacersConfig{Heartbeat: opts.PacerHeartbeat, Logger: opts.Logger})
 	if err := r.newSubmitters(); err != nil {
 		return nil, err
+	}
+	// Ages are counted on the real clock: a process whose time is pinned
+	// (Options.Clock, tests) writes moments the pruner would misread, so it
+	// does not prune.
+	if ret := opts.Config.Retention; !ret.Off && opts.Clock == nil {
+		r.retention = retention.New(retention.Config{Pool: opts.Pool, Age: ret.Age, DeadLetterAge: ret.DeadLetterAge,
+			Interval: ret.Interval, Logger: opts.Logger})
 	}
 	return r, nil
 }
@@ -420,6 +435,21 @@ func (r *Runtime) Limiter(key string) *keys.Limiter {
 	return nil
 }
 
+// queueFetchCooldown is the River fetch cooldown of k's queue: the key's
+// fetch_cooldown, unless Options.FetchCooldown sets one for every queue
+// (0: the client's applies), and never longer than the poll interval
+// (River refuses that).
+func queueFetchCooldown(k config.Key, opts Options) time.Duration {
+	if opts.FetchCooldown > 0 {
+		return 0
+	}
+	d := k.FetchCooldown
+	if opts.FetchPollInterval > 0 {
+		d = min(d, opts.FetchPollInterval)
+	}
+	return d
+}
+
 // Start reconciles the key queues once (so a queue left paused by a dead
 // process is resumed before fetching starts), then starts the Supervisor and
 // River.
@@ -443,6 +473,9 @@ func (r *Runtime) Start(ctx context.Context) error {
 	}
 	for _, s := range r.submitters {
 		s.Start(ctx)
+	}
+	if r.retention != nil {
+		r.retention.Start(ctx)
 	}
 	watchCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.stopWatch = cancel
@@ -483,6 +516,9 @@ func (r *Runtime) Stop(ctx context.Context) error {
 	}
 	for _, s := range r.submitters {
 		s.Stop()
+	}
+	if r.retention != nil {
+		r.retention.Stop()
 	}
 	err := r.river.Stop(ctx)
 	if err != nil {

@@ -9,31 +9,34 @@ import (
 	"strconv"
 
 	"github.com/triage-dev/triage/ledger"
-	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/operator"
 )
 
 func init() {
 	register(command{
 		name:    "batch",
-		summary: "change a batch: `batch budget B USD` sets its spend cap and resumes it; `batch cancel B` cancels its provider batches",
+		summary: "control a batch: `batch pause|resume|cancel|delete B`; `batch budget B USD` sets its spend cap and resumes it",
 		run:     runBatch,
 	})
 }
 
-const batchUsage = `usage: triage batch budget B USD   # USD 0: no cap
-       triage batch cancel B       # cancel B's provider batches (mode = "batch" | "auto")`
+const batchUsage = `usage: triage batch pause B        # its jobs stay queued and make no call until resumed
+       triage batch resume B       # resume a paused batch
+       triage batch cancel B       # cancel every record not yet completed (calls in flight finish)
+       triage batch delete B       # remove a settled batch from the ledger
+       triage batch budget B USD   # USD 0: no cap`
 
 // batchCancelHelp is what `triage batch cancel` does, for --help.
-const batchCancelHelp = `Asks for every provider batch in flight that holds lines of batch B to be
-cancelled at the provider. The key's batch submitter (in a running
-` + "`triage work`" + ` or ` + "`triage run`" + `) sends the cancel; the lines the provider
-never ran go back to the queue once it confirms, so nothing is lost and
-nothing answered is paid twice. Back in the queue they are sent again (mode
-"batch": in the key's next provider batch; "auto" near the deadline: sync
-calls): a cancel does not stop the records; to stop them for good, cancel
-their River jobs too. Exit 0 also when B has no provider batch in flight; 2
-when there is no batch B.`
+const batchCancelHelp = `Cancels batch B in one transaction: no call of B starts after it. Every
+record whose job is queued is dead-lettered with reason "cancelled" at once;
+a call in flight finishes and is recorded, and a record it did not complete
+is dead-lettered "cancelled" by its job. Batch lines not sent yet are closed
+($0); provider batches holding B's lines are cancelled at the provider (the
+key's batch submitter, in a running ` + "`triage work`" + ` or ` + "`triage run`" + `, sends the
+cancel) and the answers they still return are collected and billed once.
+The batch settles once every record has a result or a dead letter
+(` + "`triage wait B`" + `). Requeue records with ` + "`triage dlq requeue --batch B --reason cancelled`" + `.
+Exit 0, also when B had settled already; 2 when there is no batch B.`
 
 func runBatch(ctx context.Context, e *env, args []string) int {
 	if len(args) == 0 {
@@ -45,15 +48,83 @@ func runBatch(ctx context.Context, e *env, args []string) int {
 		return runBatchBudget(ctx, e, args[1:])
 	case "cancel":
 		return runBatchCancel(ctx, e, args[1:])
+	case "pause", "resume", "delete":
+		return runBatchControl(ctx, e, sub, args[1:])
 	case "-h", "--help", "help":
 		fmt.Fprintln(e.stdout, batchUsage)
 		fmt.Fprintln(e.stdout)
 		fmt.Fprintln(e.stdout, "batch cancel: "+batchCancelHelp)
 		return exitOK
 	default:
-		fmt.Fprintf(e.stderr, "triage batch: unknown subcommand %q (want budget or cancel)\n%s\n", sub, batchUsage)
+		fmt.Fprintf(e.stderr, "triage batch: unknown subcommand %q (want pause, resume, cancel, delete or budget)\n%s\n", sub, batchUsage)
 		return exitUsage
 	}
+}
+
+// batchArg parses a subcommand's one batch argument.
+func batchArg(e *env, sub string, args []string) (string, int, bool) {
+	fs := flag.NewFlagSet("triage batch "+sub, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: triage batch "+sub+" B")
+		if sub == "cancel" {
+			fmt.Fprintln(e.stderr, batchCancelHelp)
+		}
+	}
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return "", parseFailed(err), false
+	}
+	if len(pos) != 1 {
+		return "", failCmd(e, "batch "+sub, usageError{errors.New("want one batch: usage: triage batch " + sub + " B")}), false
+	}
+	return pos[0], 0, true
+}
+
+// runBatchControl runs `triage batch pause | resume | delete B`.
+func runBatchControl(ctx context.Context, e *env, sub string, args []string) int {
+	cmd := "batch " + sub
+	id, code, ok := batchArg(e, sub, args)
+	if !ok {
+		return code
+	}
+	_, d, err := openDBOptional(ctx, e)
+	if err != nil {
+		return failCmd(e, cmd, err)
+	}
+	defer d.Close()
+	opts := operator.ControlOptions{}
+	switch sub {
+	case "pause":
+		res, err := operator.PauseBatch(ctx, d.pool, id, opts)
+		if err != nil {
+			return failCmd(e, cmd, err)
+		}
+		if !res.Changed {
+			fmt.Fprintf(e.stdout, "batch %s: paused already (`triage batch resume %s` resumes it)\n", id, id)
+			return exitOK
+		}
+		fmt.Fprintf(e.stdout, "batch %s: paused; its jobs stay queued and make no call (calls in flight finish and are recorded); "+
+			"`triage batch resume %s` resumes it\n", id, id)
+	case "resume":
+		res, err := operator.ResumeBatch(ctx, d.pool, id, opts)
+		if err != nil {
+			return failCmd(e, cmd, err)
+		}
+		if !res.Changed {
+			fmt.Fprintf(e.stdout, "batch %s: not paused by hand (state %s), nothing to resume\n", id, res.Before)
+			return exitOK
+		}
+		fmt.Fprintf(e.stdout, "batch %s: resumed; %d queued %s woken\n", id, res.Woken, plural(res.Woken, "job", "jobs"))
+	case "delete":
+		b, err := operator.DeleteBatch(ctx, d.pool, id, opts)
+		if err != nil {
+			return failCmd(e, cmd, err)
+		}
+		fmt.Fprintf(e.stdout, "batch %s: deleted (%d records with their results, dead letters, attempts and finished jobs; "+
+			"the key's spend counters keep its $%.4f)\n", id, b.Total, b.SpentUSD)
+	}
+	return exitOK
 }
 
 // parseUSD reads a non-negative, finite dollar amount ("5", "12.50", "$3").
@@ -97,23 +168,7 @@ func runBatchBudget(ctx context.Context, e *env, args []string) int {
 	}
 	defer d.Close()
 
-	before, err := ledger.GetBatch(ctx, d.pool, id)
-	if errors.Is(err, ledger.ErrNotFound) {
-		return failCmd(e, cmd, usageError{fmt.Errorf("no batch %q (see `triage status`)", id)})
-	}
-	if err != nil {
-		return failCmd(e, cmd, err)
-	}
-	if err := ledger.SetBatchBudget(ctx, d.pool, id, budget); errors.Is(err, ledger.ErrNotFound) {
-		return failCmd(e, cmd, usageError{fmt.Errorf("no batch %q (see `triage status`)", id)})
-	} else if err != nil {
-		return failCmd(e, cmd, err)
-	}
-	// Jobs parked at the old cap wake now, not when their snooze ends.
-	if _, err := worker.WakeBatch(ctx, d.pool, "", id); err != nil {
-		return failCmd(e, cmd, err)
-	}
-	after, err := ledger.GetBatch(ctx, d.pool, id)
+	before, after, err := operator.SetBudget(ctx, d.pool, id, budget, operator.ControlOptions{})
 	if err != nil {
 		return failCmd(e, cmd, err)
 	}
@@ -134,47 +189,43 @@ func runBatchBudget(ctx context.Context, e *env, args []string) int {
 
 func runBatchCancel(ctx context.Context, e *env, args []string) int {
 	const cmd = "batch cancel"
-	fs := flag.NewFlagSet("triage batch cancel", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage batch cancel B")
-		fmt.Fprintln(e.stderr, batchCancelHelp)
+	id, code, ok := batchArg(e, "cancel", args)
+	if !ok {
+		return code
 	}
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return parseFailed(err)
-	}
-	if len(pos) != 1 {
-		return failCmd(e, cmd, usageError{errors.New("want one batch: usage: triage batch cancel B")})
-	}
-	id := pos[0]
 	_, d, err := openDBOptional(ctx, e)
 	if err != nil {
 		return failCmd(e, cmd, err)
 	}
 	defer d.Close()
-	reqs, err := operator.CancelProviderBatches(ctx, d.pool, id)
+	res, err := operator.CancelBatch(ctx, d.pool, id, operator.ControlOptions{})
 	if err != nil {
 		return failCmd(e, cmd, err)
 	}
-	if len(reqs) == 0 {
-		// Lines written but not sent yet are what a user cancelling early
-		// expects to stop: say they will go out, and how to stop them.
-		if st, err := ledger.BatchStatus(ctx, d.pool, id); err == nil && st.BatchLinesUnsent > 0 {
-			n := st.BatchLinesUnsent
-			fmt.Fprintf(e.stdout, "batch %s: no provider batch in flight yet, nothing to cancel: %d %s to be sent in the key's next provider batch "+
-				"(a cancel does not stop %s; to stop the records, cancel their River jobs; `triage status %s`)\n",
-				id, n, plural(n, "line waits", "lines wait"), plural(n, "it", "them"), id)
-			return exitOK
-		}
-		fmt.Fprintf(e.stdout, "batch %s: no provider batches in flight, nothing to cancel (its records go through sync calls or wait for the next provider batch; `triage status %s`)\n", id, id)
+	if res.Settled {
+		fmt.Fprintf(e.stdout, "batch %s: settled already (every record has a result or a dead letter), nothing to cancel\n", id)
 		return exitOK
 	}
-	what := "1 provider batch"
-	if len(reqs) != 1 {
-		what = fmt.Sprintf("%d provider batches", len(reqs))
+	fmt.Fprintf(e.stdout, "batch %s: cancelled; %d %s dead-lettered (reason %s)", id, res.DeadLettered,
+		plural(res.DeadLettered, "record", "records"), ledger.ReasonCancelled)
+	if res.LinesTakenBack > 0 {
+		fmt.Fprintf(e.stdout, ", %d batch %s not sent yet closed ($0)", res.LinesTakenBack, plural(res.LinesTakenBack, "line", "lines"))
 	}
-	fmt.Fprintf(e.stdout, "batch %s: cancel requested for %s (%s); their unfinished lines go back to the queue when the provider confirms\n",
-		id, what, safe(operator.CancelNames(reqs)))
+	fmt.Fprintln(e.stdout)
+	if res.InFlight > 0 {
+		fmt.Fprintf(e.stdout, "%d %s in flight: %s and %s recorded; a record left without an answer is dead-lettered %s\n",
+			res.InFlight, plural(res.InFlight, "call is", "calls are"), plural(res.InFlight, "it finishes", "they finish"),
+			plural(res.InFlight, "is", "are"), ledger.ReasonCancelled)
+	}
+	if len(res.ProviderBatches) > 0 {
+		what := "1 provider batch"
+		if len(res.ProviderBatches) != 1 {
+			what = fmt.Sprintf("%d provider batches", len(res.ProviderBatches))
+		}
+		fmt.Fprintf(e.stdout, "cancel requested for %s (%s): the answers they still return are collected and billed once; "+
+			"the lines they never ran are dead-lettered %s\n", what, safe(operator.CancelNames(res.ProviderBatches)), ledger.ReasonCancelled)
+	}
+	fmt.Fprintf(e.stdout, "`triage wait %s` returns once it has settled; `triage dlq requeue --batch %s --reason %s` brings the records back\n",
+		id, id, ledger.ReasonCancelled)
 	return exitOK
 }

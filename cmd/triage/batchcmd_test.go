@@ -54,7 +54,7 @@ func TestBatchBudget(t *testing.T) {
 		{"no amount", "want a batch and an amount", []string{"budget", "b1"}},
 		{"too many", "want a batch and an amount", []string{"budget", "b1", "5", "6"}},
 		{"unknown flag", "", []string{"budget", "b1", "5", "--force"}},
-		{"unknown subcommand", `unknown subcommand "pause"`, []string{"pause", "b1"}},
+		{"unknown subcommand", `unknown subcommand "stop"`, []string{"stop", "b1"}},
 		{"no subcommand", "usage", nil},
 	} {
 		r := c.run("", append([]string{"batch"}, tc.args...)...)

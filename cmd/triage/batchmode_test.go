@@ -282,30 +282,30 @@ func TestBatchCancel(t *testing.T) {
 
 	r := c.run("", "batch", "cancel", "b1")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	require.Equal(t, "batch b1: cancel requested for 2 provider batches (batch_abc, msgbatch_xyz); "+
-		"their unfinished lines go back to the queue when the provider confirms\n", r.stdout)
+	require.Contains(t, r.stdout, "batch b1: cancelled; 0 records dead-lettered (reason cancelled)\n")
+	require.Contains(t, r.stdout, "cancel requested for 2 provider batches (batch_abc, msgbatch_xyz): the answers they still return are collected and billed once")
+	require.Contains(t, r.stdout, "`triage wait b1`")
 	require.True(t, requested(a))
 	require.True(t, requested(x))
 	require.False(t, requested(done))
 	r = c.run("", "status", "b1")
 	require.Regexp(t, `(?m)^batch_abc\s+openai\s+submitted, cancel requested\s`, r.stdout)
+	require.Regexp(t, `(?m)^state:\s+cancelled`, r.stdout)
 
 	r = c.run("", "batch", "cancel", "b1")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.Contains(t, r.stdout, "(batch_abc (asked before), msgbatch_xyz (asked before))")
 
-	r = c.run("", "batch", "cancel", "b2")
-	require.Equal(t, exitOK, r.code, r.stderr)
-	require.Contains(t, r.stdout, "batch b2: no provider batches in flight, nothing to cancel")
-
-	// Lines written but not sent yet: told they will still go out.
+	// Lines written but not sent yet are closed at $0: they will not go out.
 	_, err := c.db.Pool.Exec(ctx, `INSERT INTO triage_provider_batch_line (key, job_id, batch, record_id, custom_id, body)
 		VALUES ('main', 9101, 'b2', 'r001', 'c-b2-r001', '{}')`)
 	require.NoError(t, err)
 	r = c.run("", "batch", "cancel", "b2")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	require.Equal(t, "batch b2: no provider batch in flight yet, nothing to cancel: 1 line waits to be sent in the key's next provider batch "+
-		"(a cancel does not stop it; to stop the records, cancel their River jobs; `triage status b2`)\n", r.stdout)
+	require.Contains(t, r.stdout, "batch b2: cancelled; 0 records dead-lettered (reason cancelled), 1 batch line not sent yet closed ($0)\n")
+	var state string
+	require.NoError(t, c.db.Pool.QueryRow(ctx, `SELECT state FROM triage_provider_batch_line WHERE batch = 'b2'`).Scan(&state))
+	require.Equal(t, "applied", state)
 
 	for _, tc := range []struct {
 		name, want string
@@ -330,19 +330,20 @@ func TestBatchHelp(t *testing.T) {
 	c := newCLI(t, fakeprovider.Scenario{}, "")
 	r := c.run("", "batch", "--help")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	require.Contains(t, r.stdout, "usage: triage batch budget B USD")
+	require.Contains(t, r.stdout, "triage batch budget B USD")
 	require.Contains(t, r.stdout, "triage batch cancel B")
-	require.Contains(t, r.stdout, "go back to the queue once it confirms")
+	require.Contains(t, r.stdout, "triage batch pause B")
+	require.Contains(t, r.stdout, "answers they still return are collected and billed once")
 	r = c.run("", "batch", "cancel", "-h")
 	require.Equal(t, exitOK, r.code)
 	require.Contains(t, r.stderr, "usage: triage batch cancel B")
 	require.Contains(t, r.stderr, "batch submitter")
-	require.Contains(t, r.stderr, "a cancel does not stop the records", "what a user cancelling to stop spending must know")
+	require.Contains(t, r.stderr, "no call of B starts after it", "what a user cancelling to stop spending must know")
 	r = c.run("", "batch")
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.stderr, "triage batch cancel B")
-	r = c.run("", "batch", "pause")
-	require.Contains(t, r.stderr, "want budget or cancel")
+	r = c.run("", "batch", "stop")
+	require.Contains(t, r.stderr, "want pause, resume, cancel, delete or budget")
 }
 
 // A batch-mode `triage run` with the key's submitter timed from

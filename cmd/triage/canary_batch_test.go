@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,7 +102,7 @@ func TestCanaryKeyAppearsNowhereInBatchMode(t *testing.T) {
 	require.NoError(t, os.WriteFile(cfgPath, []byte(toml), 0o600))
 	envs := map[string]string{"DATABASE_URL": db.URL, workertest.APIKeyEnv: canaryKey}
 	var all safeBuffer // every byte any command wrote
-	run := func(ctx context.Context, args ...string) result {
+	triage := func(ctx context.Context, args ...string) result {
 		var out, errb bytes.Buffer
 		e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(k string) string { return envs[k] }}
 		code := run(ctx, append([]string{"--config", cfgPath}, args...), e)
@@ -111,11 +112,18 @@ func TestCanaryKeyAppearsNowhereInBatchMode(t *testing.T) {
 	in := filepath.Join(dir, "in.jsonl")
 	require.NoError(t, os.WriteFile(in, []byte(workertest.JSONL(4)), 0o600))
 
+	// The run, with its web page; its output is read while it runs.
+	var runErr workertest.Buffer
 	done := make(chan result, 1)
 	go func() {
-		done <- run(context.Background(), "run", "--pipeline", "enrich", "--batch", "b1", "--max-wait", "60s", in)
+		var out bytes.Buffer
+		e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &runErr, getenv: func(k string) string { return envs[k] }}
+		code := run(context.Background(), []string{"--config", cfgPath, "run", "--pipeline", "enrich", "--batch", "b1",
+			"--max-wait", "60s", "--ui-addr", "127.0.0.1:0", in}, e)
+		done <- result{code: code, stdout: out.String(), stderr: runErr.String()}
 	}()
-	// While the polls fail, the provider batch says why, and status shows it.
+	// While the polls fail, the provider batch says why, and status and the
+	// page show it.
 	var lastErr string
 	require.Eventually(t, func() bool {
 		err := db.Pool.QueryRow(context.Background(),
@@ -123,11 +131,23 @@ func TestCanaryKeyAppearsNowhereInBatchMode(t *testing.T) {
 		return err == nil && lastErr != ""
 	}, 30*time.Second, 20*time.Millisecond)
 	for _, args := range [][]string{{"status", "b1", "--json"}, {"status", "b1"}, {"status", "--json"}} {
-		run(context.Background(), args...)
+		triage(context.Background(), args...)
 	}
+	m := regexp.MustCompile(`web window: (http://127\.0\.0\.1:\d+/batches/b1)`).FindStringSubmatch(runErr.String())
+	require.NotNil(t, m, runErr.String())
+	var page bytes.Buffer
+	for _, u := range []string{m[1], m[1] + "?format=json"} {
+		resp, err := http.Get(u)
+		require.NoError(t, err)
+		_, _ = page.ReadFrom(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	require.Contains(t, page.String(), "batchapi: get: status 400", "the page shows the failing polls")
 	snapshot := pgDump(t, db)
 	h.healed.Store(true)
 	r := <-done
+	fmt.Fprintf(&all, "$ triage run\n%s%s", r.stdout, r.stderr)
 	require.Equal(t, exitDeadLetters, r.code, r.stderr)
 	require.Contains(t, r.stdout, "4 records, 3 completed, 1 dead-lettered")
 
@@ -136,15 +156,15 @@ func TestCanaryKeyAppearsNowhereInBatchMode(t *testing.T) {
 		{"dlq", "list"}, {"dlq", "list", "--json"}, {"dlq", "show", "1"}, {"dlq", "show", "1", "--json"},
 		{"keys"}, {"keys", "--json"}, {"ledger"}, {"ledger", "--json"}, {"export", "b1"},
 	} {
-		run(context.Background(), args...)
+		triage(context.Background(), args...)
 	}
 	out := all.String()
-	require.NotContains(t, out, "\x1b[2J", "control characters from the provider are escaped")
+	require.NotContains(t, out+page.String(), "\x1b[2J", "control characters from the provider are escaped")
 	require.NotContains(t, lastErr, "ZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZ")
 	dump := pgDump(t, db)
 	require.Contains(t, dump, "triage_provider_batch_line", "the dump holds the batch tables")
 	for what, text := range map[string]string{
-		"command output and logs": out, "webhook bodies": hook.All(), "last_error": lastErr,
+		"command output and logs": out, "webhook bodies": hook.All(), "last_error": lastErr, "web page": page.String(),
 		"pg_dump while the polls failed": snapshot, "pg_dump": dump,
 	} {
 		require.NotContains(t, text, canaryKey[:10], "the key leaked into the %s", what)

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/triage-dev/triage/ledger/pgcluster"
 )
@@ -14,15 +15,18 @@ import (
 const embeddedDir = ".triage/pg"
 
 func init() {
-	register(command{name: "db", summary: "manage the private local PostgreSQL cluster (start, stop, url)", run: cmdDB})
+	register(command{name: "db", summary: "manage the private local PostgreSQL cluster (start, stop, url); size: the disk the ledger uses per table", run: cmdDB})
 }
 
 func cmdDB(ctx context.Context, e *env, args []string) int {
 	if len(args) == 0 {
-		fmt.Fprintln(e.stderr, "usage: triage db start|stop|url [--dir DIR]")
+		fmt.Fprintln(e.stderr, "usage: triage db start|stop|url [--dir DIR] | triage db size [--json]")
 		return exitUsage
 	}
 	sub, args := args[0], args[1:]
+	if sub == "size" {
+		return dbSize(ctx, e, args)
+	}
 	fs := flag.NewFlagSet("db "+sub, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	dir := fs.String("dir", embeddedDir, "data directory of the private cluster")
@@ -62,19 +66,28 @@ func cmdDB(ctx context.Context, e *env, args []string) int {
 			}
 			return exitRuntime
 		}
-		if *remove {
-			err = c.Remove(ctx)
-		} else {
-			err = c.Stop(ctx)
+		if !*remove {
+			if err := c.Stop(ctx); err != nil {
+				fmt.Fprintf(e.stderr, "triage db stop: %v\n", err)
+				return exitRuntime
+			}
+			fmt.Fprintf(e.stderr, "stopped the cluster in %s\n", c.Dir)
+			return exitOK
 		}
-		if err != nil {
+		// What Remove deletes: the directory, and the shadow directory
+		// holding the files when the server could not enter it.
+		removed := []string{c.Dir}
+		if c.DataDir != filepath.Join(c.Dir, "data") {
+			removed = append(removed, filepath.Dir(c.DataDir))
+		}
+		if err := c.Remove(ctx); err != nil {
 			fmt.Fprintf(e.stderr, "triage db stop: %v\n", err)
 			return exitRuntime
 		}
-		fmt.Fprintf(e.stderr, "stopped the cluster in %s\n", c.Dir)
+		fmt.Fprintf(e.stderr, "stopped the cluster and removed its files (the whole database): %s\n", strings.Join(removed, " and "))
 		return exitOK
 	default:
-		fmt.Fprintf(e.stderr, "triage db: unknown subcommand %q (want start, stop or url)\n", sub)
+		fmt.Fprintf(e.stderr, "triage db: unknown subcommand %q (want start, stop, url or size)\n", sub)
 		return exitUsage
 	}
 }

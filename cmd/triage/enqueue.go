@@ -31,43 +31,48 @@ func defaultBatchID(pipeline string, now time.Time) string {
 	return pipeline + "-" + now.UTC().Format(batchIDLayout)
 }
 
-// readInput reads the records of FILE, or of stdin for "-". Errors are the
-// caller's input (exit 2): a missing file, a bad line (named by file and line).
-func readInput(e *env, file string) ([]ledger.Record, error) {
-	var (
-		r    io.Reader = e.stdin
-		name           = "stdin"
-	)
-	if file != "-" {
-		f, err := os.Open(file)
-		if err != nil {
-			return nil, usageError{err}
-		}
-		defer f.Close()
-		r, name = f, file
+// openInput opens FILE, or stdin for "-", and names it for errors. A
+// missing file is the caller's input (exit 2).
+func openInput(e *env, file string) (io.Reader, string, func(), error) {
+	if file == "-" {
+		return e.stdin, "stdin", func() {}, nil
 	}
-	recs, err := worker.ReadJSONL(r, name)
+	f, err := os.Open(file)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, "", nil, usageError{err}
 	}
-	if len(recs) == 0 {
-		return nil, usageError{fmt.Errorf("%s holds no records", name)}
-	}
-	return recs, nil
+	return f, file, func() { f.Close() }, nil
 }
 
-// enqueueBatch queues records as batch p.Batch, mapping the caller's
-// mistakes (unknown pipeline, batch id in use) to usage errors.
-func enqueueBatch(ctx context.Context, d *db, cfg *config.Config, p worker.EnqueueParams) error {
-	err := worker.Enqueue(ctx, d.pool, "", cfg, p)
+// enqueueBatch streams the records of r into batch p.Batch, mapping the
+// caller's mistakes (unknown pipeline, batch id in use, a bad line, no
+// records) to usage errors. It returns the number of records queued.
+func enqueueBatch(ctx context.Context, d *db, cfg *config.Config, p worker.EnqueueParams, r io.Reader) (int, error) {
+	n, err := worker.EnqueueJSONL(ctx, d.pool, "", cfg, p, r)
 	var lineErr *worker.LineError
 	switch {
 	case errors.Is(err, ledger.ErrBatchExists):
-		return usageError{fmt.Errorf("batch %q already exists: choose another id with --batch", p.Batch)}
-	case errors.As(err, &lineErr), errors.Is(err, worker.ErrBadName):
-		return usageError{err}
+		return 0, usageError{fmt.Errorf("batch %q already exists: choose another id with --batch", p.Batch)}
+	case errors.As(err, &lineErr), errors.Is(err, worker.ErrBadName), errors.Is(err, worker.ErrNoRecords):
+		return 0, usageError{err}
 	}
-	return err
+	return n, err
+}
+
+// progressEvery is how often a long enqueue says how far it has read.
+const progressEvery = 2 * time.Second
+
+// enqueueProgress returns a Progress callback that writes "enqueue: N
+// records read (M MB)" to w at most once every progressEvery, and not at
+// all for an input read in less.
+func enqueueProgress(w io.Writer, now func() time.Time) func(int, int64) {
+	last := now()
+	return func(n int, b int64) {
+		if t := now(); t.Sub(last) >= progressEvery {
+			last = t
+			fmt.Fprintf(w, "enqueue: %d records read (%.1f MB), not yet committed\n", n, float64(b)/1e6)
+		}
+	}
 }
 
 func runEnqueue(ctx context.Context, e *env, args []string) int {
@@ -187,22 +192,20 @@ func enqueueFile(ctx context.Context, e *env, f batchFlags, budget *float64) (*c
 	if err := worker.CheckBatchID(id); err != nil {
 		return nil, nil, "", 0, usageError{fmt.Errorf("--batch: %w", err)}
 	}
-	recs, err := readInput(e, f.file)
+	r, name, closeInput, err := openInput(e, f.file)
 	if err != nil {
 		return nil, nil, "", 0, err
 	}
+	defer closeInput()
 	d, err := openDB(ctx, e, cfg)
 	if err != nil {
 		return nil, nil, "", 0, err
 	}
-	name := f.file
-	if name == "-" {
-		name = "stdin"
-	}
-	if err := enqueueBatch(ctx, d, cfg, worker.EnqueueParams{Pipeline: f.pipeline, Batch: id, BudgetUSD: budget, Records: recs, File: name, NoCache: f.noCache,
-		Deadline: f.deadline.d}); err != nil {
+	n, err := enqueueBatch(ctx, d, cfg, worker.EnqueueParams{Pipeline: f.pipeline, Batch: id, BudgetUSD: budget, File: name, NoCache: f.noCache,
+		Deadline: f.deadline.d, Progress: enqueueProgress(e.stderr, time.Now)}, r)
+	if err != nil {
 		d.Close()
 		return nil, nil, "", 0, err
 	}
-	return cfg, d, id, len(recs), nil
+	return cfg, d, id, n, nil
 }

@@ -25,12 +25,16 @@ func init() {
 func runExport(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("triage export", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
+	partial := fs.Bool("partial", false, "export a batch that has not settled yet (records still pending are skipped)")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage export B > enriched.jsonl")
+		fmt.Fprintln(e.stderr, "usage: triage export [--partial] B > enriched.jsonl")
 		fmt.Fprintln(e.stderr, "Prints each record of batch B that has a result, in input order, with an added")
 		fmt.Fprintln(e.stderr, "\"enrichment\" field: the JSON object (or text) the model returned. Records without a")
 		fmt.Fprintln(e.stderr, "result (dead-lettered or pending) are skipped and counted on stderr. A record answered")
 		fmt.Fprintln(e.stderr, "from a truncated request (on_overflow = \"truncate\") also gets \"triage\":{\"truncated\":true}.")
+		fmt.Fprintln(e.stderr, "A batch that has not settled is refused with exit 4 and nothing written, unless --partial")
+		fmt.Fprintln(e.stderr, "(`triage wait B` first waits for it to settle).")
+		fs.PrintDefaults()
 	}
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -50,13 +54,21 @@ func runExport(ctx context.Context, e *env, args []string) int {
 		return failCmd(e, "export", err)
 	}
 	defer d.Close()
-	if _, err := ledger.GetBatch(ctx, d.pool, id); err != nil {
+	st, err := ledger.BatchStatus(ctx, d.pool, id)
+	if err != nil {
 		if errors.Is(err, ledger.ErrNotFound) {
 			fmt.Fprintf(e.stderr, "triage export: no batch %q (`triage status` lists them)\n", id)
 			return exitUsage
 		}
 		fmt.Fprintf(e.stderr, "triage export: %v\n", err)
 		return exitRuntime
+	}
+	if st.State != ledger.BatchSettled && !*partial {
+		// A nightly `work && export && notify` must not report success
+		// with half a file.
+		fmt.Fprintf(e.stderr, "triage export: batch %s has not settled: %d of %d records pending (state %s); nothing exported. "+
+			"`triage wait %s` waits for it; --partial exports what is done\n", id, st.Pending, st.Total, st.State, id)
+		return exitQueued
 	}
 	w := bufio.NewWriter(e.stdout)
 	exported, skipped := 0, 0

@@ -167,7 +167,9 @@ func keysNotes(v operator.KeyView) []string {
 		out = append(out, s+"; a suspected account problem the classifier did not know: its jobs stay queued and the dead letters of that error go back with them")
 	} else if v.State != keys.StateClosed {
 		s := "key " + v.Key + ": exhausted"
-		if v.Reason != nil {
+		if v.Reason != nil && keys.InvalidKey(*v.Reason) {
+			s = "key " + v.Key + ": refused as invalid (" + *v.Reason + ": the API key is wrong or revoked, a top-up will not help)"
+		} else if v.Reason != nil {
 			s += " (" + *v.Reason + ")"
 		}
 		if v.OpenedAt != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sort"
 	"syscall"
 )
@@ -73,6 +74,10 @@ func run(ctx context.Context, args []string, e *env) int {
 		}
 		break
 	}
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version" || args[0] == "version") {
+		fmt.Fprintln(e.stdout, "triage "+version())
+		return exitOK
+	}
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(e.stderr)
 		if len(args) == 0 {
@@ -100,4 +105,34 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
+}
+
+// version is the module version the binary was built from (a tagged
+// release), else its VCS revision and time, else "(devel)".
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(devel)"
+	}
+	v := bi.Main.Version
+	var rev, at, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = ", modified"
+			}
+		}
+	}
+	if v == "" || v == "(devel)" {
+		v = "(devel)"
+		if rev != "" {
+			v = rev[:min(len(rev), 12)] + " (" + at + dirty + ")"
+		}
+	}
+	return v + " " + bi.GoVersion
 }

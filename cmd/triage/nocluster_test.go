@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -75,6 +76,8 @@ func TestShadowClusterIsNamedAndRemoved(t *testing.T) {
 
 	r = cmd("db", "stop", "--remove")
 	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stderr, "stopped the cluster and removed its files (the whole database): ")
+	require.Contains(t, r.stderr, filepath.Dir(shadow), "it says what it removed")
 	require.NoDirExists(t, shadow)
 	require.NoDirExists(t, ".triage/pg")
 }

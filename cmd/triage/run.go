@@ -68,7 +68,8 @@ func runRun(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintln(e.stderr, "Enqueues the file as one batch and works it in this process until every record is")
 		fmt.Fprintln(e.stderr, "completed or dead-lettered, then prints a summary. While the key is exhausted it waits")
 		fmt.Fprintln(e.stderr, "(one probe per probe_interval); when the batch's budget is spent it stops.")
-		fmt.Fprintln(e.stderr, "Exit: 0 settled; 3 settled with dead letters; 4 stopped with jobs still queued")
+		fmt.Fprintln(e.stderr, "Exit: 0 settled; 3 settled with dead letters; 2 the provider refuses the key as invalid")
+		fmt.Fprintln(e.stderr, "(never answered in this run); 4 stopped with jobs still queued")
 		fmt.Fprintln(e.stderr, "(--max-wait passed, budget reached, interrupted, database unreachable for --db-wait);")
 		fmt.Fprintln(e.stderr, "`triage work --exit-when-idle` finishes them. A database blip shorter than --db-wait is")
 		fmt.Fprintln(e.stderr, "ridden out: answers that arrive meanwhile are held and stored when it is back.")
@@ -170,11 +171,16 @@ type runOutcome struct {
 	st      ledger.Status
 	stopped string // why it stopped before settling; "" when settled
 	dbDown  bool   // stopped because the database stayed unreachable
-	wall    time.Duration
+	// invalidKey: stopped because the provider refuses the key itself, which
+	// never succeeded in this run: no wait makes it work (exit 2).
+	invalidKey bool
+	wall       time.Duration
 }
 
 func (o runOutcome) exitCode() int {
 	switch {
+	case o.stopped != "" && o.invalidKey:
+		return exitUsage
 	case o.stopped != "":
 		return exitQueued
 	case o.st.DeadLettered > 0:
@@ -214,6 +220,8 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 		summary = newSummaryHandler(h, logRepeatWindow)
 		opts.Logger = slog.New(summary)
 	}
+	meter := newBatchMeter(opts.Observer)
+	opts.Observer = meter
 	rt, err := worker.New(opts)
 	if err != nil {
 		return runOutcome{}, err
@@ -227,7 +235,7 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 		return runOutcome{}, err
 	}
 	pace := func() (keys.PaceState, bool) { return rt.Pacing(r.key) }
-	out, loopErr := pollBatch(ctx, rt.Store(), pace, r, p, start)
+	out, loopErr := pollBatch(ctx, rt.Store(), pace, r, p, start, meter)
 	if summary != nil {
 		if s := summary.flush(); s != "" {
 			p.event(time.Now(), "%s", s)
@@ -246,6 +254,11 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 		fmt.Fprintf(p, "triage: stopping the worker: %v\n", err)
 	}
 	out.wall = time.Since(start)
+	for _, b := range meter.Fresh() {
+		if b != r.batch {
+			p.event(time.Now(), "%s", otherBatchNote(b, r.batch))
+		}
+	}
 	if loopErr != nil {
 		return out, loopErr
 	}
@@ -253,7 +266,7 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 	if st, _, err := batchStatus(context.WithoutCancel(ctx), r.d.pool, rt.Store(), r.batch); err == nil {
 		out.st = st
 		if st.State == ledger.BatchSettled {
-			out.stopped = ""
+			out.stopped, out.invalidKey = "", false
 		}
 	}
 	if out.dbDown && out.stopped != "" {
@@ -268,12 +281,13 @@ func workBatch(ctx context.Context, e *env, r batchRun) (runOutcome, error) {
 	if err := writeSummary(ctx, e.stdout, r.d, out); err != nil {
 		return out, err
 	}
+	writeOthers(e.stdout, meter.Others(r.batch))
 	return out, nil
 }
 
 // pollBatch draws progress until the batch settles or the run must stop,
 // narrating the key's breaker as it opens, fails a probe and closes.
-func pollBatch(ctx context.Context, store *keys.Store, pace func() (keys.PaceState, bool), r batchRun, p *progress, start time.Time) (runOutcome, error) {
+func pollBatch(ctx context.Context, store *keys.Store, pace func() (keys.PaceState, bool), r batchRun, p *progress, start time.Time, meter *batchMeter) (runOutcome, error) {
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	var deadline <-chan time.Time
@@ -323,8 +337,24 @@ func pollBatch(ctx context.Context, store *keys.Store, pace func() (keys.PaceSta
 			p.event(now, "database reachable again after %s", d.Round(100*time.Millisecond))
 		}
 		last = st
+		for _, b := range meter.Fresh() {
+			if b != r.batch {
+				p.event(now, "%s", otherBatchNote(b, r.batch))
+			}
+		}
 		narrateKey(p, prev, ks, now)
 		prev = ks
+		if ks != nil && ks.State != keys.StateClosed && keys.InvalidKey(ks.Reason) && !meter.Succeeded(r.key) {
+			// A key the provider refuses as such, that never answered in
+			// this run: waiting for probes would stall until someone comes.
+			env := "its environment variable"
+			if k, err := r.cfg.Key(r.key); err == nil {
+				env = "$" + k.APIKeyEnv
+			}
+			p.show(progressLine(st, ks, time.Since(start), p.tty), now, true)
+			return runOutcome{st: st, invalidKey: true, stopped: fmt.Sprintf("the provider refuses key %s as invalid (%s): the API key in %s is wrong or revoked, "+
+				"and a top-up will not help; fix it, then `triage keys resume %s`", r.key, ks.Reason, env, r.key)}, nil
+		}
 		if r.watch != nil {
 			r.watch(ctx, batchView{st: st, key: ks, now: now}, p)
 		}
@@ -366,6 +396,8 @@ func narrateKey(p *progress, prev, cur *keys.KeyStatus, now time.Time) {
 	}
 	wasClosed := prev == nil || prev.State == keys.StateClosed
 	switch {
+	case wasClosed && cur.State != keys.StateClosed && keys.InvalidKey(cur.Reason):
+		p.event(now, "key %s refused as invalid (%s): the API key is wrong or revoked, not out of money", cur.Key, cur.Reason)
 	case wasClosed && cur.State != keys.StateClosed:
 		p.event(now, "key %s exhausted (%s): its jobs stay queued; one probe at a time until it answers", cur.Key, cur.Reason)
 	case !wasClosed && cur.State == keys.StateClosed:

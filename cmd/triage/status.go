@@ -46,7 +46,7 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	asJSON := fs.Bool("json", false, `print {"batch","pipeline","total","completed","dead_lettered","pending","calls","spend_usd","possibly_billed_usd","state","cancelled","models","fallback"} (an array without B); cancelled counts the dead letters of jobs cancelled or deleted by hand; models the completed records by the model that answered; fallback the records moved to a fallback model. Only when the batch has them: "deadline"; "by_mode" [{"mode","calls","spend_usd","sync_cost_usd"}] and "batch_saved_usd" (batch-mode lines); "batch_reserved_usd" (the estimate of batch-mode lines waiting in provider batches, not in possibly_billed_usd); "batch_lines_unsent" (batch-mode lines in no provider batch yet); "provider_batches" [{"id","provider_batch_id","vendor","state","vendor_status","counts","lines","batch_lines","cancel_requested","age_s","expires_in_s",...}] (in flight)`)
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: triage status [B] [--json]")
-		fmt.Fprintln(e.stderr, "One batch's progress, or a table of every batch. state: running | settled | paused_exhausted | paused_budget.")
+		fmt.Fprintln(e.stderr, "One batch's progress, or a table of every batch. state: running | settled | paused_exhausted | paused_budget | paused (by hand) | cancelled (by hand, calls in flight finishing).")
 		fs.PrintDefaults()
 	}
 	pos, err := parseInterleaved(fs, args)
@@ -125,8 +125,8 @@ func writeStatus(w io.Writer, st ledger.Status, b ledger.Batch, ks *keys.KeyStat
 	fmt.Fprintf(tw, "completed:\t%d\n", st.Completed)
 	fmt.Fprintf(tw, "dead-lettered:\t%d\n", st.DeadLettered)
 	if st.Cancelled > 0 {
-		fmt.Fprintf(tw, "cancelled by hand:\t%d (dead-lettered %s or %s; `triage dlq requeue --batch %s --reason %s` sends them again)\n",
-			st.Cancelled, ledger.ReasonCancelledByHand, ledger.ReasonJobMissing, st.Batch, ledger.ReasonCancelledByHand)
+		fmt.Fprintf(tw, "cancelled by hand:\t%d (dead-lettered %s, %s or %s; `triage dlq requeue --batch %s --reason R` sends them again)\n",
+			st.Cancelled, ledger.ReasonCancelled, ledger.ReasonCancelledByHand, ledger.ReasonJobMissing, st.Batch)
 	}
 	if st.Fallback > 0 || len(st.Models) > 1 {
 		fmt.Fprintf(tw, "answered by:\t%s (%d moved to a fallback)\n", safe(modelCounts(st.Models)), st.Fallback)

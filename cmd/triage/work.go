@@ -47,6 +47,9 @@ func runWork(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintln(e.stderr, "usage: triage work [--keys k1,k2] [--exit-when-idle] [--metrics-addr ADDR] [--ui-addr ADDR [--ui-token T]]")
 		fmt.Fprintln(e.stderr, "Works the keys' queues until SIGINT/SIGTERM (calls in flight finish first), or with")
 		fmt.Fprintln(e.stderr, "--exit-when-idle until they are empty. Run as many as you like, on as many machines.")
+		fmt.Fprintln(e.stderr, "Exit: 0 stopped (with --exit-when-idle: the queues are empty); 4 with --exit-when-idle,")
+		fmt.Fprintln(e.stderr, "interrupted with jobs left; 1 a runtime failure (metrics or web window address lost);")
+		fmt.Fprintln(e.stderr, "2 bad usage or configuration.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseNoArgs(e, "work", fs, args); !ok {
@@ -117,6 +120,8 @@ func runWork(ctx context.Context, e *env, args []string) int {
 		opts.Observer = m
 		go func() { served <- m.ServeListener(runCtx, ln) }()
 	}
+	meter := newBatchMeter(opts.Observer)
+	opts.Observer = meter
 	rt, err := worker.New(opts)
 	if err != nil {
 		return fail(err)
@@ -153,11 +158,21 @@ func runWork(ctx context.Context, e *env, args []string) int {
 		defer t.Stop()
 		idle = t.C
 	}
+	// Which batches this process works: a batch queued earlier (or by
+	// mistake) is worked too, and a person must see it.
+	seen := time.NewTicker(time.Second)
+	defer seen.Stop()
+	stopped := false
 wait:
 	for {
 		select {
+		case <-seen.C:
+			for _, b := range meter.Fresh() {
+				log.Info("working batch", "batch", b)
+			}
 		case <-ctx.Done():
 			log.Info("stopping: calls in flight finish first")
+			stopped = true
 			break wait
 		case err := <-served:
 			// Serve returns only on failure while runCtx lives.
@@ -204,6 +219,20 @@ wait:
 	if err := rt.Stop(stopCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		fmt.Fprintf(stderr, "triage work: stop: %v\n", err)
 		code = max(code, exitRuntime)
+	}
+	if *exitIdle && stopped && code == exitOK {
+		// --exit-when-idle promises an empty queue: stopped before, it
+		// says what is left and exits as `run` does with jobs queued.
+		left, err := worker.JobsLeft(context.WithoutCancel(ctx), d.pool, opts.Schema, names)
+		switch {
+		case err != nil:
+			fmt.Fprintf(stderr, "triage work: stopped before the queues were empty; counting the jobs left: %v\n", err)
+			code = exitQueued
+		case left > 0:
+			fmt.Fprintf(stderr, "triage work: stopped with %d %s left in the keys' queues (`triage work --exit-when-idle` finishes them)\n",
+				left, plural(left, "job", "jobs"))
+			code = exitQueued
+		}
 	}
 	return code
 }

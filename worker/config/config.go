@@ -88,6 +88,9 @@ type Config struct {
 	// Rules is [[rules]]: classifier rules checked before the built-in
 	// tables. Default none. See Rule and Classifier.
 	Rules []Rule `toml:"rules"`
+	// Retention is [retention]: how long finished work is kept. See
+	// Retention for the defaults.
+	Retention Retention `toml:"-"`
 
 	// name is the file name used in error messages ("triage.toml").
 	name string
@@ -138,6 +141,14 @@ type Key struct {
 	// ProbeInterval is how long an open breaker waits before one probe ("60s"
 	// in the file). Default ProbeIntervalDefault (60s).
 	ProbeInterval time.Duration `toml:"probe_interval"`
+	// FetchCooldown is the shortest time between two fetches of jobs from
+	// the key's River queue ("10ms" in the file): each fetch takes at most
+	// Concurrency jobs, so Concurrency/FetchCooldown bounds the jobs a
+	// process starts per second on the key. Default FetchCooldownFor
+	// (100 ms divided by Concurrency, between 2 ms and 100 ms: 12.5 ms at
+	// the default concurrency of 8, 6.25 ms at 16, so a fast provider is
+	// not held back by the worker); between 1 ms and 1 s.
+	FetchCooldown time.Duration `toml:"fetch_cooldown"`
 	// PrepaidUSD is the prepaid balance; an alert fires at 70 % spent.
 	// Default 0: no prepaid alert.
 	PrepaidUSD float64 `toml:"prepaid_usd"`

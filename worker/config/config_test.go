@@ -44,6 +44,8 @@ func TestLoadExample(t *testing.T) {
 	require.Equal(t, 8, main.Concurrency)
 	require.Equal(t, 60*time.Second, main.Timeout)
 	require.Equal(t, 0.2, main.RetryBudget)
+	require.Equal(t, 12500*time.Microsecond, main.FetchCooldown)
+	require.Equal(t, Retention{Age: RetentionAgeDefault, DeadLetterAge: RetentionDeadLetterAgeDefault, Interval: RetentionIntervalDefault}, cfg.Retention)
 
 	claude, err := cfg.Key("claude")
 	require.NoError(t, err)

@@ -60,6 +60,7 @@ type rawFile struct {
 	Models    []Model       `toml:"models"`
 	Pipelines []rawPipeline `toml:"pipelines"`
 	Rules     []Rule        `toml:"rules"`
+	Retention rawRetention  `toml:"retention"`
 }
 
 type rawKey struct {
@@ -71,6 +72,7 @@ type rawKey struct {
 	Concurrency   *int     `toml:"concurrency"`
 	Timeout       string   `toml:"timeout"`
 	ProbeInterval string   `toml:"probe_interval"`
+	FetchCooldown string   `toml:"fetch_cooldown"`
 	PrepaidUSD    float64  `toml:"prepaid_usd"`
 	RetryBudget   *float64 `toml:"retry_budget"`
 	// IdempotentReplay: see Key.IdempotentReplay.
@@ -127,6 +129,10 @@ type rawPipeline struct {
 
 func (r rawFile) config(name string) (*Config, error) {
 	cfg := &Config{Database: r.Database, Alerts: r.Alerts, Models: r.Models, Rules: r.Rules, name: name}
+	var err error
+	if cfg.Retention, err = r.Retention.retention(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	for i, rk := range r.Keys {
 		k := Key{
 			Name: rk.Name, Vendor: rk.Vendor, Path: classify.Path(rk.Path), BaseURL: rk.BaseURL,
@@ -193,6 +199,7 @@ func (r rawFile) config(name string) (*Config, error) {
 			raw  string
 			dst  *time.Duration
 		}{
+			{"fetch_cooldown", rk.FetchCooldown, &k.FetchCooldown},
 			{"storm_window", rk.StormWindow, &k.StormWindow},
 			{"storm_probe_min", rk.StormProbeMin, &k.StormProbeMin},
 			{"storm_probe_max", rk.StormProbeMax, &k.StormProbeMax},

@@ -51,6 +51,9 @@ func (c *Config) WithDefaults() *Config {
 		if k.ProbeInterval == 0 {
 			k.ProbeInterval = ProbeIntervalDefault
 		}
+		if k.FetchCooldown == 0 {
+			k.FetchCooldown = FetchCooldownFor(k.Concurrency)
+		}
 		if k.RetryBudget == 0 && !k.retryBudgetSet {
 			k.RetryBudget = RetryBudgetDefault
 		}
@@ -91,6 +94,7 @@ func (c *Config) WithDefaults() *Config {
 			p.FallbackGrace = FallbackGraceDefault
 		}
 	}
+	out.Retention.defaults()
 	return &out
 }
 
@@ -118,6 +122,8 @@ func (c *Config) Validate() error {
 	if x := c.Alerts.MaxUSDPerHour; !finiteNonNeg(x) {
 		v.addf("alerts", "max_usd_per_hour must be 0 (off) or positive, got %v", x)
 	}
+
+	c.Retention.validate(&v)
 
 	keys := map[string]int{}
 	for i, k := range c.Keys {
@@ -172,6 +178,9 @@ func (c *Config) Validate() error {
 		}
 		if k.Timeout <= 0 {
 			v.addf(at, "timeout must be positive, got %s", k.Timeout)
+		}
+		if k.FetchCooldown < FetchCooldownMin || k.FetchCooldown > FetchCooldownMax {
+			v.addf(at, "fetch_cooldown must be between %s and %s, got %s", FetchCooldownMin, FetchCooldownMax, k.FetchCooldown)
 		}
 		if k.ProbeInterval <= 0 {
 			v.addf(at, "probe_interval must be positive, got %s", k.ProbeInterval)

@@ -62,8 +62,85 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, v.Status) // `triage status B --json`
 		return
 	}
-	s.render(w, http.StatusOK, "batch.html", page{Title: "Batch " + v.Status.Batch, Nav: "batches",
-		Refresh: s.refresh(v.Status.State == ledger.BatchRunning), Data: v})
+	p := page{Title: "Batch " + v.Status.Batch, Nav: "batches",
+		Refresh: s.refresh(v.Status.State == ledger.BatchRunning || v.Status.State == ledger.BatchCancelled), Data: v}
+	if a, ok := controls[r.URL.Query().Get("done")]; ok {
+		p.Notice = "Batch " + v.Status.Batch + " " + a.done
+	}
+	s.render(w, http.StatusOK, "batch.html", p)
+}
+
+// control is one of the batch page's actions: what its confirmation asks
+// and what the page says once it is done.
+type control struct {
+	button, question, done string
+}
+
+// controls are the batch page's actions, by the last element of their URL.
+var controls = map[string]control{
+	"pause": {"Pause", "Its jobs stay queued and make no call until it is resumed; calls in flight finish and are recorded. " +
+		"This is what `triage batch pause %s` does.", "paused: its jobs stay queued and make no call until resumed."},
+	"resume": {"Resume", "Its queued jobs are woken and its calls start again. This is what `triage batch resume %s` does.",
+		"resumed: its queue drains again."},
+	"cancel": {"Cancel the batch", "Every record not yet completed is cancelled: queued records are dead-lettered " +
+		"(reason cancelled), calls in flight finish and are recorded, its provider batches are cancelled and the answers " +
+		"they still return are collected and billed once. No call starts after it. This is what `triage batch cancel %s` does; " +
+		"`triage dlq requeue --batch %[1]s --reason cancelled` brings the records back.",
+		"cancelled: no call starts any more; it settles once the calls in flight are recorded."},
+}
+
+func (s *Server) confirmControl(w http.ResponseWriter, r *http.Request) {
+	batch, action := r.PathValue("batch"), r.PathValue("action")
+	a, ok := controls[action]
+	if !ok {
+		s.notFound(w, r, "no such page")
+		return
+	}
+	if _, err := operator.GetBatch(r.Context(), s.opts.Pool, batch); err != nil {
+		var in *operator.InputError
+		if errors.As(err, &in) {
+			s.notFound(w, r, in.Error())
+			return
+		}
+		s.fail(w, r, err)
+		return
+	}
+	back := "/batches/" + url.PathEscape(batch)
+	c := confirmPage{Heading: a.button + " batch " + batch + "?", Button: a.button, Action: back + "/" + action, Back: back,
+		Question: fmt.Sprintf(a.question, batch)}
+	s.render(w, http.StatusOK, "confirm.html", page{Title: a.button + "?", Nav: "batches", Data: c})
+}
+
+// control runs a batch page's action, as the matching `triage batch`
+// command does (operator.PauseBatch, ResumeBatch, CancelBatch), raising an
+// alert naming it.
+func (s *Server) control(w http.ResponseWriter, r *http.Request) {
+	batch, action := r.PathValue("batch"), r.PathValue("action")
+	opts := operator.ControlOptions{Alerter: s.opts.Alerter, By: "web", Schema: s.opts.Schema}
+	var (
+		res any
+		err error
+	)
+	switch action {
+	case "pause":
+		res, err = operator.PauseBatch(r.Context(), s.opts.Pool, batch, opts)
+	case "resume":
+		res, err = operator.ResumeBatch(r.Context(), s.opts.Pool, batch, opts)
+	case "cancel":
+		res, err = operator.CancelBatch(r.Context(), s.opts.Pool, batch, opts)
+	default:
+		s.notFound(w, r, "no such action")
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if wantsJSON(r) {
+		writeJSON(w, http.StatusOK, map[string]any{"batch": batch, "action": action, "result": res})
+		return
+	}
+	http.Redirect(w, r, "/batches/"+url.PathEscape(batch)+"?done="+action, http.StatusSeeOther)
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request, msg string) {

@@ -440,3 +440,40 @@ func TestRequeueGroupAndLiveJobRefusal(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, dl.RequeuedAt)
 }
+
+// The batch page pauses, resumes and cancels a batch, each after a
+// confirmation page, as `triage batch pause|resume|cancel` do, and says so.
+func TestBrowserBatchPageControls(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{})
+	b.enqueue(t, "b1", workertest.Records(3, nil))
+	state := func() ledger.BatchState {
+		st, err := ledger.BatchStatus(ctx, b.db.Pool, "b1")
+		require.NoError(t, err)
+		return st.State
+	}
+
+	tc := tab(t, browserTimeout)
+	// A running batch's page reloads itself: the buttons are checked, then
+	// their links followed, rather than clicked mid-reload.
+	run(t, tc, chromedp.Navigate(b.url+"/batches/b1"), chromedp.WaitVisible(css(`#pause`)), chromedp.WaitVisible(css(`#cancel`)))
+	run(t, tc, chromedp.Navigate(b.url+"/batches/b1/pause"), chromedp.WaitVisible(css(`#confirm-button`)))
+	require.Equal(t, ledger.BatchRunning, state(), "the confirmation step changes nothing")
+	run(t, tc, chromedp.Click(css(`#confirm-button`)), chromedp.WaitVisible(css(`.notice`)))
+	require.Contains(t, text(t, tc, `.notice`), "Batch b1 paused")
+	require.Equal(t, ledger.BatchPaused, state())
+	require.Contains(t, b.logs.String(), "alert_kind=batch_paused")
+
+	run(t, tc, chromedp.Click(css(`#resume`)), chromedp.WaitVisible(css(`#confirm-button`)))
+	run(t, tc, chromedp.Click(css(`#confirm-button`)), chromedp.WaitVisible(css(`.notice`)))
+	require.Equal(t, ledger.BatchRunning, state())
+
+	run(t, tc, chromedp.Navigate(b.url+"/batches/b1/cancel"), chromedp.WaitVisible(css(`#confirm-button`)))
+	run(t, tc, chromedp.Click(css(`#confirm-button`)), chromedp.WaitVisible(css(`.notice`)))
+	require.Contains(t, text(t, tc, `.notice`), "Batch b1 cancelled")
+	require.Equal(t, ledger.BatchSettled, state(), "its three queued records are dead-lettered cancelled")
+	require.Contains(t, b.logs.String(), "alert_kind=batch_cancelled")
+	require.Contains(t, b.logs.String(), "by=web")
+	screenshot(t, tc, "batch-cancelled")
+}

@@ -119,6 +119,8 @@ func New(opts Options) (*Server, error) {
 	mux.Handle(RiverUIPrefix+"/", ui)
 	mux.HandleFunc("GET /{$}", s.batches)
 	mux.HandleFunc("GET /batches/{batch}", s.batch)
+	mux.HandleFunc("GET /batches/{batch}/{action}", s.confirmControl)
+	mux.HandleFunc("POST /batches/{batch}/{action}", s.control)
 	mux.HandleFunc("GET /dead-letters", s.deadLetters)
 	mux.HandleFunc("GET /dead-letters/{id}", s.deadLetter)
 	mux.HandleFunc("GET /dead-letters/requeue", s.confirmRequeue)

@@ -43,6 +43,10 @@ type Alert struct {
 	Message string
 	// Fields are extra attributes; use snake_case names.
 	Fields map[string]any
+	// ByHand: the alert reports a person's own action (a requeue, a
+	// pause, a resume by hand). It is recorded and posted like any other,
+	// but logged at INFO: nothing went wrong.
+	ByHand bool
 }
 
 // webhookBody is the JSON POSTed to the webhook.
@@ -150,7 +154,11 @@ func (a *Alerter) Alert(ctx context.Context, al Alert) {
 	if msg == "" {
 		msg = string(al.Kind)
 	}
-	a.cfg.Logger.LogAttrs(ctx, slog.LevelError, msg, attrs...)
+	level := slog.LevelError
+	if al.ByHand {
+		level = slog.LevelInfo
+	}
+	a.cfg.Logger.LogAttrs(ctx, level, msg, attrs...)
 
 	body := &webhookBody{Kind: al.Kind, Key: al.Key, Batch: al.Batch, Message: msg, Fields: al.Fields, At: a.cfg.Clock.Now().UTC()}
 	if a.cfg.Pool != nil {

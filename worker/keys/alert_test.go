@@ -70,6 +70,7 @@ func TestAlerterWebhookLogAndRow(t *testing.T) {
 	t.Cleanup(func() { _ = a.Close(context.Background()) })
 
 	a.Alert(ctx, Alert{Kind: AlertKeyExhausted, Key: "main", Message: "key main is exhausted", Fields: map[string]any{"vendor_code": "insufficient_quota"}})
+	a.Alert(ctx, Alert{Kind: AlertKeyResumed, Key: "main", Message: "resumed by hand", ByHand: true})
 	for range 5 {
 		a.Alert(ctx, Alert{Kind: AlertBudgetReached, Batch: "b1", Message: "budget reached", Fields: map[string]any{"budget_usd": 5.0}})
 	}
@@ -78,7 +79,9 @@ func TestAlerterWebhookLogAndRow(t *testing.T) {
 	require.NoError(t, a.Flush(fctx))
 
 	mu.Lock()
-	require.Len(t, got, 5)
+	require.Len(t, got, 6)
+	require.Equal(t, AlertKeyResumed, got[0].Kind)
+	got = got[1:]
 	require.Equal(t, AlertBudgetReached, got[0].Kind)
 	require.Equal(t, "b1", got[0].Batch)
 	require.Equal(t, 5.0, got[0].Fields["budget_usd"])
@@ -94,10 +97,15 @@ func TestAlerterWebhookLogAndRow(t *testing.T) {
 	require.Equal(t, "main", first["key"])
 	require.Equal(t, "insufficient_quota", first["vendor_code"])
 	require.Contains(t, logs.String(), "alert webhook failed")
+	var second map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[1]), &second))
+	require.Equal(t, "resumed by hand", second["msg"])
+	require.Equal(t, "INFO", second["level"], "a person's own action is no error")
+	require.Equal(t, true, second["alert"])
 
 	var n int
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM triage_alert`).Scan(&n))
-	require.Equal(t, 6, n)
+	require.Equal(t, 7, n)
 	var fields map[string]any
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT fields FROM triage_alert WHERE kind = 'key_exhausted' AND key = 'main'`).Scan(&fields))
 	require.Equal(t, "insufficient_quota", fields["vendor_code"])

@@ -412,7 +412,7 @@ func Resume(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, key str
 		fields["pause_was"] = before.Pause.Reason
 	}
 	if opts.Alerter != nil {
-		opts.Alerter.Alert(ctx, keys.Alert{Kind: keys.AlertKeyResumed, Key: key, Message: "resumed by " + cmpOr(opts.By, "hand"), Fields: fields})
+		opts.Alerter.Alert(ctx, keys.Alert{Kind: keys.AlertKeyResumed, Key: key, Message: "resumed by " + cmpOr(opts.By, "hand"), Fields: fields, ByHand: true})
 	}
 	return res, nil
 }
@@ -421,6 +421,9 @@ func Resume(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, key str
 // "key main exhausted since 02:13, next probe in 41s".
 func DescribeKey(ks *keys.KeyStatus) string {
 	s := "key " + ks.Key + " exhausted"
+	if keys.InvalidKey(ks.Reason) {
+		s = "key " + ks.Key + " refused as invalid (" + ks.Reason + ": the key is wrong or revoked, a top-up will not help)"
+	}
 	if ks.OpenedAt != nil {
 		s += " since " + ks.OpenedAt.Local().Format("15:04")
 	}

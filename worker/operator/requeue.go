@@ -169,6 +169,13 @@ func Requeue(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, sel Se
 			byBatch[dl.Batch] = append(byBatch[dl.Batch], dl.RecordID)
 			toInsert = append(toInsert, dl)
 		}
+		// A requeued record of a cancelled batch is wanted again: the
+		// batch runs again, or its new job would be cancelled at once.
+		for _, b := range res.Batches {
+			if err := ledger.UncancelBatch(ctx, tx, b); err != nil {
+				return err
+			}
+		}
 		records := map[[2]string]json.RawMessage{}
 		for _, b := range res.Batches {
 			recs, err := ledger.Records(ctx, tx, b, byBatch[b])
@@ -211,6 +218,7 @@ func Requeue(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, sel Se
 			Batch:   strings.Join(res.Batches, ","),
 			Message: fmt.Sprintf("requeued %d dead letter(s): %s", res.Requeued, idList(res.IDs)),
 			Fields:  map[string]any{"by": cmpOr(opts.By, "hand"), "dead_letter_ids": idList(res.IDs), "selection": sel.String()},
+			ByHand:  opts.By != "safety_net",
 		})
 	}
 	return res, nil

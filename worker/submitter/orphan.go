@@ -61,7 +61,7 @@ func (s *Submitter) settleAnsweredOrphans(ctx context.Context) error {
 				return err
 			}
 		}
-		_, err = tx.Exec(ctx, `UPDATE triage_provider_batch_line SET state = 'applied' WHERE id = ANY($1)`, ids)
+		_, err = tx.Exec(ctx, `UPDATE triage_provider_batch_line SET `+ledger.CloseLineSQL+` WHERE id = ANY($1)`, ids)
 		return err
 	})
 	if err != nil {

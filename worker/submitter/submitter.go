@@ -369,7 +369,7 @@ func (s *Submitter) wakeAnswered(ctx context.Context) error {
 	// or deleted by hand: closed, their attempt settled as not run ($0),
 	// so the ledger does not carry them as possibly billed.
 	_, err = s.cfg.Pool.Exec(ctx, `WITH orphan AS (
-			UPDATE triage_provider_batch_line l SET state = 'applied'
+			UPDATE triage_provider_batch_line l SET `+ledger.CloseLineSQL+`
 			WHERE l.key = $1 AND l.state IN ('pending', 'not_run') AND NOT `+s.liveJobSQL()+`
 			RETURNING l.attempt_id)
 		UPDATE triage_attempt a SET status = 'failed', class = 'throttled', reason = $2, cost_usd = 0, finished_at = now()
@@ -431,7 +431,7 @@ func (s *Submitter) form(ctx context.Context, adm keys.Admission) (bool, error) 
 	if err := s.cfg.Pool.QueryRow(ctx, `SELECT coalesce(max(l.pending_since) < now() - make_interval(secs => $5)
 			OR min(l.pending_since) < now() - make_interval(secs => 10 * $5) OR count(*) >= $6, false)
 		FROM triage_provider_batch_line l
-		WHERE l.key = $1 AND l.state = 'pending' AND NOT `+nearSQL+` AND `+s.liveJobSQL(),
+		WHERE l.key = $1 AND l.state = 'pending' AND NOT `+nearSQL+` AND `+s.liveJobSQL()+` AND NOT `+ledger.LineHeldSQL,
 		s.key, s.autoNames, s.autoMargins, now, s.t.Gather.Seconds(), s.limit.MaxLines).Scan(&ripe); err != nil {
 		return false, fmt.Errorf("submitter: pending lines: %w", err)
 	}
@@ -442,6 +442,7 @@ func (s *Submitter) form(ctx context.Context, adm keys.Admission) (bool, error) 
 		rows, err := tx.Query(ctx, `SELECT l.id, l.custom_id, l.body, l.body->>'model'
 			FROM triage_provider_batch_line l
 			WHERE l.key = $1 AND l.state = 'pending' AND NOT `+nearSQL+` AND `+s.liveJobSQL()+`
+			  AND NOT `+ledger.LineHeldSQL+`
 			ORDER BY l.id LIMIT $5 FOR UPDATE OF l SKIP LOCKED`,
 			s.key, s.autoNames, s.autoMargins, now, s.limit.MaxLines)
 		if err != nil {

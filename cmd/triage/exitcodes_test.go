@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/triage-dev/triage/fakeprovider"
+	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/workertest"
+)
+
+// `work --exit-when-idle` interrupted with jobs left exits 4, as `run`
+// does, and says what is left (issue 24: it exited 0 with 17 of 30
+// records pending, so `work && export && notify` reported success).
+func TestWorkExitWhenIdleInterruptedWithWorkLeftExits4(t *testing.T) {
+	t.Parallel()
+	// Every call finds the key exhausted: the jobs stay queued.
+	c := newCLI(t, fakeprovider.Scenario{Balance: &fakeprovider.Balance{USD: 0}}, "")
+	r := c.run(jsonl(3), "enqueue", "--pipeline", "enrich", "--batch", "b1", "-")
+	require.Equal(t, exitOK, r.code, r.stderr)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errw := &signalWriter{want: `"msg":"working"`, seen: make(chan struct{})}
+	e := &env{stdout: &bytes.Buffer{}, stderr: errw, getenv: func(k string) string { return c.envs[k] }}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"--config", c.config, "work", "--exit-when-idle"}, e) }()
+	wait, cancelWait := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancelWait()
+	require.NoError(t, c.fake.WaitFor(wait, func(s fakeprovider.Stats) bool { return s.Requests > 0 }), errw.String())
+	cancel() // SIGTERM
+	select {
+	case code := <-done:
+		require.Equal(t, exitQueued, code, errw.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("work did not stop: %s", errw.String())
+	}
+	require.Contains(t, errw.String(), "stopped with 3 jobs left")
+}
+
+// export of a batch that has not settled fails with nothing written unless
+// --partial (issue 24: it exited 0 with a note on stderr).
+func TestExportOfAnUnfinishedBatchFails(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	r := c.run(jsonl(3), "enqueue", "--pipeline", "enrich", "--batch", "b1", "-")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = c.run("", "export", "b1")
+	require.Equal(t, exitQueued, r.code, r.stderr)
+	require.Empty(t, r.stdout, "no partial file")
+	require.Contains(t, r.stderr, "batch b1 has not settled: 3 of 3 records pending")
+	r = c.run("", "export", "--partial", "b1")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stderr, "exported 0 records; skipped 3")
+}
+
+// `triage wait B` returns run's codes: 0 settled, 3 settled with dead
+// letters, 4 not settled (timeout, budget spent), 2 no such batch.
+func TestWaitReturnsRunsCodes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	r := c.run("", "wait", "nope")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, `no batch "nope"`)
+	r = c.run("", "wait")
+	require.Equal(t, exitUsage, r.code)
+
+	r = c.run(jsonl(3), "enqueue", "--pipeline", "enrich", "--batch", "b1", "-")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = c.run("", "wait", "b1", "--timeout", "300ms")
+	require.Equal(t, exitQueued, r.code, r.stderr)
+	require.Contains(t, r.stderr, "batch b1 not settled: --timeout 300ms passed; 3 of 3 records pending")
+
+	done := make(chan result, 1)
+	go func() { done <- c.run("", "wait", "b1") }()
+	r = c.run("", "work", "--exit-when-idle")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("wait did not return once the batch settled")
+	}
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stderr, "batch b1 settled: 3 completed, 0 dead-lettered of 3")
+
+	dlqSeedBatch(t, c, "b2", 1)
+	dlqSeedDeadLetters(t, c, dlqSeededDL{batch: "b2", record: "r001", class: "rejected", reason: "context_length", status: 400})
+	r = c.run("", "wait", "b2")
+	require.Equal(t, exitDeadLetters, r.code, r.stderr)
+
+	dlqSeedBatch(t, c, "b3", 1)
+	require.NoError(t, ledger.SetBatchState(ctx, c.db.Pool, "b3", ledger.BatchPausedBudget))
+	r = c.run("", "wait", "b3")
+	require.Equal(t, exitQueued, r.code, r.stderr)
+	require.Contains(t, r.stderr, "its budget is spent")
+}
+
+// The exit-code table of docs/commands.md names every command.
+func TestExitCodeTableCoversEveryCommand(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../docs/commands.md")
+	require.NoError(t, err)
+	doc := string(b)
+	start := strings.Index(doc, "Exit codes (*contract*")
+	require.GreaterOrEqual(t, start, 0, "docs/commands.md has the exit-code table")
+	end := strings.Index(doc[start:], "| command | what it does |")
+	require.Positive(t, end)
+	table := doc[start : start+end]
+	for name := range commands {
+		require.Regexp(t, "(?m)^\\|[^\\n]*`"+name+"( [a-z]+)?`", table, "command %s is in the exit-code table", name)
+	}
+	for _, code := range []string{"| 0 |", "| 3 |", "| 4 |"} {
+		require.Contains(t, table, code)
+	}
+}
+
+// A run whose key the provider refuses as invalid, and that never answered,
+// stops with exit 2 within a few calls, naming the key and its environment
+// variable (issue 24: it waited for probes until someone came).
+func TestRunWithARevokedKeyExits2(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	c.envs[workertest.APIKeyEnv] = "sk-revoked"
+	r := c.run("", "run", "--pipeline", "enrich", "--batch", "b1", "--max-wait", "30s", "--progress-interval", "50ms", c.file("in.jsonl", jsonl(20)))
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	require.Contains(t, r.stderr, "the provider refuses key main as invalid (invalid_api_key): the API key in $"+workertest.APIKeyEnv+" is wrong or revoked")
+	require.Contains(t, r.stderr, "a top-up will not help")
+	require.LessOrEqual(t, c.fake.Stats().Requests, 5, "within a few calls")
+	r = c.run("", "keys")
+	require.Contains(t, r.stdout, "refused as invalid")
+}
+
+// --version prints the build's version and exits 0.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	for _, arg := range []string{"--version", "version"} {
+		r := c.run("", arg)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		require.Regexp(t, `^triage \S.* go1\.\d+`, r.stdout)
+	}
+}

@@ -1,0 +1,60 @@
+package nightsim_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/triage-dev/triage/worker/nightsim"
+)
+
+// Nights pinned by hand: each the smallest night that showed a fault, run
+// when its switch is on (after the fix is merged), so the fault stays
+// found.
+func TestNightPinned(t *testing.T) {
+	sw := switches()
+	pinned := []struct {
+		name string
+		on   bool
+		n    nightsim.Night
+	}{{
+		// Fault 3: a cut stream accepted as a partial is cached as a whole
+		// answer; the copies of its record get it unmarked.
+		name: "fault3_partial_cached", on: sw.PartialCache,
+		n: nightsim.Night{Seed: 99, Procs: 1, Child: -1, Vendor: "openai", Mode: "sync", Output: "text", Concurrency: 2,
+			Cache: true, Stream: true, AcceptPartial: 5, Overflow: "dead_letter", MaxAge: 12 * time.Second, Records: 60,
+			Latency: 20 * time.Millisecond, PoisonEvery: 10, Length: 3 * time.Second,
+			Events: []nightsim.Event{{At: 0, Kind: nightsim.FlakyOn, Action: "cut_stream", P: 0.5}}},
+	}, {
+		// Fault 6 (seed 3020 of the first soak, its whole schedule): the
+		// primary's balance runs out and is topped up two seconds later;
+		// the fallback on another vendor gets no call, 81 of 86 records
+		// end snoozed_out and the key stays open with its probe overdue.
+		name: "fault6_fallback_exhausted", on: sw.FallbackExhausted,
+		n: nightsim.Night{Seed: 3020, Procs: 1, Child: -1, Vendor: "openai", Mode: "sync", Output: "json", Concurrency: 3,
+			Stream: true, BudgetUSD: 0.007, Fallback: "anthropic", Overflow: "truncate", MaxAge: 12 * time.Second, Records: 86,
+			Latency: 48 * time.Millisecond, PoisonEvery: 16, BatchLatency: 2326 * time.Millisecond, Length: 3655 * time.Millisecond,
+			Events: []nightsim.Event{
+				{At: 350 * time.Millisecond, Kind: nightsim.Operate, Op: nightsim.OpResume},
+				{At: 370 * time.Millisecond, Kind: nightsim.BalanceLow},
+				{At: 390 * time.Millisecond, Kind: nightsim.RateOn},
+				{At: 970 * time.Millisecond, Kind: nightsim.RateOff},
+				{At: 1470 * time.Millisecond, Kind: nightsim.Operate, Op: nightsim.OpRequeue},
+				{At: 2010 * time.Millisecond, Kind: nightsim.FlakyOn, Action: "hang", P: 0.13},
+				{At: 2510 * time.Millisecond, Kind: nightsim.TopUp, USD: 1},
+				{At: 2550 * time.Millisecond, Kind: nightsim.FlakyOff},
+				{At: 3220 * time.Millisecond, Kind: nightsim.FallbackDown},
+				{At: 3290 * time.Millisecond, Kind: nightsim.Operate, Op: nightsim.OpCancelJobs},
+				{At: 3590 * time.Millisecond, Kind: nightsim.FallbackUp},
+			}},
+	}}
+	for _, p := range pinned {
+		if !p.on {
+			t.Logf("%s: its switch is off", p.name)
+			continue
+		}
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			nightRun(t, p.n)
+		})
+	}
+}

@@ -1,0 +1,145 @@
+// Package retention is the background service that prunes the ledger's
+// rows of finished work (ledger.Prune): collected provider batches and
+// their lines, alerts, requeued dead letters, and the request bodies of
+// closed batch lines. Every `triage work` process runs one; a session
+// advisory lock lets one at a time do a pass, the others skip it.
+package retention
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/triage-dev/triage/ledger"
+)
+
+// Config configures a Service.
+type Config struct {
+	// Pool reaches the ledger. Required.
+	Pool *pgxpool.Pool
+	// Age: alerts and provider batches (with their lines) that ended
+	// longer ago are pruned. Required (config.Retention.Age).
+	Age time.Duration
+	// DeadLetterAge: dead letters requeued longer ago are pruned.
+	// Required (config.Retention.DeadLetterAge).
+	DeadLetterAge time.Duration
+	// Interval between passes, jittered by up to a tenth. Default
+	// IntervalDefault.
+	Interval time.Duration
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock cutoffs are counted from. Default time.Now.
+	Now func() time.Time
+}
+
+// IntervalDefault is Config.Interval's default.
+const IntervalDefault = time.Hour
+
+// Result is what one pass did.
+type Result struct {
+	// Ran is false when another process held the lock (nothing done).
+	Ran    bool
+	Pruned ledger.Pruned
+}
+
+// TestSignals lets tests wait for a pass: when Passes is set, each pass's
+// Result is sent on it (dropped when nobody receives).
+type TestSignals struct {
+	Passes chan Result
+}
+
+// Service prunes on a timer until stopped.
+type Service struct {
+	cfg         Config
+	TestSignals TestSignals
+	cancel      context.CancelFunc
+	done        chan struct{}
+}
+
+// New returns a stopped service with cfg's defaults filled in.
+func New(cfg Config) *Service {
+	if cfg.Interval <= 0 {
+		cfg.Interval = IntervalDefault
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Service{cfg: cfg}
+}
+
+// Start runs a pass at once, then one every Interval, until Stop.
+func (s *Service) Start(ctx context.Context) {
+	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	s.done = make(chan struct{})
+	go func() {
+		defer close(s.done)
+		for {
+			res, err := s.RunOnce(ctx)
+			if err != nil && ctx.Err() == nil {
+				s.cfg.Logger.WarnContext(ctx, "retention pass", "err", err)
+			}
+			if s.TestSignals.Passes != nil {
+				select {
+				case s.TestSignals.Passes <- res:
+				default:
+				}
+			}
+			jitter := time.Duration(rand.Int64N(int64(s.cfg.Interval)/10 + 1))
+			t := time.NewTimer(s.cfg.Interval + jitter)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// Stop ends the loop and waits for a pass in progress to stop (its
+// current chunk is rolled back or committed whole).
+func (s *Service) Stop() {
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	<-s.done
+}
+
+// RunOnce takes the fleet's prune lock and, when it gets it, runs one pass.
+func (s *Service) RunOnce(ctx context.Context) (Result, error) {
+	conn, err := s.cfg.Pool.Acquire(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	defer conn.Release()
+	mine, err := ledger.TryPruneLock(ctx, conn)
+	if err != nil || !mine {
+		return Result{}, err
+	}
+	defer func() {
+		unlock, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := ledger.PruneUnlock(unlock, conn); err != nil {
+			// A lock that cannot be released goes with the connection.
+			conn.Conn().Close(unlock) //nolint:errcheck
+		}
+	}()
+	now := s.cfg.Now()
+	p, err := ledger.Prune(ctx, conn, ledger.PruneCutoffs{
+		Finished: now.Add(-s.cfg.Age), Requeued: now.Add(-s.cfg.DeadLetterAge), Now: now,
+	})
+	res := Result{Ran: true, Pruned: p}
+	if p.Total() > 0 {
+		s.cfg.Logger.InfoContext(ctx, "retention pruned finished work",
+			"stripped_lines", p.Stripped, "provider_batches", p.ProviderBatches, "lines", p.Lines,
+			"alerts", p.Alerts, "dead_letters", p.DeadLetters)
+	}
+	return res, err
+}

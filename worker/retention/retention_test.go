@@ -1,0 +1,170 @@
+package retention_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/ledger/dbtest"
+	"github.com/triage-dev/triage/worker/retention"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const day = 24 * time.Hour
+
+// fixture writes, with created/ended/requeued moments in the past as given:
+// a provider batch collected 40 days ago with two closed lines (one still
+// holding its body: closed while the batch was live); one collected 40
+// days ago that still holds an open line (an unsettled batch needs it);
+// one collected yesterday; alerts of 40 days and of a day ago; dead
+// letters requeued 100 and 10 days ago, and one never requeued from 200
+// days ago.
+func fixture(t *testing.T, db *dbtest.DB) {
+	t.Helper()
+	ctx := context.Background()
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		_, err := db.Pool.Exec(ctx, sql, args...)
+		require.NoError(t, err)
+	}
+	pb := func(id int64, ended time.Duration) {
+		exec(`INSERT INTO triage_provider_batch (id, key, vendor, model, state, created_at, collected_at)
+			VALUES ($1, 'k', 'openai', 'm', 'collected', now() - $2::interval, now() - $2::interval)`, id, ended.String())
+	}
+	line := func(pbID, job int64, state, body string) {
+		exec(`INSERT INTO triage_provider_batch_line (provider_batch, key, job_id, batch, record_id, custom_id, body, state, observation)
+			VALUES ($1, 'k', $2, 'b', 'r', 'c', $3::jsonb, $4, CASE WHEN $4 = 'answered' THEN '{}'::jsonb END)`, pbID, job, body, state)
+	}
+	pb(1, 40*day)
+	line(1, 1, "applied", `{"model":"m"}`)
+	line(1, 2, "applied", `null`)
+	pb(2, 40*day)
+	line(2, 3, "applied", `null`)
+	line(2, 4, "answered", `{"model":"m"}`)
+	pb(3, day)
+	line(3, 5, "applied", `{"model":"m"}`)
+	exec(`INSERT INTO triage_alert (kind, created_at) VALUES ('old', now() - interval '40 days'), ('new', now() - interval '1 day')`)
+	dl := func(rec string, created, requeued *time.Duration) {
+		var c, r *string
+		if created != nil {
+			s := created.String()
+			c = &s
+		}
+		if requeued != nil {
+			s := requeued.String()
+			r = &s
+		}
+		exec(`INSERT INTO triage_dead_letter (batch, record_id, job_id, pipeline, key, class, reason, created_at, requeued_at)
+			VALUES ('b', $1, 1, 'p', 'k', 'rejected', 'x', now() - $2::interval, now() - $3::interval)`, rec, c, r)
+	}
+	d200, d100, d10 := 200*day, 100*day, 10*day
+	dl("old-requeued", &d200, &d100)
+	dl("recent-requeued", &d200, &d10)
+	dl("never-requeued", &d200, nil)
+}
+
+func newService(db *dbtest.DB) *retention.Service {
+	return retention.New(retention.Config{Pool: db.Pool, Age: 30 * day, DeadLetterAge: 90 * day, Logger: slog.New(slog.DiscardHandler)})
+}
+
+// One pass prunes what is older than its age and nothing an unsettled
+// batch still needs; a second pass finds nothing left to do.
+func TestRunOncePrunesOldFinishedWork(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	fixture(t, db)
+	svc := newService(db)
+	res, err := svc.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.True(t, res.Ran)
+	require.Equal(t, ledger.Pruned{Stripped: 2, ProviderBatches: 1, Lines: 2, Alerts: 1, DeadLetters: 1}, res.Pruned)
+
+	ids := func(sql string) []string {
+		t.Helper()
+		rows, err := db.Pool.Query(context.Background(), sql)
+		require.NoError(t, err)
+		var out []string
+		for rows.Next() {
+			var s string
+			require.NoError(t, rows.Scan(&s))
+			out = append(out, s)
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	require.Equal(t, []string{"2", "3"}, ids(`SELECT id::text FROM triage_provider_batch ORDER BY id`),
+		"the batch with an open line and the recent one stay")
+	require.Equal(t, []string{"3:applied:null", "4:answered:{\"model\": \"m\"}", "5:applied:null"},
+		ids(`SELECT job_id || ':' || state || ':' || body::text FROM triage_provider_batch_line ORDER BY job_id`),
+		"an open line keeps its body; a closed one of a collected batch loses it")
+	require.Equal(t, []string{"new"}, ids(`SELECT kind FROM triage_alert`))
+	require.Equal(t, []string{"never-requeued", "recent-requeued"}, ids(`SELECT record_id FROM triage_dead_letter ORDER BY 1`))
+
+	res, err = svc.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, retention.Result{Ran: true}, res, "nothing left to prune")
+}
+
+// One process at a time: while another holds the prune lock, a pass does
+// nothing.
+func TestRunOnceSkipsWhileAnotherProcessPrunes(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	fixture(t, db)
+	conn, err := db.Pool.Acquire(context.Background())
+	require.NoError(t, err)
+	defer conn.Release()
+	mine, err := ledger.TryPruneLock(context.Background(), conn)
+	require.NoError(t, err)
+	require.True(t, mine)
+
+	res, err := newService(db).RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, retention.Result{}, res, "skipped")
+
+	require.NoError(t, ledger.PruneUnlock(context.Background(), conn))
+	res, err = newService(db).RunOnce(context.Background())
+	require.NoError(t, err)
+	require.True(t, res.Ran)
+	require.Equal(t, 1, res.Pruned.Alerts)
+}
+
+// The service runs a pass when started and stops cleanly.
+func TestServiceStartRunsAPass(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	fixture(t, db)
+	svc := newService(db)
+	svc.TestSignals.Passes = make(chan retention.Result, 1)
+	svc.Start(context.Background())
+	defer svc.Stop()
+	select {
+	case res := <-svc.TestSignals.Passes:
+		require.True(t, res.Ran)
+		require.Equal(t, 1, res.Pruned.Alerts)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no pass within 30 s of Start")
+	}
+}
+
+func TestTableSizes(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	fixture(t, db)
+	sizes, err := ledger.TableSizes(context.Background(), db.Pool)
+	require.NoError(t, err)
+	byName := map[string]ledger.TableSize{}
+	for _, s := range sizes {
+		byName[s.Table] = s
+	}
+	for _, name := range []string{"triage_provider_batch_line", "triage_attempt", "triage_record", "river_job"} {
+		require.Contains(t, byName, name)
+		require.Positive(t, byName[name].Bytes, name)
+	}
+}
