@@ -456,6 +456,11 @@ func decideAfter(a after) Reaction {
 		case a.Policy == config.AmbiguousDeadLetter:
 			r = deadLetter(classify.Ambiguous, ReasonAmbiguousUnresolved,
 				fmt.Sprintf("no answer, possibly billed; key ambiguous policy dead_letter: not resent; last: %s", v.Reason))
+		case a.Policy == config.AmbiguousLookup:
+			// The next run looks the call up before anything else (and
+			// gives up there, once lookup_wait passed, if the sends are
+			// used up): the store may have this very send's answer.
+			r = Reaction{Kind: ReactRetry, After: a.Backoff}
 		case a.JobAmbiguous+1 > a.AmbiguousRetries || calls >= a.MaxAttempts:
 			r = deadLetter(classify.Ambiguous, ReasonAmbiguousExhausted,
 				fmt.Sprintf("no answer after %d sends with the same idempotency key; last: %s", a.JobAmbiguous+1, v.Reason))

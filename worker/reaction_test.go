@@ -217,6 +217,9 @@ func TestDecideAfter(t *testing.T) {
 			Reaction{Kind: ReactDeadLetter, Class: classify.Ambiguous, Reason: ReasonAmbiguousExhausted, Outcome: ledger.AttemptPossiblyBilled}, keys.OutcomeExcluded},
 		{"dead_letter policy: the first ambiguous call is dead-lettered", call(verdict(classify.Ambiguous), func(a *after) { a.Policy = config.AmbiguousDeadLetter }),
 			Reaction{Kind: ReactDeadLetter, Class: classify.Ambiguous, Reason: ReasonAmbiguousUnresolved, Outcome: ledger.AttemptPossiblyBilled}, keys.OutcomeExcluded},
+		{"lookup policy: even the last ambiguous send is looked up first", call(verdict(classify.Ambiguous), func(a *after) {
+			a.JobAmbiguous, a.Policy = 1, config.AmbiguousLookup
+		}), Reaction{Kind: ReactRetry, After: 4 * time.Second, Outcome: ledger.AttemptPossiblyBilled}, keys.OutcomeExcluded},
 		{"ambiguous on the last call: dead letter", call(verdict(classify.Ambiguous), func(a *after) { a.JobCalls, a.AmbiguousRetries = 5, 3 }),
 			Reaction{Kind: ReactDeadLetter, Class: classify.Ambiguous, Reason: ReasonAmbiguousExhausted, Outcome: ledger.AttemptPossiblyBilled}, keys.OutcomeExcluded},
 		{"rejected: dead letter with the classifier's reason", call(classify.Verdict{Class: classify.Rejected, Reason: "context_length"}),
