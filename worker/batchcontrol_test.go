@@ -92,7 +92,11 @@ func TestCancelBatchWithAProviderBatchOpen(t *testing.T) {
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
 	// Every line in a provider batch (under load they may form more than one).
-	eventually(t, 60*time.Second, "every line is submitted", func() bool { return b.lineStates(t)["submitted"] == n })
+	// A line is "submitted" from the intent row on, before the create
+	// reaches the provider: wait for the provider batches themselves.
+	eventually(t, 60*time.Second, "every line is in a provider batch the provider created", func() bool {
+		return b.lineStates(t)["submitted"] == n && b.providerBatches(t)["intent"] == 0 && b.fake.Stats().Batches.Created > 0
+	})
 	created := b.fake.Stats().Batches.Created
 	clock.Advance(5 * time.Hour)
 
