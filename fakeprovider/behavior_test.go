@@ -421,10 +421,17 @@ func TestControlEndpoints(t *testing.T) {
 func TestUnknownPathsAnswerLikeTheVendor(t *testing.T) {
 	t.Parallel()
 	b := setup(t, fakeprovider.Scenario{})
-	resp, err := b.http.Get(b.srv.URL + "/v1/chat/completions")
+	// GET lists stored completions (stored.go); another method is refused.
+	put, err := http.NewRequest(http.MethodPut, b.srv.URL+"/v1/chat/completions", nil)
+	require.NoError(t, err)
+	resp, err := b.http.Do(put)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, 405, resp.StatusCode)
+	resp, err = b.http.Get(b.srv.URL + "/v1/chat/completions")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 401, resp.StatusCode, "the list needs the API key, as at OpenAI")
 	resp, err = b.http.Post(b.srv.URL+"/v1/embeddingz", "application/json", strings.NewReader("{}"))
 	require.NoError(t, err)
 	resp.Body.Close()

@@ -70,6 +70,9 @@ type openAIRequest struct {
 	ResponseFormat      *struct {
 		Type string `json:"type"`
 	} `json:"response_format"`
+	// Store and Metadata: a stored completion (stored.go).
+	Store    bool              `json:"store"`
+	Metadata map[string]string `json:"metadata"`
 }
 
 func (v openAI) parse(r *http.Request, body []byte, e *errInfo) (*call, *reply) {
@@ -78,7 +81,7 @@ func (v openAI) parse(r *http.Request, body []byte, e *errInfo) (*call, *reply) 
 		return nil, v.errReply(e, http.StatusBadRequest, "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON. If you have trouble figuring out how to fix this, please contact us through our help center at help.openai.com.)",
 			"invalid_request_error", nil, nil)
 	}
-	c := &call{model: req.Model, stream: req.Stream, idemKey: r.Header.Get(IdempotencyHeader)}
+	c := &call{model: req.Model, stream: req.Stream, idemKey: r.Header.Get(IdempotencyHeader), store: req.Store, metadata: req.Metadata}
 	c.includeUsage = req.Stream && req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	var sys []string
 	if req.Messages != nil {

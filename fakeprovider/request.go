@@ -28,6 +28,9 @@ type call struct {
 	record       string
 	idemKey      string
 	inputTokens  int
+	// store and metadata: an OpenAI store: true call (stored.go).
+	store    bool
+	metadata map[string]string
 }
 
 // text is everything a marker may hide in.

@@ -366,6 +366,10 @@ type Scenario struct {
 	// known do. Default false: a repeated key is answered with the first
 	// call's answer and not billed again.
 	NoReplay bool `json:"no_replay,omitempty"`
+	// StoreLag is how long a stored completion (an OpenAI call with
+	// store: true) takes to show in GET /v1/chat/completions?metadata[k]=v,
+	// as the real store lags behind the answer. Default 0: at once.
+	StoreLag Duration `json:"store_lag,omitempty"`
 	// GenerationTime is how long the model generates each answer that runs
 	// on it (ok, Anthropic refusals), in real time. The call is billed when
 	// generation ends, whether or not the client is still waiting: a client

@@ -24,6 +24,7 @@ type Server struct {
 	bucket   *bucket
 	balance  *float64
 	idem     map[string]*answer
+	stored   []storedCompletion // OpenAI stored completions (stored.go)
 	stats    Stats
 	seq      uint64        // request sequence, for ids
 	changed  chan struct{} // closed and replaced on every state change
@@ -94,6 +95,7 @@ func (s *Server) Reset() {
 	s.stats = newStats()
 	s.stats.InFlight, s.stats.Hanging, s.stats.PeakInFlight = inFlight, hanging, inFlight
 	s.idem = map[string]*answer{}
+	s.stored = nil
 	s.batch.reset()
 	s.setLocked(s.sc)
 	s.broadcastLocked()
@@ -174,6 +176,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/__set":
 		s.serveSet(w, r)
 	case "/v1/chat/completions":
+		if r.Method == http.MethodGet {
+			s.serveStoredList(w, r)
+			return
+		}
 		s.serveAPI(w, r, openAI{})
 	case "/v1/messages":
 		s.serveAPI(w, r, anthropic{})
@@ -527,6 +533,9 @@ func (s *Server) billLocked(v vendor, c *call, rs *RecordStats, key string, refu
 	}
 	if key != "" {
 		s.idem[key] = a
+	}
+	if _, ok := v.(openAI); ok {
+		s.storeLocked(c, a, now)
 	}
 	return a
 }

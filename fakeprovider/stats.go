@@ -29,6 +29,9 @@ type Stats struct {
 	DoubleBilledRecords int `json:"double_billed_records"`
 	// IdempotentReplays counts requests answered from the idempotency store.
 	IdempotentReplays int `json:"idempotent_replays"`
+	// StoreLookups counts GET /v1/chat/completions look-ups of stored
+	// completions (stored.go); they are not API calls and cost nothing.
+	StoreLookups int `json:"store_lookups"`
 	// RequestsWhileExhausted counts authenticated requests that arrived while
 	// the prepaid balance was spent: how quickly a fleet stops calling.
 	RequestsWhileExhausted int `json:"requests_while_exhausted"`

@@ -293,3 +293,37 @@ func UsageByClass(ctx context.Context, db DBTX, f AttemptFilter) (total ClassUsa
 	}
 	return total, byClass, nil
 }
+
+// ReasonLookupFound is the reason of an attempt settled by SettleFound: its
+// answer was lost, and the provider's store had it.
+const ReasonLookupFound = "lookup_found"
+
+// SettleFound settles the job's latest unanswered attempt (possibly billed,
+// or an intent left by a run that died) under idempotencyKey as billed once:
+// the provider's store found the call (a look-up), so it is ok, with the
+// stored answer's tokens and cost, its spend counted. It returns the
+// attempt's id, or ErrNotFound when the job has no such attempt.
+func SettleFound(ctx context.Context, db DBTX, idempotencyKey string, jobID int64, out Outcome) (int64, error) {
+	var id int64
+	err := db.QueryRow(ctx, `WITH target AS (
+		SELECT id, cost_usd AS old_cost FROM triage_attempt
+		WHERE idempotency_key = $1 AND job_id = $2 AND status IN ('possibly_billed', 'intent')
+		ORDER BY id DESC LIMIT 1 FOR UPDATE
+	), upd AS (
+		UPDATE triage_attempt a SET status = 'ok', class = 'ok', http_status = 200, vendor_code = NULL, reason = $3,
+			input_tokens = $4, output_tokens = $5, cost_usd = $6, finished_at = coalesce(a.finished_at, now())
+		FROM target WHERE a.id = target.id
+		RETURNING a.id, a.batch, a.key, a.cost_usd - target.old_cost AS delta
+	), spend AS (
+		INSERT INTO triage_spend_delta (batch, key, cost_usd)
+		SELECT batch, key, delta FROM upd WHERE delta <> 0
+	)
+	SELECT id FROM upd`, idempotencyKey, jobID, ReasonLookupFound, out.InputTokens, out.OutputTokens, out.CostUSD).Scan(&id)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, fmt.Errorf("ledger: settle found attempt of job %d: %w", jobID, ErrNotFound)
+	case err != nil:
+		return 0, fmt.Errorf("ledger: settle found attempt of job %d: %w", jobID, err)
+	}
+	return id, nil
+}

@@ -118,6 +118,9 @@ type call struct {
 	// called: this run sent its request to the provider (set at the one
 	// place that sends). Only such a run settles a probe claim (report).
 	called bool
+	// found: the result is a lost call's stored answer, found by a look-up
+	// (lookup.go); its attempt is settled, no call is made.
+	found bool
 }
 
 // Work runs one job: the checks before the call (decideBefore after each
@@ -131,7 +134,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	}
 	c := &call{job: job, pipeline: p, model: m, key: k}
 	b := before{
-		Attempt: job.Attempt, MaxAttempts: p.MaxAttempts, AmbiguousRetries: p.AmbiguousRetries,
+		Attempt: job.Attempt, MaxAttempts: p.MaxAttempts, AmbiguousRetries: p.AmbiguousRetries, Policy: k.cfg.Ambiguous,
 		Age: time.Since(job.CreatedAt), MaxAge: rt.opts.MaxAge, OwnSnoozes: ownSnoozes(job), MaxSnoozes: p.MaxSnoozes,
 		LineWait: rt.batchWait(),
 	}
@@ -209,7 +212,12 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	b.Prior = &prior
 	b.CacheHit = c.cached.Hit
 	c.calls = prior.JobCalls
-	if rx := decideBefore(b); rx.Kind != ReactGo {
+	rx = decideBefore(b)
+	if rx.Kind == ReactLookup {
+		rt.lookupStored(ctx, c, &b, prior.JobAmbiguous)
+		rx = decideBefore(b)
+	}
+	if rx.Kind != ReactGo {
 		return rt.apply(ctx, c, rx, keys.Report{})
 	}
 	if p.UsesBatch() || c.line.ID != 0 {
@@ -319,7 +327,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 
 	a := after{
 		JobCalls: prior.JobCalls, MaxAttempts: p.MaxAttempts,
-		JobAmbiguous: prior.JobAmbiguous, AmbiguousRetries: p.AmbiguousRetries,
+		JobAmbiguous: prior.JobAmbiguous, AmbiguousRetries: p.AmbiguousRetries, Policy: k.cfg.Ambiguous,
 		NoRetries: k.cfg.RetryBudget == 0, RetryBudget: k.cfg.RetryBudget,
 		Backoff: backoff(prior.JobCalls+1, rt.opts.BackoffBase, rt.opts.BackoffCap), BackoffCap: rt.opts.BackoffCap,
 		ProbeInterval: k.cfg.ProbeInterval,
@@ -390,6 +398,9 @@ func (c *call) render() Reaction {
 	// How the answer is carried is not part of the request's identity: a
 	// streamed and a plain call for the same prompt are the same request.
 	c.req.Stream, c.req.IdleTimeout = p.Stream, p.StreamIdleTimeout
+	// A key that looks lost calls up keeps its calls at the provider,
+	// tagged with the idempotency key.
+	c.req.Store = c.key != nil && c.key.cfg.Ambiguous == config.AmbiguousLookup
 	return Reaction{Kind: ReactGo}
 }
 
@@ -534,6 +545,8 @@ func (r *Runtime) apply(ctx context.Context, c *call, rx Reaction, rep keys.Repo
 	case ReactCacheHit:
 		c.fromCache = true
 		return r.complete(ctx, c)
+	case ReactCompleteFound:
+		return r.completeFound(ctx, c)
 	case ReactRetryChanged:
 		return r.retryChanged(ctx, c, rx)
 	}
@@ -606,7 +619,11 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 		return fmt.Errorf("complete: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck
-	if c.attemptID != 0 {
+	if c.found {
+		if err := r.settleFound(ctx, tx, c); err != nil {
+			return fmt.Errorf("complete: found by look-up: %w", err)
+		}
+	} else if c.attemptID != 0 {
 		if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, c.completedStatus())); err != nil {
 			return fmt.Errorf("complete: finish attempt: %w", err)
 		}

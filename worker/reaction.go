@@ -6,6 +6,7 @@ import (
 
 	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -17,6 +18,9 @@ const (
 	ReasonRetriesExhausted = "retries_exhausted"
 	// ReasonAmbiguousExhausted: ambiguous_retries sends got no answer.
 	ReasonAmbiguousExhausted = "ambiguous_retries_exhausted"
+	// ReasonAmbiguousUnresolved: a possibly billed attempt on a key whose
+	// ambiguous policy is dead_letter: never resent, a person decides.
+	ReasonAmbiguousUnresolved = "ambiguous_unresolved"
 	// ReasonSnoozedOut: waited longer than Options.MaxAge, or snoozed by its
 	// own throttling more than max_snoozes times.
 	ReasonSnoozedOut = "snoozed_out"
@@ -85,6 +89,13 @@ const (
 	// ReactFallback: move the job to Fallback.Model's key queue (its
 	// breaker, pacing and prices); see worker/fallback.go.
 	ReactFallback
+	// ReactLookup: the key's policy is lookup and an earlier call of the
+	// job got no answer: ask the provider's store for it (lookup.go), then
+	// decide again with what it said (before.Lookup).
+	ReactLookup
+	// ReactCompleteFound: the store had the lost call: settle its attempt
+	// as billed once, store the stored answer and complete the job.
+	ReactCompleteFound
 )
 
 var reactionNames = [...]string{
@@ -94,6 +105,8 @@ var reactionNames = [...]string{
 	ReactRetryChanged:    "retry_changed",
 	ReactCompletePartial: "complete_partial",
 	ReactFallback:        "fallback",
+	ReactLookup:          "lookup",
+	ReactCompleteFound:   "complete_found",
 }
 
 func (k ReactionKind) String() string {
@@ -128,7 +141,7 @@ func (r Reaction) String() string {
 		return fmt.Sprintf("fallback(%s)", r.Fallback.Model.Name)
 	case ReactDeadLetter:
 		return fmt.Sprintf("dead_letter(%s, %s)", r.Class, r.Reason)
-	case ReactGo, ReactComplete, ReactCancel, ReactCacheHit, ReactCompletePartial:
+	case ReactGo, ReactComplete, ReactCancel, ReactCacheHit, ReactCompletePartial, ReactLookup, ReactCompleteFound:
 		return r.Kind.String()
 	case ReactRetryChanged:
 		return fmt.Sprintf("%s(%s)", r.Kind, r.Change)
@@ -147,9 +160,11 @@ type before struct {
 	Attempt          int // River's attempt: 1 + runs that ended in the worker's own errors
 	MaxAttempts      int
 	AmbiguousRetries int
-	Age, MaxAge      time.Duration
-	OwnSnoozes       int
-	MaxSnoozes       int
+	// Policy is the key's ambiguous policy ("" reads as retry).
+	Policy      config.Ambiguous
+	Age, MaxAge time.Duration
+	OwnSnoozes  int
+	MaxSnoozes  int
 	// Admission is the breakers' answer and the key's active pause (nil:
 	// none); nil before admission.
 	Admission *keys.Admission
@@ -185,6 +200,21 @@ type before struct {
 	// Prior, or from the intent's refusal (ledger.HeldError).
 	Hold        ledger.BatchState
 	HoldRecheck time.Duration // how long a paused batch's job parks
+	// Lookup is what the provider's store said about the job's unanswered
+	// calls (policy lookup); zero before it was asked.
+	Lookup lookupFacts
+}
+
+// lookupFacts is what a look-up of a lost call found.
+type lookupFacts struct {
+	// Asked: the store was asked in this run. Found: it had the call.
+	// Unusable: why the stored answer breaks the output contract.
+	Asked, Found bool
+	Unusable     string
+	// Waited is how long the job has been looking for its current lost
+	// call; Wait the key's lookup_wait; Recheck how long it parks before
+	// asking again.
+	Waited, Wait, Recheck time.Duration
 }
 
 // decideBefore decides, from what a run knows so far, whether it ends
@@ -248,6 +278,21 @@ func decideBefore(b before) Reaction {
 			// paid for beats another call, and beats giving up on a record
 			// whose own calls got no answer.
 			return Reaction{Kind: ReactCacheHit}
+		case p.JobAmbiguous > 0 && b.Policy == config.AmbiguousLookup && !b.Lookup.Asked:
+			// Before a resend, or giving up: the provider may have the answer.
+			return Reaction{Kind: ReactLookup}
+		case b.Lookup.Found && b.Lookup.Unusable != "":
+			return deadLetter(classify.OK, ReasonInvalidOutput, "stored answer found by look-up: "+b.Lookup.Unusable)
+		case b.Lookup.Found:
+			return Reaction{Kind: ReactCompleteFound}
+		case b.Lookup.Asked && b.Lookup.Waited < b.Lookup.Wait:
+			// Not in the store yet: it lags behind the answer. Ask again.
+			return Reaction{Kind: ReactPark, After: b.Lookup.Recheck}
+		case p.JobAmbiguous > 0 && b.Policy == config.AmbiguousDeadLetter:
+			// An earlier run's call got no answer (its run was stopped, or
+			// it died): never resent on this key.
+			return deadLetter(classify.Ambiguous, ReasonAmbiguousUnresolved,
+				fmt.Sprintf("%d calls with no answer, possibly billed; key ambiguous policy dead_letter: not resent", p.JobAmbiguous))
 		case p.JobAmbiguous > b.AmbiguousRetries:
 			return deadLetter(classify.Ambiguous, ReasonAmbiguousExhausted,
 				fmt.Sprintf("%d calls with no answer (pipeline ambiguous_retries %d)", p.JobAmbiguous, b.AmbiguousRetries))
@@ -303,6 +348,8 @@ type after struct {
 	// Counters before this call.
 	JobCalls, MaxAttempts          int
 	JobAmbiguous, AmbiguousRetries int
+	// Policy is the key's ambiguous policy ("" reads as retry).
+	Policy config.Ambiguous
 	// NoRetries: the key's retry_budget (RetryBudget) is 0.
 	NoRetries   bool
 	RetryBudget float64
@@ -405,10 +452,19 @@ func decideAfter(a after) Reaction {
 
 	case classify.Ambiguous:
 		var r Reaction
-		if a.JobAmbiguous+1 > a.AmbiguousRetries || calls >= a.MaxAttempts {
+		switch {
+		case a.Policy == config.AmbiguousDeadLetter:
+			r = deadLetter(classify.Ambiguous, ReasonAmbiguousUnresolved,
+				fmt.Sprintf("no answer, possibly billed; key ambiguous policy dead_letter: not resent; last: %s", v.Reason))
+		case a.Policy == config.AmbiguousLookup:
+			// The next run looks the call up before anything else (and
+			// gives up there, once lookup_wait passed, if the sends are
+			// used up): the store may have this very send's answer.
+			r = Reaction{Kind: ReactRetry, After: a.Backoff}
+		case a.JobAmbiguous+1 > a.AmbiguousRetries || calls >= a.MaxAttempts:
 			r = deadLetter(classify.Ambiguous, ReasonAmbiguousExhausted,
 				fmt.Sprintf("no answer after %d sends with the same idempotency key; last: %s", a.JobAmbiguous+1, v.Reason))
-		} else {
+		default:
 			r = Reaction{Kind: ReactRetry, After: a.Backoff}
 		}
 		r.Outcome = ledger.AttemptPossiblyBilled

@@ -8,6 +8,7 @@ import (
 
 	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -86,6 +87,41 @@ func TestDecideBefore(t *testing.T) {
 		{"ambiguous sends used up", with(func(b *before) {
 			b.Admission, b.Prior = allowed, &ledger.Prior{JobAmbiguous: 2}
 		}), Reaction{Kind: ReactDeadLetter, Class: classify.Ambiguous, Reason: ReasonAmbiguousExhausted}},
+		{"dead_letter policy: an unanswered call is never resent", with(func(b *before) {
+			b.Admission, b.Prior, b.Policy = allowed, &ledger.Prior{JobAmbiguous: 1, JobCalls: 1}, config.AmbiguousDeadLetter
+		}), Reaction{Kind: ReactDeadLetter, Class: classify.Ambiguous, Reason: ReasonAmbiguousUnresolved}},
+		{"retry policy: an unanswered call is resent", with(func(b *before) {
+			b.Admission, b.Prior, b.Policy = allowed, &ledger.Prior{JobAmbiguous: 1, JobCalls: 1}, config.AmbiguousRetry
+		}), Reaction{Kind: ReactGo}},
+		{"dead_letter policy: an answered record still completes", with(func(b *before) {
+			b.Admission, b.Prior, b.Policy = allowed, &ledger.Prior{JobAmbiguous: 1, OKAttemptID: 3, ResultStored: true}, config.AmbiguousDeadLetter
+		}), Reaction{Kind: ReactComplete}},
+		{"lookup policy: a lost call is looked up before anything else", with(func(b *before) {
+			b.Admission, b.Prior, b.Policy = allowed, &ledger.Prior{JobAmbiguous: 2, JobCalls: 2}, config.AmbiguousLookup
+		}), Reaction{Kind: ReactLookup}},
+		{"lookup policy: found: complete with the stored answer", with(func(b *before) {
+			b.Admission, b.Prior, b.Policy = allowed, &ledger.Prior{JobAmbiguous: 2, JobCalls: 2}, config.AmbiguousLookup
+			b.Lookup = lookupFacts{Asked: true, Found: true}
+		}), Reaction{Kind: ReactCompleteFound}},
+		{"lookup policy: found but unusable: invalid_output", with(func(b *before) {
+			b.Admission, b.Prior, b.Policy = allowed, &ledger.Prior{JobAmbiguous: 1, JobCalls: 1}, config.AmbiguousLookup
+			b.Lookup = lookupFacts{Asked: true, Found: true, Unusable: "not JSON"}
+		}), Reaction{Kind: ReactDeadLetter, Class: classify.OK, Reason: ReasonInvalidOutput}},
+		{"lookup policy: not found within lookup_wait: park and ask again", with(func(b *before) {
+			b.Admission, b.Prior, b.Policy = allowed, &ledger.Prior{JobAmbiguous: 1, JobCalls: 1}, config.AmbiguousLookup
+			b.Lookup = lookupFacts{Asked: true, Waited: time.Second, Wait: 30 * time.Second, Recheck: 2 * time.Second}
+		}), Reaction{Kind: ReactPark, After: 2 * time.Second}},
+		{"lookup policy: not found after lookup_wait: taken as not run, resent", with(func(b *before) {
+			b.Admission, b.Prior, b.Policy = allowed, &ledger.Prior{JobAmbiguous: 1, JobCalls: 1}, config.AmbiguousLookup
+			b.Lookup = lookupFacts{Asked: true, Waited: 30 * time.Second, Wait: 30 * time.Second}
+		}), Reaction{Kind: ReactGo}},
+		{"lookup policy: not found after lookup_wait, ambiguous sends used up: dead letter", with(func(b *before) {
+			b.Admission, b.Prior, b.Policy = allowed, &ledger.Prior{JobAmbiguous: 2, JobCalls: 2}, config.AmbiguousLookup
+			b.Lookup = lookupFacts{Asked: true, Waited: 30 * time.Second, Wait: 30 * time.Second}
+		}), Reaction{Kind: ReactDeadLetter, Class: classify.Ambiguous, Reason: ReasonAmbiguousExhausted}},
+		{"lookup policy: nothing lost: no look-up", with(func(b *before) {
+			b.Admission, b.Prior, b.Policy = allowed, &ledger.Prior{JobCalls: 1}, config.AmbiguousLookup
+		}), Reaction{Kind: ReactGo}},
 		{"calls used up by crashed runs", with(func(b *before) {
 			b.Admission, b.Prior = allowed, &ledger.Prior{JobCalls: 6}
 		}), Reaction{Kind: ReactDeadLetter, Class: classify.Transient, Reason: ReasonRetriesExhausted}},
@@ -179,6 +215,11 @@ func TestDecideAfter(t *testing.T) {
 			Reaction{Kind: ReactRetry, After: 4 * time.Second, Outcome: ledger.AttemptPossiblyBilled}, keys.OutcomeExcluded},
 		{"second ambiguous: dead letter", call(verdict(classify.Ambiguous), func(a *after) { a.JobAmbiguous = 1 }),
 			Reaction{Kind: ReactDeadLetter, Class: classify.Ambiguous, Reason: ReasonAmbiguousExhausted, Outcome: ledger.AttemptPossiblyBilled}, keys.OutcomeExcluded},
+		{"dead_letter policy: the first ambiguous call is dead-lettered", call(verdict(classify.Ambiguous), func(a *after) { a.Policy = config.AmbiguousDeadLetter }),
+			Reaction{Kind: ReactDeadLetter, Class: classify.Ambiguous, Reason: ReasonAmbiguousUnresolved, Outcome: ledger.AttemptPossiblyBilled}, keys.OutcomeExcluded},
+		{"lookup policy: even the last ambiguous send is looked up first", call(verdict(classify.Ambiguous), func(a *after) {
+			a.JobAmbiguous, a.Policy = 1, config.AmbiguousLookup
+		}), Reaction{Kind: ReactRetry, After: 4 * time.Second, Outcome: ledger.AttemptPossiblyBilled}, keys.OutcomeExcluded},
 		{"ambiguous on the last call: dead letter", call(verdict(classify.Ambiguous), func(a *after) { a.JobCalls, a.AmbiguousRetries = 5, 3 }),
 			Reaction{Kind: ReactDeadLetter, Class: classify.Ambiguous, Reason: ReasonAmbiguousExhausted, Outcome: ledger.AttemptPossiblyBilled}, keys.OutcomeExcluded},
 		{"rejected: dead letter with the classifier's reason", call(classify.Verdict{Class: classify.Rejected, Reason: "context_length"}),

@@ -13,6 +13,7 @@ import (
 
 	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/config"
 )
 
 func init() {
@@ -88,6 +89,39 @@ type ledgerReport struct {
 	// omitted when no call went through a provider batch.
 	ByMode        []ledger.ModeUsage `json:"by_mode,omitempty"`
 	BatchSavedUSD *float64           `json:"batch_saved_usd,omitempty"`
+	// PossiblyDoubleBilled counts the records that may have been paid for
+	// twice (a lost answer, and another send that may have been billed);
+	// Ambiguity says it per key, with the key's ambiguous policy.
+	PossiblyDoubleBilled int              `json:"possibly_double_billed"`
+	Ambiguity            []ambiguityOfKey `json:"ambiguity"`
+}
+
+// ambiguityOfKey is ledger.Ambiguity with the key's ambiguous policy from
+// triage.toml ("" when the key is not in the file, or there is none).
+type ambiguityOfKey struct {
+	ledger.Ambiguity
+	Policy string `json:"policy"`
+}
+
+// ambiguityOf reads how lost answers came out per key, with each key's
+// policy, and the records possibly billed twice in all.
+func ambiguityOf(ctx context.Context, d *db, cfg *config.Config, f ledger.AttemptFilter) ([]ambiguityOfKey, int, error) {
+	amb, err := ledger.AmbiguityByKey(ctx, d.pool, f)
+	if err != nil {
+		return nil, 0, err
+	}
+	out, total := make([]ambiguityOfKey, 0, len(amb)), 0
+	for _, a := range amb {
+		k := ambiguityOfKey{Ambiguity: a}
+		if cfg != nil {
+			if kc, err := cfg.Key(a.Key); err == nil {
+				k.Policy = string(kc.Ambiguous)
+			}
+		}
+		total += a.PossiblyDoubleBilled
+		out = append(out, k)
+	}
+	return out, total, nil
 }
 
 func runLedger(ctx context.Context, e *env, args []string) int {
@@ -97,7 +131,7 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 	key := fs.String("key", "", "only this key's calls")
 	calls := fs.Bool("calls", false, "list the calls themselves (newest first), each with how its request was changed, instead of the sums")
 	record := fs.String("record", "", "with --batch: only this record's calls (implies --calls)")
-	asJSON := fs.Bool("json", false, `print {"batch","key","calls","records","retries","input_tokens","output_tokens","spend_usd","possibly_billed_usd","by_class":[...],"by_model":[{"model","key","calls","answered","spend_usd"}]}; with provider-batch lines also "by_mode":[{"mode","calls","spend_usd","sync_cost_usd"}] and "batch_saved_usd", and "batch_reserved_usd" (lines waiting in provider batches, not in possibly_billed_usd)`)
+	asJSON := fs.Bool("json", false, `print {"batch","key","calls","records","retries","input_tokens","output_tokens","spend_usd","possibly_billed_usd","by_class":[...],"by_model":[{"model","key","calls","answered","spend_usd"}]}; with provider-batch lines also "by_mode":[{"mode","calls","spend_usd","sync_cost_usd"}] and "batch_saved_usd", and "batch_reserved_usd" (lines waiting in provider batches, not in possibly_billed_usd); "possibly_double_billed" (records) and "ambiguity":[{"key","policy","unanswered","found_by_lookup","possibly_double_billed"}]`)
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: triage ledger [--batch B [--record R]] [--key K] [--calls] [--json]")
 		fmt.Fprintln(e.stderr, "What the calls came to, by classifier class: calls, records, retries, tokens, spend and")
@@ -107,7 +141,7 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 	if code, ok := parseNoArgs(e, "ledger", fs, args); !ok {
 		return code
 	}
-	_, d, err := openDBOptional(ctx, e)
+	cfg, d, err := openDBOptional(ctx, e)
 	if err != nil {
 		return failCmd(e, "ledger", err)
 	}
@@ -144,8 +178,13 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return failCmd(e, "ledger", err)
 	}
+	amb, doubled, err := ambiguityOf(ctx, d, cfg, ledger.AttemptFilter{Batch: *batch, Key: *key})
+	if err != nil {
+		return failCmd(e, "ledger", err)
+	}
 	if *asJSON {
-		r := ledgerReport{ClassUsage: total, ByClass: byClass, Partials: partials, ByModel: byModel, ByMode: byMode, BatchSavedUSD: saved}
+		r := ledgerReport{ClassUsage: total, ByClass: byClass, Partials: partials, ByModel: byModel, ByMode: byMode, BatchSavedUSD: saved,
+			PossiblyDoubleBilled: doubled, Ambiguity: amb}
 		if r.Partials == nil {
 			r.Partials = []ledger.PartialAttempt{}
 		}
@@ -190,6 +229,17 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stdout, "batch mode saved %s against the same calls sync\n", usd(*saved))
 	}
 	writePartials(e.stdout, partials)
+	for _, a := range amb {
+		if a.Unanswered == 0 {
+			continue
+		}
+		policy := a.Policy
+		if policy == "" {
+			policy = "unknown"
+		}
+		fmt.Fprintf(e.stdout, "key %s (ambiguous = %s): %d lost answers, %d found by look-up (billed once), %d records possibly billed twice\n",
+			safe(a.Key), policy, a.Unanswered, a.FoundByLookup, a.PossiblyDoubleBilled)
+	}
 	return exitOK
 }
 

@@ -164,6 +164,14 @@ type Key struct {
 	// once; otherwise they stay possibly billed in the ledger, an honest
 	// upper bound to reconcile with the vendor's invoice. Default false.
 	IdempotentReplay bool `toml:"idempotent_replay"`
+	// Ambiguous is the policy for a possibly billed attempt (the answer to
+	// a sent call was lost): "retry", "dead_letter" or "lookup" (vendor
+	// "openai" only). Default AmbiguousDefault (retry). See Ambiguous.
+	Ambiguous Ambiguous `toml:"ambiguous"`
+	// LookupWait bounds a look-up (ambiguous = "lookup"): how long the
+	// worker keeps asking the provider's store for the call before taking
+	// it as not run and resending. Default LookupWaitDefault (30s).
+	LookupWait time.Duration `toml:"lookup_wait"`
 
 	// The storm breaker: it trips on StormFailures transient failures in a
 	// row, or on a StormShare of transient failures among at least

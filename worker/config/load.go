@@ -77,6 +77,9 @@ type rawKey struct {
 	RetryBudget   *float64 `toml:"retry_budget"`
 	// IdempotentReplay: see Key.IdempotentReplay.
 	IdempotentReplay bool `toml:"idempotent_replay"`
+	// Ambiguous and LookupWait: see Key.Ambiguous.
+	Ambiguous  string `toml:"ambiguous"`
+	LookupWait string `toml:"lookup_wait"`
 	// Storm breaker settings: see Key.StormFailures.
 	StormFailures   *int     `toml:"storm_failures"`
 	StormShare      *float64 `toml:"storm_share"`
@@ -134,7 +137,7 @@ func (r rawFile) config(name string) (*Config, error) {
 		k := Key{
 			Name: rk.Name, Vendor: rk.Vendor, Path: classify.Path(rk.Path), BaseURL: rk.BaseURL,
 			APIKeyEnv: rk.APIKeyEnv, PrepaidUSD: rk.PrepaidUSD,
-			IdempotentReplay: rk.IdempotentReplay,
+			IdempotentReplay: rk.IdempotentReplay, Ambiguous: Ambiguous(rk.Ambiguous),
 		}
 		// 0 written in the file is a mistake, not "the default": a key
 		// that may run no call would queue forever.
@@ -204,6 +207,7 @@ func (r rawFile) config(name string) (*Config, error) {
 			{"batch_gather", rk.BatchGather, &k.BatchGather},
 			{"batch_poll_min", rk.BatchPollMin, &k.BatchPollMin},
 			{"batch_poll_max", rk.BatchPollMax, &k.BatchPollMax},
+			{"lookup_wait", rk.LookupWait, &k.LookupWait},
 		} {
 			if *d.dst, err = parseDuration(d.raw); err != nil {
 				return nil, fmt.Errorf("%s: %s: %s %q: %w", name, elem("keys", i, rk.Name), d.name, d.raw, err)

@@ -58,6 +58,12 @@ func (c *Config) WithDefaults() *Config {
 			k.RetryBudget = RetryBudgetDefault
 		}
 		k.retryBudgetSet = true
+		if k.Ambiguous == "" {
+			k.Ambiguous = AmbiguousDefault
+		}
+		if k.LookupWait == 0 {
+			k.LookupWait = LookupWaitDefault
+		}
 	}
 	for i := range out.Models {
 		out.Models[i].batchDefaults()
@@ -156,6 +162,16 @@ func (c *Config) Validate() error {
 			v.addf(at, "api_key_env is required: the name of the environment variable holding the API key")
 		case !envNameRE.MatchString(k.APIKeyEnv):
 			v.addf(at, "api_key_env must name an environment variable (letters, digits, _), not hold the key itself")
+		}
+		switch {
+		case !k.Ambiguous.valid():
+			v.addf(at, "ambiguous %q is not one of: retry, dead_letter, lookup", k.Ambiguous)
+		case k.Ambiguous == AmbiguousLookup && !slices.Contains(lookupVendors, k.Vendor):
+			v.addf(at, "ambiguous = \"lookup\" needs a vendor that can find a call by its idempotency key (%s); vendor %q has no look-up: use \"retry\" or \"dead_letter\"",
+				strings.Join(lookupVendors, ", "), k.Vendor)
+		}
+		if k.LookupWait < 0 {
+			v.addf(at, "lookup_wait must be positive, got %s", k.LookupWait)
 		}
 		if k.Concurrency < 1 {
 			v.addf(at, "concurrency must be at least 1, got %d", k.Concurrency)

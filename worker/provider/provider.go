@@ -93,6 +93,11 @@ type Request struct {
 	// IdleTimeout, with Stream, cuts the stream when no byte of it arrived
 	// for this long (Result.IdleTimedOut). Zero: only the client's Timeout.
 	IdleTimeout time.Duration
+	// Store, in the OpenAI format, asks the provider to keep the completion
+	// (store: true) tagged with IdempotencyKey in its metadata
+	// (MetadataIdempotencyKey), so that Client.Lookup can find it after a
+	// lost answer. Ignored by other formats. Not part of RequestHash.
+	Store bool
 	// IdempotencyKey is sent as Idempotency-Key. Required; see IdempotencyKey.
 	IdempotencyKey string
 	// RecordID is sent as X-Triage-Record. Required.

@@ -22,6 +22,9 @@ type openaiRequest struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options,omitempty"`
+	// Store and Metadata: a stored completion (Request.Store).
+	Store    bool              `json:"store,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 type openaiMessage struct {
@@ -113,6 +116,9 @@ func encodeBody(f Format, r Request) []byte {
 		}
 	default:
 		or := openaiRequest{Model: r.Model, MaxTokens: r.MaxTokens, Temperature: r.Temperature, Stream: r.Stream}
+		if r.Store {
+			or.Store, or.Metadata = true, map[string]string{MetadataIdempotencyKey: r.IdempotencyKey}
+		}
 		if r.System != "" {
 			or.Messages = append(or.Messages, openaiMessage{Role: "system", Content: r.System})
 		}
