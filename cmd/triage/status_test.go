@@ -76,7 +76,7 @@ func TestStatusWithoutConfigFile(t *testing.T) {
 	r = runBare(t, c.envs, "ledger", "--json")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.JSONEq(t, `{"batch":null,"key":null,"calls":0,"records":0,"retries":0,"input_tokens":0,"output_tokens":0,
-		"spend_usd":0,"possibly_billed_usd":0,"by_class":[],"partials":[],"by_model":[]}`, r.stdout)
+		"spend_usd":0,"possibly_billed_usd":0,"by_class":[],"partials":[],"by_model":[],"possibly_double_billed":0,"ambiguity":[]}`, r.stdout)
 }
 
 // statusJSONKeys is the contract's exact `triage status B --json` shape:
