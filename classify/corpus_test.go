@@ -43,11 +43,15 @@ const (
 	// (a requests-per-day and a tokens-per-day window named only by the
 	// abbreviations RPD and TPD), corpus21 50/52 with 1 dangerous (a Bedrock
 	// model id that cannot be used on demand, decided by the Bedrock table).
-	// The bars are what the layer clears, not the 98 % the issue asks for.
-	holdout21MinAccuracy  = 0.875
-	holdout21MaxDangerous = 2
-	corpus21MinAccuracy   = 0.95
-	corpus21MaxDangerous  = 1
+	// Second round: the four misses named above were fixed from other real
+	// bodies of the same vendors (testdata/signal, bedrock, gemini,
+	// openrouter fixtures), never from holdout21 itself; holdout21 is now
+	// seen and scores 24/24, corpus21 52/52. Its numbers no longer measure
+	// anything unseen: holdout21b does.
+	holdout21MinAccuracy  = 1.0
+	holdout21MaxDangerous = 0
+	corpus21MinAccuracy   = 1.0
+	corpus21MaxDangerous  = 0
 
 	// The third corpus (issue 21, second round): 75 more bodies of
 	// 2025-2026, none of them in the corpora above (same source or same body
@@ -60,11 +64,19 @@ const (
 
 	// Before any change from this round (the signal layer as it stood):
 	// holdout21b 21/25 (84.0 %) with 2 dangerous, corpus21b 40/50 (80.0 %)
-	// with 9 dangerous. The bars are those numbers until a rule moves them.
-	holdout21bMinAccuracy  = 0.84
-	holdout21bMaxDangerous = 2
-	corpus21bMinAccuracy   = 0.80
-	corpus21bMaxDangerous  = 9
+	// with 9 dangerous. After twelve lexicon entries (nine read from
+	// corpus21b, three from new signal/ and openrouter/ fixtures for the
+	// holdout21 misses) and two table rows (Bedrock on-demand throughput,
+	// cloudcode-pa MODEL_CAPACITY_EXHAUSTED), from fixtures, not holdouts:
+	// holdout21b 22/25 (88.0 %) with 1 dangerous (a Kimi Code billing-cycle
+	// limit sent as a 403 "usage limit" with no window word, called
+	// throttled), corpus21b 48/50 with 1 dangerous (a Vertex per-base-model
+	// quota whose limit is 0, which its body does not say). The bars are
+	// what the rules clear, not the 98 % the issue asks for.
+	holdout21bMinAccuracy  = 0.88
+	holdout21bMaxDangerous = 1
+	corpus21bMinAccuracy   = 0.96
+	corpus21bMaxDangerous  = 1
 )
 
 type corpusCase struct {
