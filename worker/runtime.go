@@ -18,6 +18,7 @@ import (
 	"github.com/triage-dev/triage/ledger/redact"
 	"github.com/triage-dev/triage/worker/batchapi"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/provider"
 	"github.com/triage-dev/triage/worker/retention"
@@ -44,11 +45,6 @@ const (
 	// BudgetRecheckDefault is how long a job of a batch paused at its spend
 	// cap waits before looking again (raising the budget wakes jobs sooner).
 	BudgetRecheckDefault = 30 * time.Second
-	// RetryWindowDefault and RetryFloorDefault shape the fleet retry budget:
-	// retries over the window may be at most retry_budget of first attempts,
-	// but never fewer than the floor, so a quiet key can still retry.
-	RetryWindowDefault = time.Minute
-	RetryFloorDefault  = 10
 	// RetryDeferDefault is how long a retry over the budget waits to try
 	// again (jittered); the wait is a snooze, not an attempt.
 	RetryDeferDefault = 2 * time.Second
@@ -114,10 +110,13 @@ type Options struct {
 	RescueAfter time.Duration
 	// BudgetRecheck: see BudgetRecheckDefault.
 	BudgetRecheck time.Duration
-	// RetryWindow, RetryFloor, RetryDefer: see RetryWindowDefault.
+	// RetryWindow and RetryFloor shape the fleet retry budget
+	// (decide.RetryBudget; RetryBudget returns it). Default
+	// decide.RetryWindowDefault, decide.RetryFloorDefault.
 	RetryWindow time.Duration
 	RetryFloor  int
-	RetryDefer  time.Duration
+	// RetryDefer: see RetryDeferDefault.
+	RetryDefer time.Duration
 	// MaxAge is how long a job may wait in total (parked by an open breaker, a
 	// spend cap, ...) before it is dead-lettered as snoozed_out. Default
 	// MaxAgeDefault.
@@ -246,13 +245,21 @@ func (o Options) withDefaults() Options {
 	orDefault(&o.BackoffCap, BackoffCapDefault)
 	orDefault(&o.JobMargin, JobMarginDefault)
 	orDefault(&o.BudgetRecheck, BudgetRecheckDefault)
-	orDefault(&o.RetryWindow, RetryWindowDefault)
-	orDefault(&o.RetryFloor, RetryFloorDefault)
+	orDefault(&o.RetryWindow, decide.RetryWindowDefault)
+	orDefault(&o.RetryFloor, decide.RetryFloorDefault)
 	orDefault(&o.RetryDefer, RetryDeferDefault)
 	orDefault(&o.MaxAge, MaxAgeDefault)
 	orDefault(&o.SpendCheck, SpendCheckDefault)
 	orDefault(&o.ThrottleWait, ThrottleWaitDefault)
 	return o
+}
+
+// RetryBudget is the fleet retry budget a worker with these options
+// checks before a retry: `triage keys`, the web window and /metrics show
+// the budget with the same value.
+func (o Options) RetryBudget() decide.RetryBudget {
+	o = o.withDefaults()
+	return decide.RetryBudget{Window: o.RetryWindow, Floor: o.RetryFloor}
 }
 
 func orDefault[T int | time.Duration](v *T, def T) {
