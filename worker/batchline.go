@@ -116,12 +116,7 @@ func (r *Runtime) workBatch(ctx context.Context, c *call, b decide.BeforeCall, p
 	}
 }
 
-func (r *Runtime) batchWait() time.Duration {
-	if r.opts.BatchWait > 0 {
-		return r.opts.BatchWait
-	}
-	return BatchWaitDefault
-}
+func (r *Runtime) batchWait() time.Duration { return r.opts.BatchWait }
 
 // addLine writes the job's ledger intent (at batch prices, reserved against
 // the batch's budget like a call) and its pending line in one transaction,

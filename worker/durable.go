@@ -66,9 +66,4 @@ func (r *Runtime) complete(ctx context.Context, c *call) error {
 	return err
 }
 
-func (r *Runtime) holdAnswer() time.Duration {
-	if r.opts.HoldAnswer > 0 {
-		return r.opts.HoldAnswer
-	}
-	return HoldAnswerDefault
-}
+func (r *Runtime) holdAnswer() time.Duration { return r.opts.HoldAnswer }
