@@ -110,8 +110,10 @@ func (r *Runtime) workBatch(ctx context.Context, c *call, b decide.BeforeCall, p
 		if err := ledger.RequeueBatchLine(ctx, r.pool, l.ID); err != nil {
 			return true, err
 		}
-		return true, park(ctx, job, r.batchWait())
-	default: // pending or submitted: the submitter wakes the job
+		return true, park(ctx, job, b.UnsentLineWait())
+	case l.State == ledger.LinePending:
+		return true, park(ctx, job, b.UnsentLineWait())
+	default: // submitted: the submitter wakes the job
 		return true, park(ctx, job, r.batchWait())
 	}
 }
@@ -175,7 +177,7 @@ func (r *Runtime) addLine(ctx context.Context, c *call, b decide.BeforeCall, pri
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("batch line: commit: %w", err)
 	}
-	return park(ctx, job, r.batchWait())
+	return park(ctx, job, b.UnsentLineWait())
 }
 
 // applyLine turns the line's stored answer into the call's Result and goes
