@@ -50,7 +50,7 @@ func TestDecideBeforeCacheHit(t *testing.T) {
 		{"breaker open: the job parks with the key's queue", with(func(b *before) {
 			hit(ledger.Prior{})(b)
 			b.Admission = &keys.Admission{Wait: 30 * time.Second, State: keys.StateOpen}
-		}), Reaction{Kind: ReactPark, After: 30 * time.Second}},
+		}), Reaction{Kind: ReactPark, After: breakerPark}},
 		{"worker errors used up the runs: still dead-lettered first", with(func(b *before) {
 			hit(ledger.Prior{})(b)
 			b.Attempt = 7

@@ -248,14 +248,14 @@ func decideBefore(b before) Reaction {
 			fmt.Sprintf("snoozed %d times by its own throttling (pipeline max_snoozes %d)", b.OwnSnoozes, b.MaxSnoozes))
 	}
 	if a := b.Admission; a != nil {
+		// Refused by a breaker (open, or its probe out): park in the key's
+		// paused queue (breakerPark), not until the probe time or the
+		// probe's lease.
 		if !a.Allowed && !held && b.Fallback.ready() {
-			return fallback(b.Fallback.Model, Reaction{Kind: ReactPark, After: max(a.Wait, time.Second)})
-		}
-		if !a.Allowed && a.Breaker == keys.BreakerStorm {
-			return Reaction{Kind: ReactPark, After: stormPark}
+			return fallback(b.Fallback.Model, Reaction{Kind: ReactPark, After: breakerPark})
 		}
 		if !a.Allowed {
-			return Reaction{Kind: ReactPark, After: max(a.Wait, time.Second)}
+			return Reaction{Kind: ReactPark, After: breakerPark}
 		}
 		if !a.Probe && b.Pause != nil {
 			return Reaction{Kind: ReactPark, After: max(*b.Pause, 100*time.Millisecond)}
@@ -432,7 +432,7 @@ func decideAfter(a after) Reaction {
 			r = deadLetter(classify.Transient, ReasonRetriesExhausted, fmt.Sprintf("%d attempts (max_attempts %d, key retry_budget %g); last: %s",
 				calls, a.MaxAttempts, a.RetryBudget, v.Reason))
 		case a.Storm.Open:
-			r = Reaction{Kind: ReactStorm, After: min(a.Storm.Wait, stormPark)}
+			r = Reaction{Kind: ReactStorm, After: min(a.Storm.Wait, breakerPark)}
 		default:
 			r = Reaction{Kind: ReactRetry, After: transientWait(a.Backoff, retryAfter(v), a.BackoffCap)}
 		}
@@ -483,12 +483,15 @@ func decideAfter(a after) Reaction {
 	}
 }
 
-// stormPark is how long a job parks while the storm breaker is open,
-// whatever the cooldown: the key's queue is paused, so the job only waits
-// there, available, and is fetched the moment a probe closes the breaker.
-// A long snooze could outlast that moment (River records a snooze after the
-// run returns, possibly after the closing probe woke the parked jobs).
-const stormPark = time.Second
+// breakerPark is how long a job parks while a breaker of its key (storm or
+// exhausted) is not closed, whatever the cooldown, the probe time or the
+// probe's lease: the key's queue is paused, so the job only waits there,
+// available, and is fetched the moment the breaker closes (a probe, `triage
+// keys resume`). A long snooze could outlast that moment: River records a
+// snooze after the run returns, possibly after the close woke the parked
+// jobs, and the probe's lease is minutes. It also keeps the park within the
+// job's max age, whatever a skewed clock makes of the probe time.
+const breakerPark = time.Second
 
 // throttled is the reaction to a throttle: the whole key waits when the
 // provider says so (keyWide), else only the job that was told. Today every

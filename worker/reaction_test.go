@@ -60,12 +60,15 @@ func TestDecideBefore(t *testing.T) {
 			Reaction{Kind: ReactDeadLetter, Class: classify.Throttled, Reason: ReasonSnoozedOut}},
 		{"own snoozes used up", with(func(b *before) { b.OwnSnoozes = 100 }),
 			Reaction{Kind: ReactDeadLetter, Class: classify.Throttled, Reason: ReasonSnoozedOut}},
-		{"breaker refuses: park until the probe", with(func(b *before) {
+		{"breaker refuses: park in the paused queue, not until the probe", with(func(b *before) {
 			b.Admission = &keys.Admission{Wait: 30 * time.Second, State: keys.StateOpen}
-		}), Reaction{Kind: ReactPark, After: 30 * time.Second}},
+		}), Reaction{Kind: ReactPark, After: breakerPark}},
+		{"another job's probe is out: park in the paused queue, not for its lease", with(func(b *before) {
+			b.Admission = &keys.Admission{Wait: 3 * time.Minute, State: keys.StateHalfOpen}
+		}), Reaction{Kind: ReactPark, After: breakerPark}},
 		{"storm breaker refuses: park in the paused queue", with(func(b *before) {
 			b.Admission = &keys.Admission{Breaker: keys.BreakerStorm, Wait: time.Minute, State: keys.StateOpen}
-		}), Reaction{Kind: ReactPark, After: stormPark}},
+		}), Reaction{Kind: ReactPark, After: breakerPark}},
 		{"breaker refuses with a short wait: park a second", with(func(b *before) {
 			b.Admission = &keys.Admission{Wait: time.Millisecond, State: keys.StateHalfOpen}
 		}), Reaction{Kind: ReactPark, After: time.Second}},
@@ -198,7 +201,7 @@ func TestDecideAfter(t *testing.T) {
 		{"transient with retry_budget 0: no retry", call(verdict(classify.Transient), func(a *after) { a.NoRetries, a.RetryBudget = true, 0 }),
 			Reaction{Kind: ReactDeadLetter, Class: classify.Transient, Reason: ReasonRetriesExhausted, Outcome: ledger.AttemptFailed}, keys.OutcomeFailure},
 		{"transient in a storm parks in the paused queue", call(verdict(classify.Transient), storm),
-			Reaction{Kind: ReactStorm, After: stormPark, Outcome: ledger.AttemptFailed}, keys.OutcomeFailure},
+			Reaction{Kind: ReactStorm, After: breakerPark, Outcome: ledger.AttemptFailed}, keys.OutcomeFailure},
 		{"transient in a storm with the probe due sooner", call(verdict(classify.Transient), shortStorm),
 			Reaction{Kind: ReactStorm, After: 300 * time.Millisecond, Outcome: ledger.AttemptFailed}, keys.OutcomeFailure},
 		{"a storm does not save the last call", call(verdict(classify.Transient), storm, func(a *after) { a.JobCalls = 5 }),
