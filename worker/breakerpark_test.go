@@ -48,8 +48,9 @@ func TestJobRefusedDuringAProbeRunsOnceTheKeyCloses(t *testing.T) {
 	})
 	require.Zero(t, b.fake.Stats().Requests, "no call while the breaker is open")
 
-	// The probe succeeds; the job's snooze is already recorded, so no wake
-	// is needed for it to run now.
+	// The probe succeeds, without the wake its run (or `keys resume`) sends
+	// after the close: a snooze River records after that wake never hears
+	// it, so the job must not depend on it.
 	closed, err := store.ProbeResult(ctx, "main", probe, true, 0)
 	require.NoError(t, err)
 	require.True(t, closed)
