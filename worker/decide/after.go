@@ -120,7 +120,7 @@ func After(a AfterCall) Reaction {
 			r = DeadLetter(classify.Transient, ReasonRetriesExhausted, fmt.Sprintf("%d attempts (max_attempts %d, key retry_budget %g); last: %s",
 				calls, a.MaxAttempts, a.RetryBudget, v.Reason))
 		case a.Storm.Open:
-			r = Reaction{Kind: ReactStorm, After: min(a.Storm.Wait, StormPark)}
+			r = Reaction{Kind: ReactStorm, After: min(a.Storm.Wait, BreakerPark)}
 		default:
 			r = Reaction{Kind: ReactRetry, After: TransientWait(a.Backoff, RetryAfter(v), a.BackoffCap)}
 		}

@@ -56,7 +56,7 @@ func TestDecideAfter(t *testing.T) {
 		{"transient with retry_budget 0: no retry", call(verdict(classify.Transient), func(a *AfterCall) { a.NoRetries, a.RetryBudget = true, 0 }),
 			Reaction{Kind: ReactDeadLetter, Class: classify.Transient, Reason: ReasonRetriesExhausted, Outcome: OutcomeFailed}},
 		{"transient in a storm parks in the paused queue", call(verdict(classify.Transient), storm),
-			Reaction{Kind: ReactStorm, After: StormPark, Outcome: OutcomeFailed}},
+			Reaction{Kind: ReactStorm, After: BreakerPark, Outcome: OutcomeFailed}},
 		{"transient in a storm with the probe due sooner", call(verdict(classify.Transient), shortStorm),
 			Reaction{Kind: ReactStorm, After: 300 * time.Millisecond, Outcome: OutcomeFailed}},
 		{"a storm does not save the last call", call(verdict(classify.Transient), storm, func(a *AfterCall) { a.JobCalls = 5 }),

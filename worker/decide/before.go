@@ -139,12 +139,15 @@ type Lookup struct {
 	Waited, Wait, Recheck time.Duration
 }
 
-// StormPark is how long a job parks while the storm breaker is open,
-// whatever the cooldown: the key's queue is paused, so the job only waits
-// there, available, and is fetched the moment a probe closes the breaker.
-// A long snooze could outlast that moment (River records a snooze after the
-// run returns, possibly after the closing probe woke the parked jobs).
-const StormPark = time.Second
+// BreakerPark is how long a job parks while a breaker of its key (storm or
+// exhausted) is not closed, whatever the cooldown, the probe time or the
+// probe's lease: the key's queue is paused, so the job only waits there,
+// available, and is fetched the moment the breaker closes (a probe, `triage
+// keys resume`). A long snooze could outlast that moment: River records a
+// snooze after the run returns, possibly after the close woke the parked
+// jobs, and the probe's lease is minutes. It also keeps the park within the
+// job's max age, whatever a skewed clock makes of the probe time.
+const BreakerPark = time.Second
 
 // UnsentLineWait is how long a job sleeps on a line not sent yet (pending,
 // or not run and written again): the line wait, but no longer than the job
@@ -190,14 +193,14 @@ func Before(b BeforeCall) Reaction {
 			fmt.Sprintf("snoozed %d times by its own throttling (pipeline max_snoozes %d)", b.OwnSnoozes, b.MaxSnoozes))
 	}
 	if a := b.Admission; a != nil {
+		// Refused by a breaker (open, or its probe out): park in the key's
+		// paused queue (BreakerPark), not until the probe time or the
+		// probe's lease.
 		if !a.Allowed && !held && b.Fallback.ready() {
-			return fallback(b.Fallback.Model, Reaction{Kind: ReactPark, After: max(a.Wait, time.Second)})
-		}
-		if !a.Allowed && a.Storm {
-			return Reaction{Kind: ReactPark, After: StormPark}
+			return fallback(b.Fallback.Model, Reaction{Kind: ReactPark, After: BreakerPark})
 		}
 		if !a.Allowed {
-			return Reaction{Kind: ReactPark, After: max(a.Wait, time.Second)}
+			return Reaction{Kind: ReactPark, After: BreakerPark}
 		}
 		if !a.Probe && b.Pause != nil {
 			return Reaction{Kind: ReactPark, After: max(*b.Pause, 100*time.Millisecond)}

@@ -58,12 +58,15 @@ func TestDecideBefore(t *testing.T) {
 			Reaction{Kind: ReactDeadLetter, Class: classify.Throttled, Reason: ReasonSnoozedOut}},
 		{"own snoozes used up", with(func(b *BeforeCall) { b.OwnSnoozes = 100 }),
 			Reaction{Kind: ReactDeadLetter, Class: classify.Throttled, Reason: ReasonSnoozedOut}},
-		{"breaker refuses: park until the probe", with(func(b *BeforeCall) {
+		{"breaker refuses: park in the paused queue, not until the probe", with(func(b *BeforeCall) {
 			b.Admission = &Admission{Wait: 30 * time.Second}
-		}), Reaction{Kind: ReactPark, After: 30 * time.Second}},
+		}), Reaction{Kind: ReactPark, After: BreakerPark}},
+		{"another job's probe is out: park in the paused queue, not for its lease", with(func(b *BeforeCall) {
+			b.Admission = &Admission{Wait: 3 * time.Minute}
+		}), Reaction{Kind: ReactPark, After: BreakerPark}},
 		{"storm breaker refuses: park in the paused queue", with(func(b *BeforeCall) {
 			b.Admission = &Admission{Storm: true, Wait: time.Minute}
-		}), Reaction{Kind: ReactPark, After: StormPark}},
+		}), Reaction{Kind: ReactPark, After: BreakerPark}},
 		{"breaker refuses with a short wait: park a second", with(func(b *BeforeCall) {
 			b.Admission = &Admission{Wait: time.Millisecond}
 		}), Reaction{Kind: ReactPark, After: time.Second}},
@@ -242,7 +245,7 @@ func TestDecideBeforeCacheHit(t *testing.T) {
 		{"breaker open: the job parks with the key's queue", with(func(b *BeforeCall) {
 			hit(Prior{})(b)
 			b.Admission = &Admission{Wait: 30 * time.Second}
-		}), Reaction{Kind: ReactPark, After: 30 * time.Second}},
+		}), Reaction{Kind: ReactPark, After: BreakerPark}},
 		{"worker errors used up the runs: still dead-lettered first", with(func(b *BeforeCall) {
 			hit(Prior{})(b)
 			b.Attempt = 7

@@ -46,6 +46,25 @@ func TestNightPinned(t *testing.T) {
 				{At: 3290 * time.Millisecond, Kind: nightsim.Operate, Op: nightsim.OpCancelJobs},
 				{At: 3590 * time.Millisecond, Kind: nightsim.FallbackUp},
 			}},
+	}, {
+		// Seed 30029 of the soak with every switch on, its whole schedule:
+		// a job refused while the probe was out parked for the probe's
+		// lease (3 min); the wake of the close (`keys resume` woke 0, or
+		// the probe after the top-up) came before River recorded that
+		// snooze, so the job sat out the key's recovery and its 12 s max
+		// age, and the batch did not settle within 90 s.
+		name: "breaker_park_past_resume", on: true,
+		n: nightsim.Night{Seed: 30029, Procs: 1, Child: -1, Vendor: "anthropic", Mode: "sync", Output: "json", Concurrency: 5,
+			Stream: true, Overflow: "truncate", EchoKey: true, MaxAge: 12 * time.Second, Records: 69,
+			Latency: 49 * time.Millisecond, PoisonEvery: 9, BatchLatency: 3040 * time.Millisecond, Length: 2612 * time.Millisecond,
+			Events: []nightsim.Event{
+				{At: 640 * time.Millisecond, Kind: nightsim.Operate, Op: nightsim.OpRequeue},
+				{At: 984 * time.Millisecond, Kind: nightsim.TopUp, USD: 1},
+				{At: 2119 * time.Millisecond, Kind: nightsim.BalanceLow, USD: 0.00005},
+				{At: 2359 * time.Millisecond, Kind: nightsim.RateOn},
+				{At: 2491 * time.Millisecond, Kind: nightsim.Operate, Op: nightsim.OpResume},
+				{At: 2600 * time.Millisecond, Kind: nightsim.RateOff},
+			}},
 	}}
 	for _, p := range pinned {
 		if !p.on {
