@@ -134,6 +134,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 			return fmt.Errorf("open batch line: %w", err)
 		}
 		b.Line = lineFacts(l.Hold())
+		c.line = l
 		rx = decide.Before(b)
 	}
 	if rx.Kind == decide.ReactGo {
@@ -512,9 +513,10 @@ func (r *Runtime) apply(ctx context.Context, c *call, rx decide.Reaction, rep ke
 	case decide.ReactCompletePartial:
 		return r.completePartial(ctx, c)
 	case decide.ReactDeadLetter:
-		if rx.Reason == ledger.ReasonCancelled && c.line.ID != 0 && c.lineID == 0 {
-			// A cancelled batch's line not in a provider batch: closed and
-			// its attempt settled as not run ($0) before the dead letter.
+		if c.line.ID != 0 && c.lineID == 0 && c.line.Hold() == ledger.HoldUnsent {
+			// A line not in a provider batch (a cancelled batch's, one past
+			// the job's max age): closed and its attempt settled as not run
+			// ($0) before the dead letter (the open-line rule).
 			took, err := ledger.TakeBackBatchLine(ctx, r.pool, c.line.ID, c.line.AttemptID)
 			if err != nil {
 				return err
