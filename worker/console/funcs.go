@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/triage-dev/triage/worker/operator"
 )
 
 var funcs = template.FuncMap{
@@ -27,6 +29,8 @@ var funcs = template.FuncMap{
 	"derefTime": func(t *time.Time) time.Time { return *t },
 	"stamp":     func(t time.Time) string { return t.Local().Format(time.DateTime) },
 	"join":      strings.Join,
+	"workers":   func(a *operator.Activity, key string) string { return operator.DescribeWorkers(*a, key) },
+	"jobs":      func(a *operator.Activity) string { return operator.DescribeJobs(*a) },
 	"plural":    plural,
 	"pretty":    pretty,
 	"filterURL": func(batch, class, reason string) string {

@@ -48,7 +48,8 @@ func (s *Server) batches(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
-	v, err := operator.GetBatch(r.Context(), s.opts.Pool, r.PathValue("batch"))
+	v, err := operator.GetBatchNow(r.Context(), s.opts.Pool, r.PathValue("batch"),
+		operator.ActivityOptions{Schema: s.opts.Schema, Config: s.opts.Config})
 	if err != nil {
 		var in *operator.InputError
 		if errors.As(err, &in) {
@@ -59,7 +60,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if wantsJSON(r) {
-		writeJSON(w, http.StatusOK, v.Status) // `triage status B --json`
+		writeJSON(w, http.StatusOK, v.Now()) // `triage status B --json`
 		return
 	}
 	p := page{Title: "Batch " + v.Status.Batch, Nav: "batches",

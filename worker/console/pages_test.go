@@ -57,6 +57,11 @@ func TestBrowserBatchesPageShowsRunningProgress(t *testing.T) {
 
 	run(t, tc, chromedp.Click(css(`#batches a[href="/batches/b1"]`)), chromedp.WaitVisible(css(`#batch`)))
 	require.Equal(t, "3 completed, 0 dead-lettered, 7 pending of 10", text(t, tc, `.progress-text`))
+	// No worker runs: the page says so, and why nothing moves.
+	require.Equal(t, "none on key main (no live heartbeat)", text(t, tc, `#workers`))
+	require.Equal(t, "0 running, 10 queued", text(t, tc, `#jobs`))
+	require.Contains(t, text(t, tc, `#why`), "no worker process is working key main")
+	require.Equal(t, "no_worker", get(t, tc, chromedp.AttributeValue(css(`#why`), "data-waiting-on")).Value)
 	screenshot(t, tc, "batch")
 }
 
@@ -310,7 +315,11 @@ func TestPagesJSONShapes(t *testing.T) {
 	st, err := ledger.BatchStatus(ctx, b.db.Pool, "b1")
 	require.NoError(t, err)
 	require.Equal(t, asJSON([]ledger.Status{st}), string(get("/?format=json", 200)))
-	require.Equal(t, asJSON(st), string(get("/batches/b1?format=json", 200)))
+	v, err := operator.GetBatchNow(ctx, b.db.Pool, "b1", operator.ActivityOptions{Schema: b.db.Schema, Config: b.cfg})
+	require.NoError(t, err)
+	require.Equal(t, asJSON(operator.BatchNow{Status: st, Activity: v.Activity}), string(get("/batches/b1?format=json", 200)),
+		"`triage status B --json`: the status and its activity")
+	require.Equal(t, operator.Activity{}, *v.Activity, "settled: nothing works it, nothing waits")
 	get("/batches/nope?format=json", 404)
 
 	dls, err := ledger.ListDeadLetters(ctx, b.db.Pool, ledger.DeadLetterFilter{Batch: "b1"})
