@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/rivertable"
 )
 
@@ -44,4 +48,31 @@ func BatchJobsRunning(ctx context.Context, db ledger.DBTX, schema, batch string)
 // River's rescuer.
 func ConfigHorizon(cfg *config.Config) Horizon {
 	return fleetHorizon(cfg, JobMarginDefault, 0)
+}
+
+// PausedBatchJobs counts, by batch, the queued jobs of the named keys'
+// queues whose batch is paused by hand: what `triage work --exit-when-idle`
+// leaves behind (JobsLeft does not count them) and must name. schema is
+// River's ("" for the search_path).
+func PausedBatchJobs(ctx context.Context, pool *pgxpool.Pool, schema string, keyNames []string) (map[string]int, error) {
+	queues := make([]string, 0, len(keyNames))
+	for _, k := range keyNames {
+		queues = append(queues, keys.QueueName(k))
+	}
+	rows, err := pool.Query(ctx, `SELECT b.id, count(*) FROM `+rivertable.Job(schema)+` j
+		JOIN triage_batch b ON b.id = j.args->>'batch'
+		WHERE j.queue = ANY($1) AND j.kind = $2 AND j.state IN ('available', 'pending', 'running', 'scheduled', 'retryable')
+		  AND b.state = 'paused'
+		GROUP BY b.id ORDER BY b.id`, queues, Kind)
+	if err != nil {
+		return nil, fmt.Errorf("count the jobs of paused batches: %w", err)
+	}
+	out := map[string]int{}
+	var id string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&id, &n}, func() error { out[id] = n; return nil })
+	if err != nil {
+		return nil, fmt.Errorf("count the jobs of paused batches: %w", err)
+	}
+	return out, nil
 }

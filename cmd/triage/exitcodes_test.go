@@ -147,3 +147,23 @@ func TestVersion(t *testing.T) {
 		require.Regexp(t, `^triage \S.* go1\.\d+`, r.stdout)
 	}
 }
+
+// `work --exit-when-idle` with only a batch paused by hand left queued
+// exits 4, naming the batch: its records are not done, so `work && export
+// && notify` must not report success (issue 24).
+func TestWorkExitWhenIdleWithAPausedBatchExits4(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{NoReplay: true}, "")
+	r := c.run(jsonl(2), "enqueue", "--pipeline", "enrich", "--batch", "done", "-")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = c.run(jsonl(3), "enqueue", "--pipeline", "enrich", "--batch", "held", "-")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = c.run("", "batch", "pause", "held")
+	require.Equal(t, exitOK, r.code, r.stderr)
+
+	r = c.run("", "work", "--exit-when-idle")
+	require.Equal(t, exitQueued, r.code, r.stderr)
+	require.Contains(t, r.stderr, "batch held is paused by hand with 3 jobs queued")
+	require.Contains(t, r.stderr, "`triage batch resume held`")
+	require.Equal(t, 2, c.fake.Stats().Requests, "the paused batch made no call")
+}

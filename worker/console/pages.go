@@ -64,12 +64,25 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, v.Now()) // `triage status B --json`
 		return
 	}
+	night, err := operator.BatchTimeline(r.Context(), s.opts.Pool, v)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	p := page{Title: "Batch " + v.Status.Batch, Nav: "batches",
-		Refresh: s.refresh(v.Status.State == ledger.BatchRunning || v.Status.State == ledger.BatchCancelled), Data: v}
+		Refresh: s.refresh(v.Status.State == ledger.BatchRunning || v.Status.State == ledger.BatchCancelled),
+		Data:    batchPage{BatchView: v, Night: newNightChart(night)}}
 	if a, ok := controls[r.URL.Query().Get("done")]; ok {
 		p.Notice = "Batch " + v.Status.Batch + " " + a.done
 	}
 	s.render(w, http.StatusOK, "batch.html", p)
+}
+
+// batchPage is the batch page's data: the batch and its night's picture
+// (nil before its first call).
+type batchPage struct {
+	operator.BatchView
+	Night *nightChart
 }
 
 // control is one of the batch page's actions: what its confirmation asks
