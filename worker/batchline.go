@@ -119,8 +119,10 @@ func (r *Runtime) workBatch(ctx context.Context, c *call, b before, prior ledger
 		if err := ledger.RequeueBatchLine(ctx, r.pool, l.ID); err != nil {
 			return true, err
 		}
-		return true, park(ctx, job, r.batchWait())
-	default: // pending or submitted: the submitter wakes the job
+		return true, park(ctx, job, b.unsentLineWait())
+	case l.State == ledger.LinePending:
+		return true, park(ctx, job, b.unsentLineWait())
+	default: // submitted: the submitter wakes the job
 		return true, park(ctx, job, r.batchWait())
 	}
 }
@@ -189,7 +191,7 @@ func (r *Runtime) addLine(ctx context.Context, c *call, b before, prior ledger.P
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("batch line: commit: %w", err)
 	}
-	return park(ctx, job, r.batchWait())
+	return park(ctx, job, b.unsentLineWait())
 }
 
 // applyLine turns the line's stored answer into the call's Result and goes

@@ -217,6 +217,19 @@ type lookupFacts struct {
 	Waited, Wait, Recheck time.Duration
 }
 
+// unsentLineWait is how long a job sleeps on a line not sent yet (pending,
+// or not run and written again): the line wait, but no longer than the job
+// may still wait in all (MaxAge). An unsent line bills nothing and holds
+// nothing, so a line no provider batch takes (a key exhausted for good)
+// must not keep its record past MaxAge: the job wakes just after it, and
+// decideBefore dead-letters it (snoozed_out), taking the line back.
+func (b before) unsentLineWait() time.Duration {
+	if b.MaxAge <= 0 {
+		return b.LineWait
+	}
+	return max(min(b.LineWait, b.MaxAge-b.Age+time.Second), time.Second)
+}
+
 // decideBefore decides, from what a run knows so far, whether it ends
 // before its call. ReactGo means: go on. The checks run in the order of the
 // steps, so calling it again after a step is harmless.

@@ -251,3 +251,21 @@ func TestTransientWait(t *testing.T) {
 	// A backoff above the cap (a test's tiny cap) is never cut below itself.
 	require.Equal(t, time.Second, transientWait(time.Second, time.Hour, time.Millisecond))
 }
+
+func TestUnsentLineWait(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		age, maxAge   time.Duration
+		lineWait, out time.Duration
+	}{
+		{"young job: the line wait", time.Minute, 24 * time.Hour, time.Hour, time.Hour},
+		{"MaxAge nearer than the line wait: just past it", 50 * time.Minute, time.Hour, time.Hour, 10*time.Minute + time.Second},
+		{"past MaxAge already: soon", 2 * time.Hour, time.Hour, time.Hour, time.Second},
+		{"no MaxAge: the line wait", time.Hour, 0, time.Hour, time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := before{Age: tc.age, MaxAge: tc.maxAge, LineWait: tc.lineWait}
+			require.Equal(t, tc.out, b.unsentLineWait())
+		})
+	}
+}
