@@ -52,10 +52,13 @@ soak:
 		$(GO) test $(RACE) -count=1 -timeout 0  -run "^TestNight$$" ./worker/nightsim'
 
 ## demo: the embedded default (private cluster in .triage/pg, in-process fake provider);
-## ends by printing the batch's dead-letter page and serves it until Ctrl-C
+## ends by printing the batch's dead-letter page and serves it until Ctrl-C.
+## It runs the built binary: `go run` exits 1 when Ctrl-C interrupts it,
+## even though the demo itself exits 0.
 demo:
 	.ci/ensure-postgres
-	$(GO) run ./cmd/triage demo
+	$(GO) build -o bin/ ./cmd/triage
+	bin/triage demo
 
 ## clean: stop and remove the private cluster (its shadow directory too) and the binaries
 clean:

@@ -215,8 +215,16 @@ var anthropicTable = newTable("anthropic", []rule{
 	{reason: "organization_disabled", class: Exhausted, when: func(f *facts) bool {
 		return says(f, "organization has been disabled")
 	}},
+	// 401 authentication_error ("invalid x-api-key"): the key itself is
+	// wrong or revoked. Its own reason, the one OpenAI's shares, so that a
+	// person is told the key is invalid and no top-up will help.
+	{reason: "invalid_api_key", class: Exhausted, when: func(f *facts) bool {
+		return typeIn(f, "authentication_error")
+	}},
+	// 402 billing_error, 403 permission_error: a valid key its account
+	// does not let through (payment, an organisation setting).
 	{reason: "key_or_billing", class: Exhausted, when: func(f *facts) bool {
-		return typeIn(f, "authentication_error", "billing_error", "permission_error")
+		return typeIn(f, "billing_error", "permission_error")
 	}},
 	// The OpenAI-compatible endpoint puts it in code: type invalid_request_error,
 	// code rate_limit_error.

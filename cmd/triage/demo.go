@@ -266,11 +266,24 @@ func demoDBNote(e *env) string {
 
 // selfCommand is how to run this triage again from the same directory:
 // `go run ./cmd/triage` when the binary was built by `go run` (it lives in a
-// go-build temporary directory, gone once the run ends), else `triage`.
+// go-build temporary directory, gone once the run ends), `bin/triage` when
+// it is the working directory's bin/triage (`make demo`), else `triage`.
 func selfCommand(e *env) string {
-	if e.executable != nil {
-		if exe, err := e.executable(); err == nil && builtByGoRun(exe) {
-			return "go run ./cmd/triage"
+	if e.executable == nil {
+		return "triage"
+	}
+	exe, err := e.executable()
+	if err != nil {
+		return "triage"
+	}
+	if builtByGoRun(exe) {
+		return "go run ./cmd/triage"
+	}
+	if e.getwd != nil {
+		if wd, err := e.getwd(); err == nil {
+			if rel, err := filepath.Rel(wd, exe); err == nil && filepath.ToSlash(rel) == "bin/triage" {
+				return "bin/triage"
+			}
 		}
 	}
 	return "triage"

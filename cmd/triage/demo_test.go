@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -139,4 +140,31 @@ func TestDemoServesItsDeadLettersUntilInterrupted(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the demo did not stop on interrupt")
 	}
+}
+
+// `make demo` runs the built binary, not `go run`: on Ctrl-C the terminal
+// interrupts every process of the group, and `go run` exits 1 when it is
+// interrupted even though the demo exits 0, so make ended with
+// "make: *** [Makefile:58: demo] Error 1" (issue 24).
+func TestMakeDemoDoesNotGoRun(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../Makefile")
+	require.NoError(t, err)
+	_, recipe, ok := strings.Cut(string(b), "\ndemo:")
+	require.True(t, ok, "the Makefile has a demo target")
+	recipe, _, _ = strings.Cut(recipe, "\n\n")
+	require.NotContains(t, recipe, "go run")
+	require.NotContains(t, recipe, "$(GO) run")
+	require.Contains(t, recipe, "bin/triage demo")
+}
+
+// Run from the repository's bin/ (as `make demo` does), the commands to
+// look next name bin/triage.
+func TestSelfCommandInBin(t *testing.T) {
+	t.Parallel()
+	e := &env{executable: func() (string, error) { return "/src/triage/bin/triage", nil },
+		getwd: func() (string, error) { return "/src/triage", nil }}
+	require.Equal(t, "bin/triage", selfCommand(e))
+	e.getwd = func() (string, error) { return "/elsewhere", nil }
+	require.Equal(t, "triage", selfCommand(e))
 }

@@ -147,3 +147,41 @@ func TestVersion(t *testing.T) {
 		require.Regexp(t, `^triage \S.* go1\.\d+`, r.stdout)
 	}
 }
+
+// `work --exit-when-idle` with only a batch paused by hand left queued
+// exits 4, naming the batch: its records are not done, so `work && export
+// && notify` must not report success (issue 24).
+func TestWorkExitWhenIdleWithAPausedBatchExits4(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{NoReplay: true}, "")
+	r := c.run(jsonl(2), "enqueue", "--pipeline", "enrich", "--batch", "done", "-")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = c.run(jsonl(3), "enqueue", "--pipeline", "enrich", "--batch", "held", "-")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = c.run("", "batch", "pause", "held")
+	require.Equal(t, exitOK, r.code, r.stderr)
+
+	r = c.run("", "work", "--exit-when-idle")
+	require.Equal(t, exitQueued, r.code, r.stderr)
+	require.Contains(t, r.stderr, "batch held is paused by hand with 3 jobs queued")
+	require.Contains(t, r.stderr, "`triage batch resume held`")
+	require.Equal(t, 2, c.fake.Stats().Requests, "the paused batch made no call")
+}
+
+// The same with an Anthropic key: its 401 authentication_error is an
+// invalid key too, not "key or billing" (issue 24: a bad Anthropic key was
+// not called invalid, so run waited for probes as for a top-up).
+func TestRunWithARevokedAnthropicKeyExits2(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	fake, baseURL := workertest.Provider(t, fakeprovider.Scenario{APIKey: cliAPIKey})
+	c.fake = fake
+	toml := workertest.Config(workertest.ConfigOptions{BaseURL: baseURL, Vendor: "anthropic"})
+	require.NoError(t, os.WriteFile(c.config, []byte(toml), 0o600))
+	c.envs[workertest.APIKeyEnv] = "sk-ant-revoked"
+	r := c.run("", "run", "--pipeline", "enrich", "--batch", "b1", "--max-wait", "30s", "--progress-interval", "50ms", c.file("in.jsonl", jsonl(20)))
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	require.Contains(t, r.stderr, "the provider refuses key main as invalid (invalid_api_key)")
+	require.Contains(t, r.stderr, "a top-up will not help")
+	require.LessOrEqual(t, c.fake.Stats().Requests, 5, "within a few calls")
+}

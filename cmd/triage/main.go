@@ -33,6 +33,8 @@ type env struct {
 	configPath string
 	// executable is os.Executable; nil: unknown (in-process tests).
 	executable func() (string, error)
+	// getwd is os.Getwd; nil: unknown (in-process tests).
+	getwd func() (string, error)
 }
 
 type command struct {
@@ -52,7 +54,7 @@ func main() {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	ctx, stop := interruptible(context.Background(), sigs, os.Stderr, os.Exit)
 	code := run(ctx, os.Args[1:], &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv,
-		executable: os.Executable})
+		executable: os.Executable, getwd: os.Getwd})
 	stop()
 	os.Exit(code)
 }

@@ -81,3 +81,42 @@ func TestShadowClusterIsNamedAndRemoved(t *testing.T) {
 	require.NoDirExists(t, shadow)
 	require.NoDirExists(t, ".triage/pg")
 }
+
+// A looking command does not start a private cluster someone stopped: it
+// says the cluster is stopped and how to start it, exits 2, and the
+// cluster stays stopped (issue 24: `triage status` quietly restarted it).
+// (Not parallel: it changes the working directory.)
+func TestLookingCommandsDoNotStartAStoppedCluster(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	require.NoError(t, os.WriteFile("in.jsonl", []byte(jsonl(2)), 0o600))
+	_, baseURL := workertest.Provider(t, fakeprovider.Scenario{APIKey: cliAPIKey})
+	require.NoError(t, os.WriteFile("triage.toml", []byte(workertest.Config(workertest.ConfigOptions{BaseURL: baseURL})), 0o600))
+	envs := map[string]string{workertest.APIKeyEnv: cliAPIKey}
+	cmd := func(args ...string) result {
+		var out, errb bytes.Buffer
+		e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(k string) string { return envs[k] }}
+		return result{code: run(context.Background(), args, e), stdout: out.String(), stderr: errb.String()}
+	}
+	t.Cleanup(func() { cmd("db", "stop", "--remove") })
+	r := cmd("enqueue", "--pipeline", "enrich", "--batch", "b1", "in.jsonl")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = cmd("db", "stop")
+	require.Equal(t, exitOK, r.code, r.stderr)
+
+	for _, args := range [][]string{{"status"}, {"status", "b1", "--json"}, {"dlq", "list"}, {"ledger"}, {"keys"}} {
+		r = cmd(args...)
+		require.Equal(t, exitUsage, r.code, "%v: %s", args, r.stderr)
+		require.Contains(t, r.stderr, "the private cluster in .triage/pg is stopped", "%v", args)
+		require.Contains(t, r.stderr, "`triage db start`", "%v says how to start it", args)
+	}
+	c, err := pgcluster.Open(".triage/pg")
+	require.NoError(t, err)
+	require.False(t, c.Running(context.Background()), "still stopped")
+
+	// Commands that work start it, as before.
+	r = cmd("enqueue", "--pipeline", "enrich", "--batch", "b2", "in.jsonl")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = cmd("status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+}

@@ -144,6 +144,14 @@ func connect(ctx context.Context, e *env, cfg *config.Config, create bool) (d *d
 		if !create && !pgcluster.Exists(embeddedDir) {
 			return nil, false, errNoDatabase(e, cfg)
 		}
+		// A command that only looks does not start a cluster someone
+		// stopped: reading must not undo `triage db stop`.
+		if !create {
+			if c, err := pgcluster.Open(embeddedDir); err == nil && !c.Running(ctx) {
+				return nil, false, usageError{fmt.Errorf("the private cluster in %s is stopped (`triage db stop`, or a reboot): "+
+					"start it with `triage db start` (or `triage run`, `enqueue` or `work`, which start it), then try again", embeddedDir)}
+			}
+		}
 		c, err := pgcluster.Start(ctx, embeddedDir, pgcluster.Options{})
 		if err != nil {
 			return nil, false, fmt.Errorf("embedded database in %s: %w", embeddedDir, err)

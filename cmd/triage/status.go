@@ -57,7 +57,7 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "triage status: unexpected argument %q (one batch at a time)\n", pos[1])
 		return exitUsage
 	}
-	_, d, err := openDBOptional(ctx, e)
+	cfg, d, err := openDBOptional(ctx, e)
 	if err != nil {
 		return failCmd(e, "status", err)
 	}
@@ -67,14 +67,14 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	}
 
 	if len(pos) == 1 {
-		v, err := operator.GetBatch(ctx, d.pool, pos[0])
+		v, err := operator.GetBatchNow(ctx, d.pool, pos[0], operator.ActivityOptions{Config: cfg})
 		if err != nil {
 			return failCmd(e, "status", err)
 		}
 		if *asJSON {
-			return writeOrFail(e, "status", writeJSONLine(e.stdout, v.Status))
+			return writeOrFail(e, "status", writeJSONLine(e.stdout, v.Now()))
 		}
-		writeStatus(e.stdout, v.Status, v.Batch, v.Key)
+		writeStatus(e.stdout, v)
 		return exitOK
 	}
 
@@ -106,14 +106,20 @@ func writeOrFail(e *env, cmd string, err error) int {
 }
 
 // writeStatus prints one batch's status for a human: the contract's
-// figures, the budget when the batch has one, and why it is paused.
-func writeStatus(w io.Writer, st ledger.Status, b ledger.Batch, ks *keys.KeyStatus) {
+// figures, the budget when the batch has one, what is working it now and
+// why it is paused or not progressing.
+func writeStatus(w io.Writer, v operator.BatchView) {
+	st, b := v.Status, v.Batch
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "batch:\t%s\n", safe(st.Batch))
 	fmt.Fprintf(tw, "pipeline:\t%s\n", safe(st.Pipeline))
 	fmt.Fprintf(tw, "state:\t%s\n", st.State)
-	if why := operator.PausedWhy(st, b, ks); why != "" {
+	if why := v.Why(); why != "" {
 		fmt.Fprintf(tw, "why:\t%s\n", safe(why))
+	}
+	if a := v.Activity; a != nil && st.State != ledger.BatchSettled {
+		fmt.Fprintf(tw, "workers:\t%s\n", operator.DescribeWorkers(*a, st.Key))
+		fmt.Fprintf(tw, "jobs:\t%s\n", operator.DescribeJobs(*a))
 	}
 	if b.BudgetUSD != nil {
 		fmt.Fprintf(tw, "budget:\t%s\n", budgetLine(*b.BudgetUSD, b.SpentUSD))

@@ -82,8 +82,9 @@ func TestStatusWithoutConfigFile(t *testing.T) {
 // statusJSONKeys is the contract's exact `triage status B --json` shape:
 // DESIGN's ten fields, and cancelled (added by issue 9, counted in
 // dead_lettered), models and fallback (added by issue 13: the completed
-// records by the model that answered, and how many moved to a fallback).
-var statusJSONKeys = []string{"batch", "calls", "cancelled", "completed", "dead_lettered", "fallback", "models", "pending", "pipeline",
+// records by the model that answered, and how many moved to a fallback),
+// and activity (issue 24: what is working it now, and why it waits).
+var statusJSONKeys = []string{"activity", "batch", "calls", "cancelled", "completed", "dead_lettered", "fallback", "models", "pending", "pipeline",
 	"possibly_billed_usd", "spend_usd", "state", "total"}
 
 func TestStatusBudgetAndWhyPaused(t *testing.T) {
@@ -108,13 +109,22 @@ func TestStatusBudgetAndWhyPaused(t *testing.T) {
 		return dlqKeySet(obj)
 	}
 
-	// Running, with a budget: used and left, no "why".
+	// Running, with a budget: used and left; no worker process works it,
+	// and it says so.
 	r := c.run("", "status", "b1")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.Regexp(t, `(?m)^state:\s+running$`, r.stdout)
 	require.Regexp(t, `(?m)^budget:\s+\$5\.0000: \$1\.2500 used, \$3\.7500 left$`, r.stdout)
-	require.NotContains(t, r.stdout, "why:")
+	require.Regexp(t, "(?m)^why:\\s+no worker process is working key main \\(no live heartbeat\\): start one with `triage work`", r.stdout)
+	require.Regexp(t, `(?m)^workers:\s+none on key main \(no live heartbeat\)$`, r.stdout)
+	require.Regexp(t, `(?m)^jobs:\s+0 running, 0 queued$`, r.stdout, "CreateBatch queued no job")
 	require.Equal(t, statusJSONKeys, jsonKeys("b1"))
+	r = c.run("", "status", "b1", "--json")
+	var now operator.BatchNow
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &now))
+	require.NotNil(t, now.Activity)
+	require.Equal(t, operator.WaitingNoWorker, now.Activity.WaitingOn)
+	require.Zero(t, now.Activity.Workers)
 
 	// Paused by its budget: why, and how to raise it.
 	require.NoError(t, ledger.SetBatchState(ctx, c.db.Pool, "b1", ledger.BatchPausedBudget))

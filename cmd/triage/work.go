@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -188,6 +190,11 @@ wait:
 			n, err := worker.JobsLeft(ctx, d.pool, opts.Schema, names)
 			if err != nil {
 				if ctx.Err() != nil {
+					// Interrupted during the look: a stop like any other
+					// (it exited 0 with jobs left when the signal came
+					// while this query ran).
+					log.Info("stopping: calls in flight finish first")
+					stopped = true
 					break wait
 				}
 				if ledger.Unreachable(err) {
@@ -211,6 +218,23 @@ wait:
 				// dead-lettered before leaving, so their batches settle.
 				rt.Sweep(ctx)
 				log.Info("idle: no job left in the keys' queues")
+				// Batches paused by hand still hold records nobody
+				// finished: idle, but not done.
+				paused, err := worker.PausedBatchJobs(ctx, d.pool, opts.Schema, names)
+				if err != nil {
+					if ctx.Err() != nil {
+						stopped = true
+						break wait
+					}
+					fmt.Fprintf(stderr, "triage work: %v\n", err)
+					code = exitRuntime
+					break wait
+				}
+				for _, b := range slices.Sorted(maps.Keys(paused)) {
+					fmt.Fprintf(stderr, "triage work: idle, but batch %s is paused by hand with %d %s queued (`triage batch resume %s` lets them run)\n",
+						cell(b), paused[b], plural(paused[b], "job", "jobs"), cell(b))
+					code = exitQueued
+				}
 				break wait
 			}
 		}

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -163,3 +164,38 @@ func run(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Vo
 
 // css is a CSS selector (a plain string would be a DOM search).
 func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+
+// settled runs a read on a page that reloads itself (a running batch's):
+// a reload between two steps loses the page's context, so the read is
+// tried again, once the element is visible again, until the tab's
+// deadline.
+func settled[T any](t *testing.T, ctx context.Context, waitFor string, a chromedp.Action[T]) T {
+	t.Helper()
+	for {
+		v, err := chromedp.Run(ctx, a)
+		if err == nil {
+			return v
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("read after %s: %v", waitFor, err)
+		}
+		_ = chromedp.Do(ctx, chromedp.WaitVisible(css(waitFor)))
+	}
+}
+
+// texts reads the visible text of each selector in one round trip, as
+// settled does.
+func texts(t *testing.T, ctx context.Context, waitFor string, sels ...string) []string {
+	t.Helper()
+	js := `(() => { const out = []; for (const s of ` + jsonString(sels) + `) { const e = document.querySelector(s);
+		out.push(e ? e.innerText : "<missing " + s + ">"); } return out; })()`
+	return settled(t, ctx, waitFor, chromedp.Evaluate[[]string](js))
+}
+
+func jsonString(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}

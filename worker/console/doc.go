@@ -16,7 +16,7 @@
 //
 // Every page also answers ?format=json with the shape of the matching CLI
 // command's --json output, built by the same operator functions. The actions
-// (requeue, resume) ask for confirmation on a page of their own, are POSTs
+// (requeue, resume, a batch's pause, resume, budget and cancel) ask for confirmation on a page of their own, are POSTs
 // guarded by http.CrossOriginProtection, do exactly what `triage dlq requeue`
 // and `triage keys resume` do (operator.Requeue, operator.Resume) and raise
 // an alert naming what they did.

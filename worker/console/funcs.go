@@ -8,6 +8,9 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/triage-dev/triage/classify"
+	"github.com/triage-dev/triage/worker/operator"
 )
 
 var funcs = template.FuncMap{
@@ -27,6 +30,9 @@ var funcs = template.FuncMap{
 	"derefTime": func(t *time.Time) time.Time { return *t },
 	"stamp":     func(t time.Time) string { return t.Local().Format(time.DateTime) },
 	"join":      strings.Join,
+	"classNote": classNote,
+	"workers":   func(a *operator.Activity, key string) string { return operator.DescribeWorkers(*a, key) },
+	"jobs":      func(a *operator.Activity) string { return operator.DescribeJobs(*a) },
 	"plural":    plural,
 	"pretty":    pretty,
 	"filterURL": func(batch, class, reason string) string {
@@ -65,6 +71,16 @@ func pretty(raw json.RawMessage) string {
 		return b.String()
 	}
 	return string(raw)
+}
+
+// classNote explains a dead letter's class where the name alone misleads:
+// a dead letter of class ok was answered (and billed), but the answer was
+// not usable, which is no success.
+func classNote(class string) string {
+	if class == classify.OK.String() {
+		return "not a success: the provider answered (the call is billed), but the answer was unusable (see the reason)"
+	}
+	return ""
 }
 
 // plural is "1 record", "3 records".

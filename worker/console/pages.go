@@ -3,6 +3,7 @@ package console
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -48,7 +49,8 @@ func (s *Server) batches(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
-	v, err := operator.GetBatch(r.Context(), s.opts.Pool, r.PathValue("batch"))
+	v, err := operator.GetBatchNow(r.Context(), s.opts.Pool, r.PathValue("batch"),
+		operator.ActivityOptions{Schema: s.opts.Schema, Config: s.opts.Config})
 	if err != nil {
 		var in *operator.InputError
 		if errors.As(err, &in) {
@@ -59,15 +61,28 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if wantsJSON(r) {
-		writeJSON(w, http.StatusOK, v.Status) // `triage status B --json`
+		writeJSON(w, http.StatusOK, v.Now()) // `triage status B --json`
+		return
+	}
+	night, err := operator.BatchTimeline(r.Context(), s.opts.Pool, v)
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	p := page{Title: "Batch " + v.Status.Batch, Nav: "batches",
-		Refresh: s.refresh(v.Status.State == ledger.BatchRunning || v.Status.State == ledger.BatchCancelled), Data: v}
+		Refresh: s.refresh(v.Status.State == ledger.BatchRunning || v.Status.State == ledger.BatchCancelled),
+		Data:    batchPage{BatchView: v, Night: newNightChart(night)}}
 	if a, ok := controls[r.URL.Query().Get("done")]; ok {
 		p.Notice = "Batch " + v.Status.Batch + " " + a.done
 	}
 	s.render(w, http.StatusOK, "batch.html", p)
+}
+
+// batchPage is the batch page's data: the batch and its night's picture
+// (nil before its first call).
+type batchPage struct {
+	operator.BatchView
+	Night *nightChart
 }
 
 // control is one of the batch page's actions: what its confirmation asks
@@ -87,6 +102,23 @@ var controls = map[string]control{
 		"they still return are collected and billed once. No call starts after it. This is what `triage batch cancel %s` does; " +
 		"`triage dlq requeue --batch %[1]s --reason cancelled` brings the records back.",
 		"cancelled: no call starts any more; it settles once the calls in flight are recorded."},
+	"budget": {"Set the budget", "This sets the batch's spend cap, as `triage batch budget %s USD` does (0: no cap); " +
+		"a batch paused at its cap runs again, at once, when the new cap is above what it spent. It is one transaction.",
+		"budget set."},
+}
+
+// budgetOf reads the budget form's amount: a finite number of dollars, not
+// negative; 0 removes the cap (nil), as `triage batch budget B 0` does.
+func budgetOf(raw string) (*float64, error) {
+	raw = strings.TrimPrefix(strings.TrimSpace(raw), "$")
+	usd, err := strconv.ParseFloat(raw, 64)
+	if err != nil || math.IsNaN(usd) || math.IsInf(usd, 0) || usd < 0 {
+		return nil, &operator.InputError{Err: fmt.Errorf("budget %q: want an amount of dollars, 0 or more (0: no cap)", raw)}
+	}
+	if usd == 0 {
+		return nil, nil
+	}
+	return &usd, nil
 }
 
 func (s *Server) confirmControl(w http.ResponseWriter, r *http.Request) {
@@ -96,7 +128,8 @@ func (s *Server) confirmControl(w http.ResponseWriter, r *http.Request) {
 		s.notFound(w, r, "no such page")
 		return
 	}
-	if _, err := operator.GetBatch(r.Context(), s.opts.Pool, batch); err != nil {
+	v, err := operator.GetBatch(r.Context(), s.opts.Pool, batch)
+	if err != nil {
 		var in *operator.InputError
 		if errors.As(err, &in) {
 			s.notFound(w, r, in.Error())
@@ -108,6 +141,14 @@ func (s *Server) confirmControl(w http.ResponseWriter, r *http.Request) {
 	back := "/batches/" + url.PathEscape(batch)
 	c := confirmPage{Heading: a.button + " batch " + batch + "?", Button: a.button, Action: back + "/" + action, Back: back,
 		Question: fmt.Sprintf(a.question, batch)}
+	if action == "budget" {
+		c.Heading = "Set the budget of batch " + batch + "?"
+		in := input{Name: "usd", Label: "Budget (USD)", Hint: fmt.Sprintf("spent so far $%.4f; 0: no cap", v.Batch.SpentUSD)}
+		if v.Batch.BudgetUSD != nil {
+			in.Value = strconv.FormatFloat(*v.Batch.BudgetUSD, 'f', -1, 64)
+		}
+		c.Input = &in
+	}
 	s.render(w, http.StatusOK, "confirm.html", page{Title: a.button + "?", Nav: "batches", Data: c})
 }
 
@@ -128,6 +169,18 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request) {
 		res, err = operator.ResumeBatch(r.Context(), s.opts.Pool, batch, opts)
 	case "cancel":
 		res, err = operator.CancelBatch(r.Context(), s.opts.Pool, batch, opts)
+	case "budget":
+		if err = r.ParseForm(); err != nil {
+			err = &operator.InputError{Err: err}
+			break
+		}
+		var budget *float64
+		if budget, err = budgetOf(r.PostForm.Get("usd")); err != nil {
+			break
+		}
+		var before, after ledger.Batch
+		before, after, err = operator.SetBudget(r.Context(), s.opts.Pool, batch, budget, opts)
+		res = map[string]any{"before_budget_usd": before.BudgetUSD, "budget_usd": after.BudgetUSD, "spent_usd": after.SpentUSD}
 	default:
 		s.notFound(w, r, "no such action")
 		return
@@ -251,7 +304,12 @@ type confirmPage struct {
 	Heading, Question, Button, Action, Back string
 	Items                                   []string
 	Fields                                  []field
+	// Input, if set, is a value the person types before confirming.
+	Input *input
 }
+
+// input is a confirmation step's text field.
+type input struct{ Name, Label, Value, Hint string }
 
 type field struct{ Name, Value string }
 

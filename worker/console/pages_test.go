@@ -57,7 +57,14 @@ func TestBrowserBatchesPageShowsRunningProgress(t *testing.T) {
 	screenshot(t, tc, "batches")
 
 	run(t, tc, chromedp.Click(css(`#batches a[href="/batches/b1"]`)), chromedp.WaitVisible(css(`#batch`)))
-	require.Equal(t, "3 completed, 0 dead-lettered, 7 pending of 10", text(t, tc, `.progress-text`))
+	// No worker runs: the page says so, and why nothing moves (read in
+	// one round trip: the page reloads itself while the batch runs).
+	got := texts(t, tc, `#batch`, `#workers`, `#jobs`, `#why`, `.progress-text`)
+	require.Equal(t, "3 completed, 0 dead-lettered, 7 pending of 10", got[3])
+	require.Equal(t, "none on key main (no live heartbeat)", got[0])
+	require.Equal(t, "0 running, 10 queued", got[1])
+	require.Contains(t, got[2], "no worker process is working key main")
+	require.Equal(t, "no_worker", settled(t, tc, `#batch`, chromedp.Evaluate[string](`document.querySelector("#why").dataset.waitingOn`)))
 	screenshot(t, tc, "batch")
 }
 
@@ -311,7 +318,11 @@ func TestPagesJSONShapes(t *testing.T) {
 	st, err := ledger.BatchStatus(ctx, b.db.Pool, "b1")
 	require.NoError(t, err)
 	require.Equal(t, asJSON([]ledger.Status{st}), string(get("/?format=json", 200)))
-	require.Equal(t, asJSON(st), string(get("/batches/b1?format=json", 200)))
+	v, err := operator.GetBatchNow(ctx, b.db.Pool, "b1", operator.ActivityOptions{Schema: b.db.Schema, Config: b.cfg})
+	require.NoError(t, err)
+	require.Equal(t, asJSON(operator.BatchNow{Status: st, Activity: v.Activity}), string(get("/batches/b1?format=json", 200)),
+		"`triage status B --json`: the status and its activity")
+	require.Equal(t, operator.Activity{}, *v.Activity, "settled: nothing works it, nothing waits")
 	get("/batches/nope?format=json", 404)
 
 	dls, err := ledger.ListDeadLetters(ctx, b.db.Pool, ledger.DeadLetterFilter{Batch: "b1"})

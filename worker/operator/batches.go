@@ -18,10 +18,22 @@ type BatchView struct {
 	Batch  ledger.Batch
 	// Key is the batch's key's breaker and pause; nil when unknown.
 	Key *keys.KeyStatus
+	// Activity is what is happening to it now (BatchActivity); nil when
+	// not read.
+	Activity *Activity
 }
 
-// Why says why a paused batch is paused, "" when it is not.
-func (v BatchView) Why() string { return PausedWhy(v.Status, v.Batch, v.Key) }
+// Why says why a batch is paused or not progressing, "" when it is
+// neither: the Activity's reason when it was read, else PausedWhy.
+func (v BatchView) Why() string {
+	if v.Activity != nil {
+		return v.Activity.Why
+	}
+	return PausedWhy(v.Status, v.Batch, v.Key)
+}
+
+// Now is the `triage status B --json` shape of the view.
+func (v BatchView) Now() BatchNow { return BatchNow{Status: v.Status, Activity: v.Activity} }
 
 // GetBatch reads one batch's view. An unknown batch is an InputError.
 func GetBatch(ctx context.Context, pool *pgxpool.Pool, id string) (BatchView, error) {
