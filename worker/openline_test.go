@@ -296,3 +296,28 @@ func TestSwitchToSyncModeSendsTheLinesNotYetSent(t *testing.T) {
 	require.Equal(t, n, b.fake.Stats().BilledCalls)
 	b.requireBilledOnce(t)
 }
+
+// A night of the simulator (seed 30080): a batch-mode key runs out of
+// money and is never topped up. Its lines are never sent (each create is
+// refused while the breaker is open), so nothing holds the records: like a
+// synchronous job, each is dead-lettered once it has waited longer than
+// MaxAge, its line taken back at $0. Before, the jobs slept for the whole
+// line wait (an hour) on lines no provider batch would ever take.
+func TestUnsentLinesOfAnExhaustedKeyEndAtMaxAge(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	sc := fakeprovider.Scenario{Balance: &fakeprovider.Balance{USD: 0}}
+	b, _ := setupBatch(t, sc, "batch", tweaks{})
+	b.opts.MaxAge = 3 * time.Second
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	eventually(t, 30*time.Second, "the key trips", func() bool { return b.hooks.count("key_exhausted") >= 1 })
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.DeadLettered)
+	dls := b.deadLetters(t, "b1")
+	for _, dl := range dls {
+		require.Equal(t, "snoozed_out", dl.Reason, "record %s", dl.RecordID)
+	}
+	require.Zero(t, b.lineStates(t)["pending"], "no line left waiting")
+	require.Zero(t, b.fake.Stats().BilledCalls)
+}

@@ -881,7 +881,12 @@ func (s *Submitter) backoffWait() time.Duration {
 
 // release ends a row that will get no further provider call (state
 // abandoned) and moves its lines to lineState (pending: sent in a later
-// batch; not_run: their jobs decide), waking the jobs of not-run lines.
+// batch; not_run: their jobs decide), waking the lines' jobs either way: a
+// job that ran while its line was submitted sleeps the whole line wait on
+// it (a live line), and given back pending the line is unsent again, which
+// its job must not sleep past MaxAge (a key exhausted for good: its
+// records would wait an hour in its paused queue, out of the probe's
+// reach).
 func (s *Submitter) release(ctx context.Context, r *row, state, lineState string) error {
 	return pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE triage_provider_batch SET state = $2, collected_at = $3 WHERE id = $1 AND next_poll_at = $4`,
@@ -894,8 +899,8 @@ func (s *Submitter) release(ctx context.Context, r *row, state, lineState string
 			return fmt.Errorf("submitter: release %d: %w", r.id, errLeaseLost)
 		}
 		if lineState == ledger.LinePending {
-			_, err = tx.Exec(ctx, `UPDATE triage_provider_batch_line SET state = 'pending', provider_batch = NULL, pending_since = now()
-				WHERE provider_batch = $1 AND state = 'submitted'`, r.id)
+			err = s.wakeJobs(ctx, tx, `UPDATE triage_provider_batch_line SET state = 'pending', provider_batch = NULL, pending_since = now()
+				WHERE provider_batch = $1 AND state = 'submitted' RETURNING job_id`, r.id)
 		} else {
 			err = s.markRest(ctx, tx, r.id)
 		}
