@@ -297,7 +297,7 @@ func New(opts Options) (*Runtime, error) {
 		r.keys[k.Name] = &keyRuntime{
 			cfg: k, client: client, apiKey: apiKey, redact: redact.New(apiKey),
 			limiter:       keys.NewLimiter(keys.LimiterConfig{Max: k.Concurrency}),
-			pacer:         newPacer(opts.Pacing, k.Concurrency),
+			pacer:         newPacer(opts.Pacing, k),
 			watch:         keys.NewWatch(WatchSettings(k)),
 			throttleFirst: opts.ThrottleWait,
 		}
