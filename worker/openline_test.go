@@ -265,3 +265,34 @@ func TestJobsPastTheirBoundsWaitForTheirLines(t *testing.T) {
 	require.Equal(t, map[string]int{"applied": n}, b.lineStates(t))
 	b.requireBilledOnce(t)
 }
+
+// A night of the simulator (seed 30076): the pipeline is switched from
+// batch to sync mode while some lines were never sent (they wait for the
+// next provider batch). No process forms provider batches for the key any
+// more, so the jobs sleeping for those lines must be woken to take their
+// lines back and call synchronously; before, they slept for the whole
+// line wait (an hour) with nobody to wake them.
+func TestSwitchToSyncModeSendsTheLinesNotYetSent(t *testing.T) {
+	t.Parallel()
+	const n = 4
+	b, _ := setupBatch(t, fakeprovider.Scenario{}, "batch", tweaks{})
+	tuning := batchTuning
+	tuning.Gather = 10 * time.Hour // on the virtual clock: never ripe
+	b.opts.Batch = tuning
+	b.enqueue(t, "b1", records(n, nil))
+	rt := b.start(t)
+	eventually(t, 30*time.Second, "every job sleeps for its pending line", func() bool {
+		return b.jobStates(t)["scheduled"] == n && b.lineStates(t)["pending"] == n
+	})
+	stopRuntime(t, rt)
+
+	cfg, err := config.Parse([]byte(strings.Replace(b.tomlText, `mode = "batch"`, `mode = "sync"`, 1)), "test.toml")
+	require.NoError(t, err)
+	b.opts.Config = cfg
+	b.start(t)
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.Completed, "the records go synchronously")
+	require.Zero(t, b.fake.Stats().Batches.Created, "no provider batch")
+	require.Equal(t, n, b.fake.Stats().BilledCalls)
+	b.requireBilledOnce(t)
+}

@@ -357,11 +357,22 @@ func (s *Submitter) deadlines(ctx context.Context) error {
 }
 
 // wakeAnswered wakes the sleeping jobs of answered and not-run lines: a
-// collection's own wake misses a job that was running at that moment.
+// collection's own wake misses a job that was running at that moment. A
+// collect-only submitter (no batch pipeline on the key in this process)
+// also wakes the jobs of pending lines: this process forms no provider
+// batch for them, so their jobs take their lines back and go the way
+// their pipeline goes now (a synchronous call after a switch to sync
+// mode) instead of sleeping out the line wait. In a rolling deploy where
+// another process still forms batches, a woken job finds its pipeline in
+// batch mode there and sleeps again on the same line.
 func (s *Submitter) wakeAnswered(ctx context.Context) error {
+	states := []string{ledger.LineAnswered, ledger.LineNotRun}
+	if s.cfg.CollectOnly {
+		states = append(states, ledger.LinePending)
+	}
 	_, err := s.cfg.Pool.Exec(ctx, `UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` SET state = 'available', scheduled_at = now()
 		WHERE state = 'scheduled' AND id IN (SELECT job_id FROM triage_provider_batch_line
-			WHERE key = $1 AND state IN ('answered', 'not_run'))`, s.key)
+			WHERE key = $1 AND state = ANY($2))`, s.key, states)
 	if err != nil {
 		return fmt.Errorf("submitter: wake answered jobs: %w", err)
 	}
