@@ -218,9 +218,9 @@ func CancelBatch(ctx context.Context, pool *pgxpool.Pool, id string, opts Contro
 		if opts.Alerter != nil {
 			// A cancel with nothing in flight settles the batch now: say
 			// so without waiting for a worker's tick (there may be none).
-			if _, err := worker.AnnounceSettled(ctx, pool, opts.Alerter); err != nil {
-				return res, err
-			}
+			// The cancel has committed whatever this does; a failed claim
+			// is left to the next worker's tick.
+			_, _ = worker.AnnounceSettled(ctx, pool, opts.Alerter)
 		}
 	}
 	return res, nil
