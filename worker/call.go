@@ -624,7 +624,12 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 			return fmt.Errorf("complete: found by look-up: %w", err)
 		}
 	} else if c.attemptID != 0 {
-		if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, c.completedStatus())); err != nil {
+		// A batch line's attempt may be finished already: a paid answer
+		// whose job was cancelled by hand, settled by the submitter and
+		// applied by the record's requeued job (ledger.AdoptBatchLine). It
+		// is counted once.
+		err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, c.completedStatus()))
+		if err != nil && (c.lineID == 0 || !errors.Is(err, ledger.ErrAttemptFinished)) {
 			return fmt.Errorf("complete: finish attempt: %w", err)
 		}
 		if err := r.storeResult(ctx, tx, c); err != nil {
