@@ -419,6 +419,9 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 			defer s.broadcastLocked()
 			rs := s.stats.ByRecord[d.record]
 			a := s.billLocked(v, c, &rs, key, refusal, now, -1)
+			if !refusal {
+				rs.Answers++
+			}
 			s.stats.ByRecord[d.record] = rs
 			return a
 		}
@@ -427,6 +430,9 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 	}
 	d.ans = s.billLocked(v, c, &rs, key, d.action == ActionPolicy, e.now, d.generated())
 	d.status = http.StatusOK
+	if d.action == ActionOK {
+		rs.Answers++
+	}
 	if d.action == ActionHang {
 		d.status = 0
 	}

@@ -132,6 +132,7 @@ func (w *world) check() []string {
 		spend += a.costUSD
 	}
 	billed := map[string]int{}
+	answers := map[string]int{}
 	bill := 0.0
 	for _, fake := range []*fakeprovider.Server{w.primary, w.fb} {
 		if fake == nil {
@@ -145,6 +146,7 @@ func (w *world) check() []string {
 				rec = r2
 			}
 			billed[rec] += r.Billed
+			answers[rec] += r.Answers
 		}
 	}
 	recs := make([]string, 0, len(billed))
@@ -156,6 +158,17 @@ func (w *world) check() []string {
 		if billed[r] > paid[r]+unsure[r] {
 			fail("record %s billed %d times by the providers; the ledger has %d paid and %d possibly billed attempts",
 				r, billed[r], paid[r], unsure[r])
+		}
+	}
+	// A whole answer paid for is never paid again: per record, the whole
+	// answers the providers billed are at most one plus the attempts whose
+	// answer the worker may not have read (possibly billed). Stronger than
+	// the count above, which a second paid call with its own ledger cost
+	// passes (a paid answer dropped, then bought again).
+	for _, r := range recs {
+		if answers[r] > 1+unsure[r] {
+			fail("record %s: the providers billed %d whole answers; the ledger has %d possibly billed attempts (a paid answer was paid again)",
+				r, answers[r], unsure[r])
 		}
 	}
 	const eps = 1e-9

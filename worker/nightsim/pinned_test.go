@@ -46,6 +46,19 @@ func TestNightPinned(t *testing.T) {
 				{At: 3290 * time.Millisecond, Kind: nightsim.Operate, Op: nightsim.OpCancelJobs},
 				{At: 3590 * time.Millisecond, Kind: nightsim.FallbackUp},
 			}},
+	}, {
+		// Found by reading (issue 19): River jobs cancelled by hand while
+		// their lines are in a live provider batch; the provider answers
+		// and bills them; the requeue that follows sent the records again
+		// (the paid answers had been dropped), each paid twice.
+		name: "cancelled_line_requeued", on: true,
+		n: nightsim.Night{Seed: 19001, Procs: 1, Child: -1, Vendor: "openai", Mode: "batch", Output: "json", Concurrency: 4,
+			Overflow: "dead_letter", MaxAge: 40 * time.Second, Records: 60, Latency: 30 * time.Millisecond, PoisonEvery: 9,
+			BatchLatency: 1500 * time.Millisecond, Length: 5 * time.Second,
+			Events: []nightsim.Event{
+				{At: 1800 * time.Millisecond, Kind: nightsim.Operate, Op: nightsim.OpCancelJobs},
+				{At: 4500 * time.Millisecond, Kind: nightsim.Operate, Op: nightsim.OpRequeue},
+			}},
 	}}
 	for _, p := range pinned {
 		if !p.on {
