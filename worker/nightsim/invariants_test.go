@@ -204,6 +204,12 @@ func (w *world) check() []string {
 		}
 	}
 
+	// 8. No billable request reaches the primary while a breaker of its is
+	// open (the exhausted one, or the storm one), beyond the requests in
+	// flight when it opened and its probes: in every mode, batch creates
+	// included.
+	v = append(v, w.checkBreakers(w.breakers, w.primary.Arrivals())...)
+
 	// 6. No exported result is a partial unless marked: an unmarked answer
 	// is the whole answer, and it is its own record's.
 	want := map[string]string{}
