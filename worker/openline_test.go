@@ -325,3 +325,35 @@ func TestRequeueAfterAHandCancelAppliesThePaidAnswer(t *testing.T) {
 	require.NotEmpty(t, result)
 	require.Equal(t, map[string]int{"applied": n}, b.lineStates(t))
 }
+
+// Found by the night simulator (seed 14744): the pipeline is switched from
+// batch to sync mode while its lines wait for a provider batch that was
+// never formed (the process stopped first). No pipeline on the key sends
+// in batch mode now, so no batch will ever take those lines: the
+// collect-only submitter wakes their jobs, which take their lines back and
+// call synchronously, instead of sleeping out their batch wait (an hour).
+func TestSwitchToSyncModeSendsTheUnsentLines(t *testing.T) {
+	t.Parallel()
+	const n = 4
+	b, _ := setupBatch(t, fakeprovider.Scenario{}, "batch", tweaks{})
+	b.opts.Batch.Gather = time.Hour // no provider batch is formed
+	b.enqueue(t, "b1", records(n, nil))
+	rt := b.start(t)
+	eventually(t, 30*time.Second, "every job sleeps with its line pending", func() bool {
+		return b.jobStates(t)["scheduled"] == n && b.lineStates(t)["pending"] == n
+	})
+	stopRuntime(t, rt)
+
+	cfg, err := config.Parse([]byte(strings.Replace(b.tomlText, `mode = "batch"`, `mode = "sync"`, 1)), "test.toml")
+	require.NoError(t, err)
+	b.opts.Config = cfg
+	b.opts.Batch.Gather = batchTuning.Gather
+	b.start(t)
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.Completed)
+	stats := b.fake.Stats()
+	require.Equal(t, n, stats.BilledCalls, "each record called once, synchronously")
+	require.Zero(t, stats.Batches.Created)
+	require.Equal(t, map[string]int{"applied": n}, b.lineStates(t))
+	b.requireBilledOnce(t)
+}

@@ -365,6 +365,23 @@ func (s *Submitter) wakeAnswered(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("submitter: wake answered jobs: %w", err)
 	}
+	if s.cfg.CollectOnly {
+		// No pipeline on the key is in batch mode here: pending lines
+		// wait for a provider batch only a batch-mode process (a rolling
+		// deploy) forms, which any does within ten gathers. Past that,
+		// their jobs are woken to take them back and call synchronously
+		// rather than sleep out their batch wait; a job that runs in a
+		// batch-mode process and sleeps again is woken at most once per
+		// ten gathers.
+		_, err = s.cfg.Pool.Exec(ctx, `UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` j SET state = 'available', scheduled_at = now()
+			WHERE j.state = 'scheduled' AND (j.attempted_at IS NULL OR j.attempted_at < now() - make_interval(secs => $2))
+			  AND j.id IN (SELECT job_id FROM triage_provider_batch_line
+				WHERE key = $1 AND state = 'pending' AND pending_since < now() - make_interval(secs => $2))`,
+			s.key, 10*s.t.Gather.Seconds())
+		if err != nil {
+			return fmt.Errorf("submitter: wake the jobs of unsent lines: %w", err)
+		}
+	}
 	// Lines that will not be sent again because their job was cancelled
 	// or deleted by hand: closed, their attempt settled as not run ($0),
 	// so the ledger does not carry them as possibly billed.
