@@ -141,12 +141,16 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	rx := decideBefore(b)
 	if rx.Kind == ReactDeadLetter {
 		// About to end the record before the admission round trip read its
-		// line: an open one decides first (the open-line rule).
+		// line: an open one decides first (the open-line rule), and a
+		// result another run of the job stored (a rescued run) completes it.
 		l, err := ledger.OpenBatchLine(ctx, rt.pool, job.ID, job.Args.Batch)
 		if err != nil {
 			return fmt.Errorf("open batch line: %w", err)
 		}
 		b.Line = l.Hold()
+		if b.ResultStored, err = ledger.HasResult(ctx, rt.pool, job.Args.Batch, job.Args.RecordID); err != nil {
+			return err
+		}
 		rx = decideBefore(b)
 	}
 	if rx.Kind == ReactGo {

@@ -357,3 +357,30 @@ func TestSwitchToSyncModeSendsTheUnsentLines(t *testing.T) {
 	require.Equal(t, map[string]int{"applied": n}, b.lineStates(t))
 	b.requireBilledOnce(t)
 }
+
+// Found by the night simulator (seed 7017, a loaded machine): a job runs
+// again after its record was completed (River's rescuer re-runs a job
+// whose run outlasted RescueAfter while that run was still storing its
+// result) and is past its bounds (here its MaxAge). The checks that end a
+// record before anything is read dead-lettered it: the record was both
+// completed and dead-lettered, and its batch never settled. The run finds
+// the result first and completes.
+func TestARunOfACompletedRecordPastItsBoundsDoesNotDeadLetterIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, fakeprovider.Scenario{NoReplay: true}, tweaks{})
+	b.enqueue(t, "b1", records(1, nil))
+	b.start(t)
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, 1, st.Completed)
+	// The same job runs again, past MaxAge.
+	_, err := b.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now(), finalized_at = NULL,
+		created_at = now() - interval '30 days' WHERE args->>'batch' = 'b1'`)
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, "the job ran again", func() bool { return b.jobStates(t)["available"] == 0 && b.jobStates(t)["running"] == 0 })
+	st = b.status(t, "b1")
+	require.Equal(t, 1, st.Completed)
+	require.Zero(t, st.DeadLettered, "a completed record is not dead-lettered")
+	require.Equal(t, map[string]int{"completed": 1}, b.jobStates(t))
+	require.Equal(t, 1, b.fake.Stats().BilledCalls)
+}

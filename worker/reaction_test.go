@@ -58,6 +58,9 @@ func TestDecideBefore(t *testing.T) {
 		{"runs within max_attempts go on", with(func(b *before) { b.Attempt = 6 }), Reaction{Kind: ReactGo}},
 		{"too old", with(func(b *before) { b.Age = 25 * time.Hour }),
 			Reaction{Kind: ReactDeadLetter, Class: classify.Throttled, Reason: ReasonSnoozedOut}},
+		{"too old, but another run of the job stored its result: complete", with(func(b *before) {
+			b.Age, b.ResultStored = 25*time.Hour, true
+		}), Reaction{Kind: ReactComplete}},
 		{"own snoozes used up", with(func(b *before) { b.OwnSnoozes = 100 }),
 			Reaction{Kind: ReactDeadLetter, Class: classify.Throttled, Reason: ReasonSnoozedOut}},
 		{"breaker refuses: park until the probe", with(func(b *before) {
