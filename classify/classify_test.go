@@ -12,6 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// corpusDirs are the testdata directories scored by class in
+// corpus_test.go rather than pinned verdicts.
+var corpusDirs = []string{corpusDir, holdoutDir, corpus21Dir, holdout21Dir, corpus21bDir, holdout21bDir}
+
 type fixture struct {
 	Observation Observation `json:"observation"`
 	Want        Verdict     `json:"want"`
@@ -25,7 +29,7 @@ func loadFixtures(tb testing.TB) map[string]fixture {
 	require.NotEmpty(tb, paths)
 	out := make(map[string]fixture, len(paths))
 	for _, p := range paths {
-		if d := filepath.Base(filepath.Dir(p)); d == corpusDir || d == holdoutDir || d == corpus21Dir || d == holdout21Dir {
+		if d := filepath.Base(filepath.Dir(p)); slices.Contains(corpusDirs, d) {
 			continue // scored by class in corpus_test.go, not pinned verdicts
 		}
 		var fx fixture

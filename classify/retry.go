@@ -2,9 +2,9 @@ package classify
 
 import (
 	"math"
-	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // header looks a header up case-insensitively without allocating.
@@ -38,9 +38,9 @@ func retryHint(h map[string]string, retryDelay string) (secs *float64, undated b
 			if finite(s) && s >= 0 {
 				return ptr(s), false
 			}
-		} else if at, err := http.ParseTime(v); err == nil {
+		} else if at, err := parseHTTPTime(v); err == nil {
 			d, ok := header(h, "date")
-			now, err := http.ParseTime(strings.TrimSpace(d))
+			now, err := parseHTTPTime(strings.TrimSpace(d))
 			if !ok || err != nil {
 				return nil, true
 			}
@@ -54,6 +54,22 @@ func retryHint(h map[string]string, retryDelay string) (secs *float64, undated b
 		}
 	}
 	return nil, false
+}
+
+// httpTimeLayouts are the three date formats HTTP/1.1 allows, in the order
+// net/http's ParseTime tries them (TimeFormat, RFC 850, ANSI C). The
+// classifier reads them itself so that it, and the decisions built on it,
+// do not import net/http.
+var httpTimeLayouts = [...]string{"Mon, 02 Jan 2006 15:04:05 GMT", time.RFC850, time.ANSIC}
+
+// parseHTTPTime is net/http's ParseTime.
+func parseHTTPTime(text string) (t time.Time, err error) {
+	for _, layout := range httpTimeLayouts {
+		if t, err = time.Parse(layout, text); err == nil {
+			return t, nil
+		}
+	}
+	return t, err
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

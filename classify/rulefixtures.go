@@ -47,6 +47,7 @@ var ruleFixtures = map[string]string{
 	"generic/unauthorized":                "classify/testdata/generic/unauthorized_401.json",
 	"google/api_key_invalid":              "classify/testdata/gemini/api_key_invalid_400.json",
 	"google/failed_precondition":          "classify/testdata/gemini/user_location_400.json",
+	"google/model_capacity":               "classify/testdata/gemini/model_capacity_exhausted_429.json",
 	"google/permission_denied":            "classify/testdata/gemini/api_key_leaked_403.json",
 	"google/quota_limit_zero":             "classify/testdata/gemini/free_tier_limit_zero_message_429.json",
 	"google/quota_per_day":                "classify/testdata/gemini/quota_per_day_429.json",

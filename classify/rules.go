@@ -98,7 +98,10 @@ var modelTable = newTable("model", []rule{
 			f.gstatus == "NOT_FOUND" || f.amzType == "ResourceNotFoundException" ||
 			f.status == 404 ||
 			f.status == 400 && says(f, "model not exist", "the provided model identifier is invalid", "not found, try pulling it first",
-				"model not found", "invalid model name passed in")
+				"model not found", "invalid model name passed in",
+				// Bedrock: this model id is only served through an inference
+				// profile (or provisioned throughput); every call with it fails.
+				"with on-demand throughput isn", "doesn't support on-demand throughput")
 	}},
 })
 
@@ -278,6 +281,13 @@ var googleTable = newTable("google", []rule{
 	// quotaId is present (a quotaId, above, decides on its own).
 	{reason: "quota_per_day_message", class: Exhausted, when: func(f *facts) bool {
 		return f.gstatus == "RESOURCE_EXHAUSTED" && len(f.quotaIDs) == 0 && says(f, "per day", "per month")
+	}},
+	// Code Assist (cloudcode-pa) 429 RESOURCE_EXHAUSTED with ErrorInfo
+	// reason MODEL_CAPACITY_EXHAUSTED ("No capacity available for model …
+	// on the server"): Google's serving capacity for the model, not this
+	// key's quota. A later retry is served; the key need not pause.
+	{reason: "model_capacity", class: Transient, when: func(f *facts) bool {
+		return slices.Contains(f.reasons, "MODEL_CAPACITY_EXHAUSTED")
 	}},
 	// Per-minute quotas, shared-capacity 429s and the legacy errors[].reason.
 	{reason: "resource_exhausted", class: Throttled, when: func(f *facts) bool {

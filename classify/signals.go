@@ -69,9 +69,11 @@ var lexicon = []lexEntry{
 	{"regain access on", sigMoney, "corpus21/042_litellm-proxy_400.json"},
 	{"not-enough-credits", sigMoney, "corpus21/069_other_402.json"},
 	{"included credits", sigMoney, "corpus21/071_other_402.json"},
+	{"insufficient account funds", sigMoney, "corpus21b/058_other_402.json"},
 	// Credential.
 	{"invalid api key", sigCredential, "corpus21/031_other_200.json"},
 	{"authentication credentials", sigCredential, "corpus21/033_vertex_401.json"},
+	{"api key not valid", sigCredential, "corpus21b/045_other_400.json"},
 	// Verification.
 	{"must be verified", sigVerification, "openai/organization_must_be_verified_400.json"},
 	// Account state.
@@ -81,6 +83,8 @@ var lexicon = []lexEntry{
 	{"upgrade to continue", sigPlan, "corpus21/041_ollama_429.json"},
 	// The model cannot be loaded.
 	{"requires more system memory", sigModel, "corpus21/022_ollama_500.json"},
+	{"无可用渠道", sigModel, "corpus21b/062_other_503.json"},
+	{"permitted models can be found", sigModel, "corpus21b/074_other_400.json"},
 	// Content policy.
 	{"inappropriate content", sigPolicy, "corpus21/029_other_400.json"},
 	{"data_inspection_failed", sigPolicy, "corpus21/029_other_400.json"},
@@ -95,6 +99,13 @@ var lexicon = []lexEntry{
 	{"per day", sigLongWindow, "corpus21/034_groq_429.json"},
 	{"小时的使用上限", sigLongWindow, "corpus21/039_other_429.json"},
 	{"monthly", sigLongWindow, "corpus21/071_other_402.json"},
+	{"per-day", sigLongWindow, "corpus21b/001_other_429.json"},
+	{"weekly", sigLongWindow, "corpus21b/042_other_403.json"},
+	{"7-day", sigLongWindow, "corpus21b/042_other_403.json"},
+	{"5-hour", sigLongWindow, "corpus21b/040_other_429.json"},
+	{"session usage limit", sigLongWindow, "corpus21b/032_ollama_429.json"},
+	{"tpd rate limit", sigLongWindow, "signal/quota_window_tpd_moonshot_429.json"},
+	{"limit_rpd", sigLongWindow, "openrouter/limit_rpd_429.json"},
 	{"per minute", sigShortWindow, "corpus21/025_other_429.json"},
 	{"per_minute", sigShortWindow, "corpus21/032_vertex_429.json"},
 	{"1 minute", sigShortWindow, "corpus21/043_other_429.json"},
@@ -115,6 +126,7 @@ var lexicon = []lexEntry{
 	{"no capacity available", sigCapacity, "corpus21/049_gemini_429.json"},
 	{"capacity exceeded", sigCapacity, "mistral/service_tier_capacity_503.json"},
 	{"resource limitations", sigCapacity, "corpus21/024_ollama_500.json"},
+	{"访问量过大", sigCapacity, "signal/capacity_zhipu_1305_429.json"},
 }
 
 // hintKeys are members that state a wait in seconds, wherever they sit:

@@ -10,7 +10,7 @@ import (
 	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger"
-	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/decide"
 )
 
 // With ambiguous = "dead_letter" a call that hangs after the provider
@@ -40,7 +40,7 @@ func TestAmbiguousDeadLetterNeverBillsTwice(t *testing.T) {
 	require.Len(t, dls, 2)
 	for _, d := range dls {
 		require.Equal(t, classify.Ambiguous.String(), d.Class, d.RecordID)
-		require.Equal(t, worker.ReasonAmbiguousUnresolved, d.Reason, d.RecordID)
+		require.Equal(t, decide.ReasonAmbiguousUnresolved, d.Reason, d.RecordID)
 		require.Equal(t, 1, d.Attempts, d.RecordID)
 	}
 	attempts, err := ledger.ListAttempts(context.Background(), b.db.Pool, ledger.AttemptFilter{Batch: "b1"})

@@ -12,6 +12,7 @@ import (
 	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/provider"
 )
@@ -21,7 +22,7 @@ import (
 // pending line (the rendered vendor body), and sleeps; the key's submitter
 // (worker/submitter) sends the line in a provider batch, stores the answer
 // and wakes the job; the job's next run turns the answer into the call's
-// Result and goes through the same classify, decideAfter and apply as a
+// Result and goes through the same classify, decide.After and apply as a
 // synchronous call.
 
 const (
@@ -30,10 +31,6 @@ const (
 	// and sweeps for any wake it missed, so this only bounds the idle runs of
 	// a job whose batch takes the whole 24 h.
 	BatchWaitDefault = time.Hour
-	// batchRequeueWait is how soon a line that was answered with a failure
-	// worth another try (transient, throttled) is written again for the next
-	// provider batch: the batch itself is the wait.
-	batchRequeueWait = time.Second
 	// batchInFlight is how long a batch attempt's intent counts as a
 	// reservation in flight against a budget, not as possibly billed: the
 	// 24 h completion window and an hour to collect.
@@ -51,12 +48,6 @@ func batchPrior(p *ledger.Prior, l ledger.BatchLine) {
 	p.JobAmbiguous = max(0, p.JobAmbiguous-1)
 	p.Ambiguous = max(0, p.Ambiguous-1)
 	p.JobLast = ledger.LastAttempt{}
-}
-
-// nearDeadline reports whether an auto pipeline's job must run
-// synchronously: its batch's deadline is within the pipeline's margin.
-func (r *Runtime) nearDeadline(p *config.Pipeline, l ledger.BatchLine) bool {
-	return p.Mode == config.ModeAuto && l.Deadline != nil && l.Deadline.Sub(r.now()) < p.AutoMargin
 }
 
 // lineSender points c at the key and model that sent its open line, whose
@@ -90,9 +81,9 @@ func noDone(context.Context, keys.Outcome, string) (keys.Report, error) { return
 // mode is now. handled false: the job goes on as a synchronous call (auto
 // mode near the deadline, or a pipeline now in sync mode, once an unsent
 // line is taken back).
-func (r *Runtime) workBatch(ctx context.Context, c *call, b before, prior ledger.Prior, done keys.Done) (bool, error) {
+func (r *Runtime) workBatch(ctx context.Context, c *call, b decide.BeforeCall, prior ledger.Prior, done keys.Done) (bool, error) {
 	l, job := c.line, c.job
-	sync := r.nearDeadline(c.pipeline, l) || !c.pipeline.UsesBatch()
+	sync := decide.BatchDeadlineNear(c.pipeline, l.Deadline, r.now()) || !c.pipeline.UsesBatch()
 	switch {
 	case l.ID == 0:
 		if sync {
@@ -119,27 +110,24 @@ func (r *Runtime) workBatch(ctx context.Context, c *call, b before, prior ledger
 		if err := ledger.RequeueBatchLine(ctx, r.pool, l.ID); err != nil {
 			return true, err
 		}
-		return true, park(ctx, job, r.batchWait())
-	default: // pending or submitted: the submitter wakes the job
+		return true, park(ctx, job, b.UnsentLineWait())
+	case l.State == ledger.LinePending:
+		return true, park(ctx, job, b.UnsentLineWait())
+	default: // submitted: the submitter wakes the job
 		return true, park(ctx, job, r.batchWait())
 	}
 }
 
-func (r *Runtime) batchWait() time.Duration {
-	if r.opts.BatchWait > 0 {
-		return r.opts.BatchWait
-	}
-	return BatchWaitDefault
-}
+func (r *Runtime) batchWait() time.Duration { return r.opts.BatchWait }
 
 // addLine writes the job's ledger intent (at batch prices, reserved against
 // the batch's budget like a call) and its pending line in one transaction,
 // then sleeps until the submitter wakes it.
-func (r *Runtime) addLine(ctx context.Context, c *call, b before, prior ledger.Prior) error {
+func (r *Runtime) addLine(ctx context.Context, c *call, b decide.BeforeCall, prior ledger.Prior) error {
 	job, k, m := c.job, c.key, c.model
 	body, err := k.client.Body(c.req)
 	if err != nil {
-		return r.apply(ctx, c, deadLetter(classify.Rejected, ReasonConfig, err.Error()), keys.Report{})
+		return r.apply(ctx, c, decide.DeadLetter(classify.Rejected, decide.ReasonConfig, err.Error()), keys.Report{})
 	}
 	est := m.BatchCost(estimateTokens(c.req), c.req.MaxTokens)
 	tx, err := r.pool.Begin(ctx)
@@ -150,15 +138,15 @@ func (r *Runtime) addLine(ctx context.Context, c *call, b before, prior ledger.P
 	attemptID, err := ledger.ReserveAttempt(ctx, tx, ledger.Intent{
 		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: prior.JobCalls + 1,
 		Key: k.cfg.Name, Model: m.Name, IdempotencyKey: c.req.IdempotencyKey, RequestHash: c.hash,
-		IsRetry: prior.JobLast.Retry(), Change: c.change.label(), EstCostUSD: est, InFlightFor: batchInFlight,
+		IsRetry: prior.JobLast.Retry(), Change: changeLabel(c.change), EstCostUSD: est, InFlightFor: batchInFlight,
 		Mode: ledger.ModeBatch,
 	})
 	var budgetErr *ledger.BudgetError
 	var held *ledger.HeldError
 	if errors.As(err, &held) {
 		_ = tx.Rollback(ctx)
-		b.Hold = held.State
-		return r.apply(ctx, c, decideBefore(b), keys.Report{})
+		b.Hold = holdFacts(held.State)
+		return r.apply(ctx, c, decide.Before(b), keys.Report{})
 	}
 	if errors.As(err, &budgetErr) {
 		if budgetErr.Paused {
@@ -169,8 +157,8 @@ func (r *Runtime) addLine(ctx context.Context, c *call, b before, prior ledger.P
 				Message: "batch spend cap reached: its jobs stay queued; raise it with `triage batch budget`",
 				Fields:  map[string]any{"budget_usd": budgetErr.BudgetUSD, "spent_usd": budgetErr.SpentUSD, "in_flight_usd": budgetErr.ReservedUSD}})
 		}
-		b.Budget, b.BudgetRecheck = budgetErr, r.opts.BudgetRecheck
-		return r.apply(ctx, c, decideBefore(b), keys.Report{})
+		b.OverBudget, b.BudgetRecheck = true, r.opts.BudgetRecheck
+		return r.apply(ctx, c, decide.Before(b), keys.Report{})
 	}
 	if err != nil {
 		return fmt.Errorf("batch line: ledger intent: %w", err)
@@ -189,12 +177,12 @@ func (r *Runtime) addLine(ctx context.Context, c *call, b before, prior ledger.P
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("batch line: commit: %w", err)
 	}
-	return park(ctx, job, r.batchWait())
+	return park(ctx, job, b.UnsentLineWait())
 }
 
 // applyLine turns the line's stored answer into the call's Result and goes
 // on exactly as a synchronous call that got this answer: classify,
-// decideAfter, apply. What is a wait for a synchronous call (a transient
+// decide.After, apply. What is a wait for a synchronous call (a transient
 // failure's backoff, a throttle) is the next provider batch here.
 func (r *Runtime) applyLine(ctx context.Context, c *call, prior ledger.Prior, done keys.Done) error {
 	k, p, l := c.key, c.pipeline, c.line
@@ -209,8 +197,8 @@ func (r *Runtime) applyLine(ctx context.Context, c *call, prior ledger.Prior, do
 		if ans.RejectCode != "" {
 			c.verdict.Code = &ans.RejectCode
 		}
-		rx := deadLetter(classify.Rejected, ans.RejectReason, ans.RejectDetail)
-		rx.Outcome = ledger.AttemptFailed
+		rx := decide.DeadLetter(classify.Rejected, ans.RejectReason, ans.RejectDetail)
+		rx.Outcome = decide.OutcomeFailed
 		return r.apply(ctx, c, rx, keys.Report{})
 	}
 	o := ans.Observation
@@ -221,15 +209,15 @@ func (r *Runtime) applyLine(ctx context.Context, c *call, prior ledger.Prior, do
 		c.res.Observation.Phase = o.Phase
 	}
 	c.res, c.verdict = k.observe(c.res, r.cfg.Classifier())
-	a := after{
+	a := decide.AfterCall{
 		JobCalls: prior.JobCalls, MaxAttempts: p.MaxAttempts,
 		JobAmbiguous: prior.JobAmbiguous, AmbiguousRetries: p.AmbiguousRetries,
 		NoRetries: k.cfg.RetryBudget == 0, RetryBudget: k.cfg.RetryBudget,
-		Backoff: batchRequeueWait, BackoffCap: batchRequeueWait,
+		Backoff: decide.BatchRequeueWait, BackoffCap: decide.BatchRequeueWait,
 		ProbeInterval: k.cfg.ProbeInterval, Verdict: c.verdict, Phase: c.res.Observation.Phase,
 	}
 	if len(p.Fallback) > 0 {
-		a.Fallback.Model = firstCapable(r.cfg, p, c.model.Name, c.req)
+		a.Fallback.Model = decide.FirstCapable(r.cfg, p, c.model.Name, need(c.req))
 	}
 	r.observe(ctx, c)
 	switch c.verdict.Class {
@@ -242,22 +230,10 @@ func (r *Runtime) applyLine(ctx context.Context, c *call, prior ledger.Prior, do
 	case classify.Throttled:
 		// A line throttled inside a batch says nothing about the key's
 		// synchronous rate: only this line waits, for the next batch.
-		a.Throttle = batchRequeueWait
+		a.Throttle = decide.BatchRequeueWait
 	}
 	rep := r.report(ctx, c, done, batchBreakerOutcome(a))
-	return r.apply(ctx, c, batchReaction(decideAfter(a)), rep)
-}
-
-// batchReaction is decideAfter's reaction for a batch line: what waits for
-// a synchronous call (a transient failure's backoff, a throttle, a storm)
-// is the next provider batch here, so the job parks briefly (no snooze of
-// its own, the key not paused) and its next run writes the new line.
-func batchReaction(rx Reaction) Reaction {
-	switch rx.Kind {
-	case ReactRetry, ReactSnooze, ReactPauseKey, ReactStorm:
-		rx.Kind, rx.After = ReactPark, batchRequeueWait
-	}
-	return rx
+	return r.apply(ctx, c, decide.ForBatchLine(decide.After(a)), rep)
 }
 
 // batchBreakerOutcome is what a batch line tells the key's breakers: an
@@ -266,7 +242,7 @@ func batchReaction(rx Reaction) Reaction {
 // synchronous endpoint being up, so it does not feed the storm breaker.
 // The job applying the line made no call: a probe claim it holds is given
 // back, never settled by the stored answer (keys.Heard, in report).
-func batchBreakerOutcome(a after) keys.Outcome {
+func batchBreakerOutcome(a decide.AfterCall) keys.Outcome {
 	if a.Verdict.Class == classify.Transient {
 		return keys.OutcomeExcluded
 	}
@@ -285,7 +261,8 @@ func lineCost(m *config.Model, in, out int) (batch, sync float64) {
 // attempt finished as not run, $0); one in a live provider batch or
 // holding an answer this run did not apply stays open, for the key's
 // submitter to collect and record once the job is gone (its real cost,
-// its attempt finished: submitter.ReasonJobGone), held for a requeue. decideBefore keeps a
+// its attempt finished: submitter.ReasonJobGone), held for a requeue.
+// decide.Before keeps a
 // job with such a line from ending, so that last case is a safety net.
 func closeLine(ctx context.Context, tx pgx.Tx, c *call) error {
 	l := c.line

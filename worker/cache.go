@@ -18,7 +18,7 @@ import (
 // request, in any batch, is answered from it without a call. The look-up
 // rides in the round trip the worker makes anyway before a call (the
 // breakers' admission and the prior look-up); a hit is decided by
-// decideBefore (ReactCacheHit) and carried out by apply in the completion
+// decide.Before (ReactCacheHit) and carried out by apply in the completion
 // transaction; a fresh answer is stored in the statement that stores the
 // record's result.
 
@@ -87,7 +87,7 @@ func (r *Runtime) storeCacheHit(ctx context.Context, tx pgx.Tx, c *call) error {
 	id, err := ledger.RecordCacheHit(ctx, tx, ledger.Intent{
 		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: c.calls + 1,
 		Key: c.key.cfg.Name, Model: c.model.Name, IdempotencyKey: c.req.IdempotencyKey, RequestHash: c.hash,
-		Change: c.change.label(), Now: r.pinnedNow(),
+		Change: changeLabel(c.change), Now: r.pinnedNow(),
 	}, c.cached.Output)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/operator"
 	"github.com/triage-dev/triage/worker/workertest"
 )
@@ -146,7 +147,7 @@ func TestCacheRequeue(t *testing.T) {
 	for _, r := range recs {
 		_, err := ledger.AddDeadLetter(context.Background(), tb.db.Pool, ledger.DeadLetterRow{
 			Batch: "dead", RecordID: r.ID, JobID: 1, Pipeline: workertest.Pipeline, Key: workertest.Key,
-			Class: classify.Transient, Reason: worker.ReasonRetriesExhausted, Request: json.RawMessage(`{}`)})
+			Class: classify.Transient, Reason: decide.ReasonRetriesExhausted, Request: json.RawMessage(`{}`)})
 		require.NoError(t, err)
 	}
 	dls := tb.deadLetters(t, "dead")

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,6 +15,7 @@ import (
 	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/provider"
 )
@@ -38,22 +37,10 @@ func (w *callWorker) Timeout(job *river.Job[Args]) time.Duration {
 
 // NextRetry is jittered exponential backoff for runs that failed for the
 // worker's own reasons (a database error, a panic): a failed call is not a
-// River error but a snooze decided by decideAfter, so no retry-after hint
+// River error but a snooze decided by decide.After, so no retry-after hint
 // has to reach this method.
 func (w *callWorker) NextRetry(job *river.Job[Args]) time.Time {
-	return time.Now().Add(backoff(job.Attempt, w.rt.opts.BackoffBase, w.rt.opts.BackoffCap))
-}
-
-// backoff is base·2^(attempt-1) capped, with "equal jitter": half fixed, half
-// random, so retries spread out but never collapse to zero.
-func backoff(attempt int, base, limit time.Duration) time.Duration {
-	d := base
-	for i := 1; i < attempt && d < limit; i++ {
-		d *= 2
-	}
-	d = min(d, limit)
-	half := d / 2
-	return half + rand.N(half+1)
+	return time.Now().Add(decide.Backoff(job.Attempt, w.rt.opts.BackoffBase, w.rt.opts.BackoffCap))
 }
 
 // lookup finds the job's pipeline, the model it runs on (its own, or the
@@ -105,7 +92,7 @@ type call struct {
 	cached    ledger.CachedResponse
 	fromCache bool
 	// change is the job's one change (metaChange), applied by render.
-	change change
+	change decide.Change
 	// partial is what a stream cut midway delivered, for the ledger; nil
 	// otherwise. partialAccepted: it is stored as the result.
 	partial         *ledger.Partial
@@ -123,23 +110,23 @@ type call struct {
 	found bool
 }
 
-// Work runs one job: the checks before the call (decideBefore after each
-// step), the call, the decision after it (decideAfter), and apply. Only
+// Work runs one job: the checks before the call (decide.Before after each
+// step), the call, the decision after it (decide.After), and apply. Only
 // apply acts on a decision.
 func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	rt := w.rt
 	p, m, k, err := rt.lookup(job.Args)
 	if err != nil {
-		return rt.apply(ctx, &call{job: job}, deadLetter(classify.Rejected, ReasonConfig, err.Error()), keys.Report{})
+		return rt.apply(ctx, &call{job: job}, decide.DeadLetter(classify.Rejected, decide.ReasonConfig, err.Error()), keys.Report{})
 	}
 	c := &call{job: job, pipeline: p, model: m, key: k}
-	b := before{
+	b := decide.BeforeCall{
 		Attempt: job.Attempt, MaxAttempts: p.MaxAttempts, AmbiguousRetries: p.AmbiguousRetries, Policy: k.cfg.Ambiguous,
 		Age: time.Since(job.CreatedAt), MaxAge: rt.opts.MaxAge, OwnSnoozes: ownSnoozes(job), MaxSnoozes: p.MaxSnoozes,
 		LineWait: rt.batchWait(),
 	}
-	rx := decideBefore(b)
-	if rx.Kind == ReactDeadLetter {
+	rx := decide.Before(b)
+	if rx.Kind == decide.ReactDeadLetter {
 		// About to end the record before the admission round trip read its
 		// line: an open one decides first (the open-line rule), and a
 		// result another run of the job stored (a rescued run) completes it.
@@ -147,16 +134,16 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		if err != nil {
 			return fmt.Errorf("open batch line: %w", err)
 		}
-		b.Line = l.Hold()
+		b.Line = lineFacts(l.Hold())
 		if b.ResultStored, err = ledger.HasResult(ctx, rt.pool, job.Args.Batch, job.Args.RecordID); err != nil {
 			return err
 		}
-		rx = decideBefore(b)
+		rx = decide.Before(b)
 	}
-	if rx.Kind == ReactGo {
+	if rx.Kind == decide.ReactGo {
 		rx = c.render()
 	}
-	if rx.Kind != ReactGo {
+	if rx.Kind != decide.ReactGo {
 		// A job a Supervisor dispatched as the probe holds a claim made on
 		// its behalf: give it back, or the key stays half-open until the
 		// lease runs out.
@@ -173,6 +160,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	// pause in one statement, and with them what the ledger knows about
 	// this request from earlier sends.
 	var prior ledger.Prior
+	var hold ledger.BatchState
 	adm, pause, done, err := k.gate.AdmitWith(ctx, job.ID, func(batch *pgx.Batch) {
 		ledger.QueuePriorOutcomeForJob(batch, &prior, c.req.IdempotencyKey, job.ID, job.Args.Batch, job.Args.RecordID)
 		rt.queueCacheLookup(batch, c)
@@ -180,17 +168,18 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		// earlier one (a mode switched, a rolling deploy) holds the record
 		// all the same.
 		ledger.QueueOpenBatchLine(batch, &c.line, job.ID, job.Args.Batch)
-		ledger.QueueBatchHold(batch, &b.Hold, job.Args.Batch)
+		ledger.QueueBatchHold(batch, &hold, job.Args.Batch)
 	})
 	if err != nil {
 		return fmt.Errorf("admit and ledger look-up: %w", err)
 	}
+	b.Hold = holdFacts(hold)
 	if c.line.ID != 0 {
 		batchPrior(&prior, c.line)
 		// The line's answer is this request's answer; another one from the
 		// cache would leave the line open.
 		c.cached.Hit = false
-		b.Line = c.line.Hold()
+		b.Line = lineFacts(c.line.Hold())
 	}
 	// Every exit reports to the breakers exactly once; this one, for the
 	// exits before the call, gives a probe claim back.
@@ -198,7 +187,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	if c.line.ID != 0 && !rt.lineSender(c) {
 		// The key that sent the line is not worked here: another process
 		// applies its answer.
-		return rt.apply(ctx, c, Reaction{Kind: ReactPark, After: b.LineWait}, keys.Report{})
+		return rt.apply(ctx, c, decide.Reaction{Kind: decide.ReactPark, After: b.LineWait}, keys.Report{})
 	}
 	if c.key != k {
 		// The line's answer is its sending key's: its outcome is not this
@@ -207,21 +196,21 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		done = noDone
 	}
 	c.adm = adm
-	b.Admission = &adm
+	b.Admission = admissionFacts(adm)
 	b.HoldRecheck = rt.opts.BudgetRecheck
 	if pause != nil {
 		left := time.Until(pause.Until)
 		b.Pause = &left
 	}
-	b.Prior = &prior
+	b.Prior = priorFacts(prior)
 	b.CacheHit = c.cached.Hit
 	c.calls = prior.JobCalls
-	rx = decideBefore(b)
-	if rx.Kind == ReactLookup {
+	rx = decide.Before(b)
+	if rx.Kind == decide.ReactLookup {
 		rt.lookupStored(ctx, c, &b, prior.JobAmbiguous)
-		rx = decideBefore(b)
+		rx = decide.Before(b)
 	}
-	if rx.Kind != ReactGo {
+	if rx.Kind != decide.ReactGo {
 		return rt.apply(ctx, c, rx, keys.Report{})
 	}
 	if p.UsesBatch() || c.line.ID != 0 {
@@ -243,9 +232,9 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		if b.OverRetryBudget, err = rt.overRetryBudget(ctx, k); err != nil {
 			return err
 		}
-		b.RetryDefer = rt.opts.RetryDefer/2 + rand.N(rt.opts.RetryDefer)
+		b.RetryDefer = decide.Jitter(rt.opts.RetryDefer, 0.5, 1.5)
 	}
-	if rx := decideBefore(b); rx.Kind != ReactGo {
+	if rx := decide.Before(b); rx.Kind != decide.ReactGo {
 		if b.OverRetryBudget {
 			rt.log.DebugContext(ctx, "retry deferred: fleet retry budget spent", "key", k.cfg.Name, "job_id", job.ID)
 		}
@@ -255,7 +244,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	release, ok := k.limiter.TryAcquire()
 	if !ok {
 		if release, err = k.limiter.Acquire(ctx); err != nil {
-			return rt.apply(ctx, c, Reaction{Kind: ReactPark}, keys.Report{})
+			return rt.apply(ctx, c, decide.Reaction{Kind: decide.ReactPark}, keys.Report{})
 		}
 		// The key may have tripped, or been paused, while this job waited
 		// for a slot: ask again before calling.
@@ -269,7 +258,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	// eat into the call's own timeout: River's deadline for this run would
 	// cut the call mid-flight and make it ambiguous.
 	b.DeadlineNear = rt.deadlineNear(ctx, k)
-	if rx := decideBefore(b); rx.Kind != ReactGo {
+	if rx := decide.Before(b); rx.Kind != decide.ReactGo {
 		return rt.apply(ctx, c, rx, keys.Report{})
 	}
 	// pacing: this process's share of the key's rate (worker/pacing.go).
@@ -285,13 +274,13 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 			return err
 		}
 		b.DeadlineNear = rt.deadlineNear(ctx, k)
-		if rx := decideBefore(b); rx.Kind != ReactGo {
+		if rx := decide.Before(b); rx.Kind != decide.ReactGo {
 			return rt.apply(ctx, c, rx, keys.Report{})
 		}
 	}
 	if !c.adm.Probe && k.watch.HeldSince(c.adm.Generation) {
 		// The safety net held the key while this job waited for its pace.
-		return rt.apply(ctx, c, Reaction{Kind: ReactPark, After: k.cfg.ProbeInterval}, keys.Report{})
+		return rt.apply(ctx, c, decide.Reaction{Kind: decide.ReactPark, After: k.cfg.ProbeInterval}, keys.Report{})
 	}
 
 	// The intent row is also the call's reservation against the batch's
@@ -299,21 +288,21 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	c.attemptID, err = ledger.ReserveAttempt(ctx, rt.pool, ledger.Intent{
 		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: prior.JobCalls + 1,
 		Key: k.cfg.Name, Model: m.Name, IdempotencyKey: c.req.IdempotencyKey, RequestHash: c.hash,
-		IsRetry: c.retry, Change: c.change.label(), EstCostUSD: estimateCost(m, c.req), InFlightFor: k.cfg.Timeout + rt.opts.JobMargin,
+		IsRetry: c.retry, Change: changeLabel(c.change), EstCostUSD: estimateCost(m, c.req), InFlightFor: k.cfg.Timeout + rt.opts.JobMargin,
 	})
 	var budgetErr *ledger.BudgetError
 	var held *ledger.HeldError
 	if errors.As(err, &held) {
 		// Paused or cancelled since the look-up: no call.
-		b.Hold = held.State
-		return rt.apply(ctx, c, decideBefore(b), keys.Report{})
+		b.Hold = holdFacts(held.State)
+		return rt.apply(ctx, c, decide.Before(b), keys.Report{})
 	}
 	if errors.As(err, &budgetErr) {
-		b.Budget = budgetErr
+		b.OverBudget = true
 		if budgetErr.Wait {
 			// Worst-case reservations of calls in flight fill the cap; most
 			// of them will not be spent. Try again shortly.
-			b.BudgetRecheck = rt.opts.BudgetRecheck/10 + rand.N(rt.opts.BudgetRecheck/10+1)
+			b.BudgetRecheck = decide.Jitter(rt.opts.BudgetRecheck, 0.1, 0.2)
 		} else {
 			b.BudgetRecheck = rt.opts.BudgetRecheck
 			if budgetErr.Paused {
@@ -322,22 +311,22 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 					Fields:  map[string]any{"budget_usd": budgetErr.BudgetUSD, "spent_usd": budgetErr.SpentUSD, "in_flight_usd": budgetErr.ReservedUSD}})
 			}
 		}
-		return rt.apply(ctx, c, decideBefore(b), keys.Report{})
+		return rt.apply(ctx, c, decide.Before(b), keys.Report{})
 	}
 	if err != nil {
 		return fmt.Errorf("ledger intent: %w", err)
 	}
 	c.calls++
 
-	a := after{
+	a := decide.AfterCall{
 		JobCalls: prior.JobCalls, MaxAttempts: p.MaxAttempts,
 		JobAmbiguous: prior.JobAmbiguous, AmbiguousRetries: p.AmbiguousRetries, Policy: k.cfg.Ambiguous,
 		NoRetries: k.cfg.RetryBudget == 0, RetryBudget: k.cfg.RetryBudget,
-		Backoff: backoff(prior.JobCalls+1, rt.opts.BackoffBase, rt.opts.BackoffCap), BackoffCap: rt.opts.BackoffCap,
+		Backoff: decide.Backoff(prior.JobCalls+1, rt.opts.BackoffBase, rt.opts.BackoffCap), BackoffCap: rt.opts.BackoffCap,
 		ProbeInterval: k.cfg.ProbeInterval,
 	}
 	if len(p.Fallback) > 0 {
-		a.Fallback.Model = firstCapable(rt.cfg, p, m.Name, c.req)
+		a.Fallback.Model = decide.FirstCapable(rt.cfg, p, m.Name, need(c.req))
 	}
 	c.called = true
 	c.res, err = k.client.Do(ctx, c.req)
@@ -346,7 +335,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	case err != nil:
 		// A request the client refuses to build: configuration, not the provider.
 		a.ClientErr = err.Error()
-	case a.stopped():
+	case a.Stopped():
 		// This run was stopped (shutdown, River's timeout) before an answer
 		// arrived. An answer that did arrive is used, whatever the context
 		// says: it was paid for.
@@ -373,24 +362,24 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		}
 	}
 	rep := rt.report(ctx, c, done, breakerOutcome(a))
-	a.Storm = rep.Storm
+	a.Storm = stormFacts(rep.Storm)
 	a.Held = rt.watchCall(ctx, c, a)
-	return rt.apply(ctx, c, decideAfter(a), rep)
+	return rt.apply(ctx, c, decide.After(a), rep)
 }
 
 // render builds the request from the record and the pipeline, and its
 // idempotency key; a record the pipeline cannot render is dead-lettered.
-func (c *call) render() Reaction {
+func (c *call) render() decide.Reaction {
 	var record map[string]any
 	if err := json.Unmarshal(c.job.Args.Record, &record); err != nil {
-		return deadLetter(classify.Rejected, ReasonConfig, "record is not a JSON object")
+		return decide.DeadLetter(classify.Rejected, decide.ReasonConfig, "record is not a JSON object")
 	}
 	p, m := c.pipeline, c.model
 	c.change = jobChange(c.job.Metadata)
-	applyChange(c.change, record)
+	c.change.Apply(record)
 	prompt, err := p.Render(record)
 	if err != nil {
-		return deadLetter(classify.Rejected, ReasonTemplate, err.Error())
+		return decide.DeadLetter(classify.Rejected, decide.ReasonTemplate, err.Error())
 	}
 	c.req = provider.Request{
 		Model: m.Name, System: p.System, Prompt: prompt, MaxTokens: p.MaxTokens,
@@ -405,7 +394,7 @@ func (c *call) render() Reaction {
 	// A key that looks lost calls up keeps its calls at the provider,
 	// tagged with the idempotency key.
 	c.req.Store = c.key != nil && c.key.cfg.Ambiguous == config.AmbiguousLookup
-	return Reaction{Kind: ReactGo}
+	return decide.Reaction{Kind: decide.ReactGo}
 }
 
 // readmitAfterPace: a pacing wait at least this long is followed by a
@@ -420,7 +409,7 @@ const readmitAfterPace = 10 * time.Millisecond
 // not go out into an open breaker. The first admission is reported as
 // unused; *done becomes the new one's. A run that holds the probe claim
 // keeps it: it is the call the breaker waits for.
-func (r *Runtime) readmit(ctx context.Context, c *call, done *keys.Done, b *before) error {
+func (r *Runtime) readmit(ctx context.Context, c *call, done *keys.Done, b *decide.BeforeCall) error {
 	if c.adm.Probe {
 		return nil
 	}
@@ -429,7 +418,7 @@ func (r *Runtime) readmit(ctx context.Context, c *call, done *keys.Done, b *befo
 		return fmt.Errorf("admit: %w", err)
 	}
 	r.report(ctx, c, *done, keys.OutcomeNone)
-	*done, c.adm, b.Admission, b.Pause = done2, adm, &adm, nil
+	*done, c.adm, b.Admission, b.Pause = done2, adm, admissionFacts(adm), nil
 	if pause != nil {
 		left := time.Until(pause.Until)
 		b.Pause = &left
@@ -510,13 +499,13 @@ func (r *Runtime) observe(ctx context.Context, c *call) {
 // apply carries a reaction out: the ledger, the key's queue and pause, the
 // alerts, and River's return value. It is the only place that acts on a
 // decision; rep is what the breakers did with the call's outcome.
-func (r *Runtime) apply(ctx context.Context, c *call, rx Reaction, rep keys.Report) error {
+func (r *Runtime) apply(ctx context.Context, c *call, rx decide.Reaction, rep keys.Report) error {
 	k, job := c.key, c.job
 	if k != nil {
 		r.applyReport(ctx, c, rep)
 	}
 	switch rx.Kind {
-	case ReactComplete:
+	case decide.ReactComplete:
 		if err := r.complete(ctx, c); err != nil {
 			return err
 		}
@@ -524,9 +513,9 @@ func (r *Runtime) apply(ctx context.Context, c *call, rx Reaction, rep keys.Repo
 			k.limiter.OnSuccess()
 		}
 		return nil
-	case ReactCompletePartial:
+	case decide.ReactCompletePartial:
 		return r.completePartial(ctx, c)
-	case ReactDeadLetter:
+	case decide.ReactDeadLetter:
 		if rx.Reason == ledger.ReasonCancelled && c.line.ID != 0 && c.lineID == 0 {
 			// A cancelled batch's line not in a provider batch: closed and
 			// its attempt settled as not run ($0) before the dead letter.
@@ -540,25 +529,25 @@ func (r *Runtime) apply(ctx context.Context, c *call, rx Reaction, rep keys.Repo
 			}
 		}
 		return r.deadLetter(ctx, c, rx)
-	case ReactFallback:
+	case decide.ReactFallback:
 		return r.applyFallback(ctx, c, rx)
-	case ReactCancel:
+	case decide.ReactCancel:
 		// An earlier run wrote the dead letter and died before its cancel
 		// landed: never call again.
 		return river.JobCancel(errors.New("record already dead-lettered"))
-	case ReactCacheHit:
+	case decide.ReactCacheHit:
 		c.fromCache = true
 		return r.complete(ctx, c)
-	case ReactCompleteFound:
+	case decide.ReactCompleteFound:
 		return r.completeFound(ctx, c)
-	case ReactRetryChanged:
+	case decide.ReactRetryChanged:
 		return r.retryChanged(ctx, c, rx)
 	}
-	_ = r.finish(ctx, c, rx.Outcome)
+	_ = r.finish(ctx, c, attemptStatus(rx.Outcome))
 	switch rx.Kind {
-	case ReactSnooze:
+	case decide.ReactSnooze:
 		return river.JobSnooze(rx.After)
-	case ReactPauseKey:
+	case decide.ReactPauseKey:
 		if _, err := r.store.PauseFor(ctx, k.cfg.Name, keys.PauseThrottled, rx.After); err != nil {
 			return fmt.Errorf("pause key: %w", err)
 		}
@@ -704,7 +693,7 @@ func (r *Runtime) outcome(c *call, status ledger.AttemptStatus) ledger.Outcome {
 // outcome is durable the dead letter is too, and a run that finds the dead
 // letter (Prior.DeadLettered) does not call again. A dead letter that already
 // exists for the record (a crash after writing it) is reused.
-func (r *Runtime) deadLetter(ctx context.Context, c *call, rx Reaction) error {
+func (r *Runtime) deadLetter(ctx context.Context, c *call, rx decide.Reaction) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	job := c.job
@@ -748,8 +737,8 @@ func (r *Runtime) deadLetter(ctx context.Context, c *call, rx Reaction) error {
 			time.Sleep(time.Duration(try) * 100 * time.Millisecond)
 		}
 		err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-			if c.attemptID != 0 && rx.Outcome != "" {
-				if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, rx.Outcome)); err != nil && !errors.Is(err, ledger.ErrAttemptFinished) {
+			if c.attemptID != 0 && rx.Outcome != decide.OutcomeNone {
+				if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, attemptStatus(rx.Outcome))); err != nil && !errors.Is(err, ledger.ErrAttemptFinished) {
 					return err
 				}
 			}
@@ -793,7 +782,7 @@ func requestView(r provider.Request) map[string]any {
 // requestViewOf is requestView with the job's change named, if any.
 func requestViewOf(c *call) map[string]any {
 	v := requestView(c.req)
-	if l := c.change.label(); l != "" {
+	if l := changeLabel(c.change); l != "" {
 		v["change"] = l
 	}
 	return v
@@ -853,33 +842,15 @@ func park(ctx context.Context, job *river.Job[Args], d time.Duration) error {
 	return river.JobSnooze(d)
 }
 
-// overRetryBudget reports whether the key's open retries (not succeeded)
-// over the window have reached retry_budget of its first calls, fleet-wide,
-// from the ledger; the floor lets a quiet key retry at all.
+// overRetryBudget reports whether the key's fleet retry budget is spent
+// (decide.RetryBudget), from the ledger's count over the worker's window.
 func (r *Runtime) overRetryBudget(ctx context.Context, k *keyRuntime) (bool, error) {
-	u, err := ledger.RetryUsageByKey(ctx, r.pool, k.cfg.Name, r.now().Add(-r.opts.RetryWindow))
+	rb := r.opts.RetryBudget()
+	u, err := ledger.RetryUsageByKey(ctx, r.pool, k.cfg.Name, rb.Since(r.now()))
 	if err != nil {
 		return false, fmt.Errorf("retry budget: %w", err)
 	}
-	return u.OpenRetries >= RetryAllowance(k.cfg.RetryBudget, u.FirstCalls, r.opts.RetryFloor), nil
-}
-
-// RetryAllowance is how many open retries a key may have over the retry
-// window: retry_budget of its first calls, but at least floor, so a quiet key
-// can still retry; none at all when retry_budget is 0 (transient failures
-// are then not retried). The CLI and the metrics show the same number.
-func RetryAllowance(retryBudget float64, firstCalls, floor int) int {
-	if retryBudget <= 0 {
-		return 0
-	}
-	return int(math.Ceil(max(float64(floor), retryBudget*float64(firstCalls))))
-}
-
-func retryAfter(v classify.Verdict) time.Duration {
-	if v.RetryAfterS == nil || *v.RetryAfterS <= 0 {
-		return 0
-	}
-	return time.Duration(*v.RetryAfterS * float64(time.Second))
+	return rb.Spent(k.cfg.RetryBudget, u.FirstCalls, u.OpenRetries), nil
 }
 
 func deref(s *string) string {

@@ -5,11 +5,15 @@
 // trip), writes the ledger intent, calls the provider, classifies the outcome
 // with classify, and reacts by class.
 //
-// Deciding and doing are apart: decideBefore and decideAfter are pure
-// functions from what a run knows (its attempt, the prior outcome, the
-// admission, the verdict, the result) to a Reaction value, table-tested
-// without a database; apply is the only place that acts on one (ledger,
-// queue, alerts, River's return value). The key's breakers hear each call's
+// Deciding and doing are apart: decide.Before and decide.After (package
+// worker/decide) are pure functions from what a run knows (its attempt, the
+// prior outcome, the admission, the verdict, the result) to a
+// decide.Reaction value, table-tested without a database, and a test there
+// fails if that package ever reaches the database driver, River or the
+// network; this package gathers the facts (facts.go turns the ledger's and
+// the breakers' answers into the decision's own types), and apply is the
+// only place that acts on a reaction (ledger, queue, alerts, River's
+// return value). The key's breakers hear each call's
 // outcome once, through the done function keys.Gate.Admit returns.
 //
 //   - ok: the result row, the attempt's outcome and River's completion commit
@@ -38,15 +42,15 @@
 // makes no call in the job: the job writes its ledger intent at batch prices
 // and a line (batchline.go), the key's submitter (worker/submitter) sends the
 // lines as a provider batch and stores each answer, and the job's next run
-// classifies that answer and reacts through the same decideAfter and apply,
+// classifies that answer and reacts through the same decide.After and apply,
 // the waits of a synchronous call becoming the next provider batch.
 //
 // The open-line rule (ledger.LineHold): a record whose line is in a live
 // provider batch, or holds a paid answer not applied yet, is neither moved
 // to a fallback, resent synchronously, requeued, nor ended before its answer
 // is collected, and that answer is decoded and priced with the key and model
-// that sent it. decideBefore is where a run and the fallback mover ask it
-// (before.Line); a job reads its open line whatever its pipeline's mode is
+// that sent it. decide.Before is where a run and the fallback mover ask it
+// (BeforeCall.Line); a job reads its open line whatever its pipeline's mode is
 // now; a line not sent yet is taken back before the record goes another way
 // (closeLine, moveJob); and every key with provider batches in flight keeps
 // a submitter, collect-only when no pipeline on it is in batch mode. A paid

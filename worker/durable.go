@@ -2,10 +2,10 @@ package worker
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
 
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/decide"
 )
 
 // Defaults for the completion retry.
@@ -38,7 +38,7 @@ func retryUnreachable(ctx context.Context, bound time.Duration, onRetry func(try
 		}
 		// Equal jitter: processes that lost the database together do not
 		// all come back in the same millisecond.
-		time.Sleep(wait/2 + rand.N(wait/2+1))
+		time.Sleep(decide.Jitter(wait, 0.5, 1))
 		wait = min(2*wait, holdRetryMax)
 	}
 }
@@ -66,9 +66,4 @@ func (r *Runtime) complete(ctx context.Context, c *call) error {
 	return err
 }
 
-func (r *Runtime) holdAnswer() time.Duration {
-	if r.opts.HoldAnswer > 0 {
-		return r.opts.HoldAnswer
-	}
-	return HoldAnswerDefault
-}
+func (r *Runtime) holdAnswer() time.Duration { return r.opts.HoldAnswer }

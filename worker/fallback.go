@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -15,67 +14,15 @@ import (
 
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/provider"
 	"github.com/triage-dev/triage/worker/rivertable"
 )
 
-// fallbackInput is what the decisions know about moving a job elsewhere.
-type fallbackInput struct {
-	// Model is the first capable fallback after the job's current model,
-	// nil when none is (or the pipeline lists none).
-	Model *config.Model
-	// OpenFor is how long the key's open breaker has been open; nil when
-	// not known (the per-job path does not read it: the mover does).
-	OpenFor *time.Duration
-	// Grace is the pipeline's fallback_grace.
-	Grace time.Duration
-}
-
-// ready: the key's breaker has been open past the grace and a capable
-// fallback exists.
-func (f fallbackInput) ready() bool {
-	return f.Model != nil && f.OpenFor != nil && *f.OpenFor >= f.Grace
-}
-
-// fallbackMove is a ReactFallback's payload: where to, and what to do if the
-// batch's fallback_max_share refuses the move.
-type fallbackMove struct {
-	Model     *config.Model
-	Otherwise Reaction
-}
-
-func fallback(m *config.Model, otherwise Reaction) Reaction {
-	return Reaction{Kind: ReactFallback, Fallback: &fallbackMove{Model: m, Otherwise: otherwise}}
-}
-
-// capable reports whether model m can serve request r: the prompt and
-// max_tokens fit its context window, max_tokens fits its output limit, and
-// a JSON request needs json_mode. Unknown limits (0) are not checked.
-func capable(m *config.Model, r provider.Request) bool {
-	if m.ContextTokens > 0 && estimateTokens(r)+r.MaxTokens > m.ContextTokens {
-		return false
-	}
-	if m.MaxOutputTokens > 0 && r.MaxTokens > m.MaxOutputTokens {
-		return false
-	}
-	return !r.JSON || m.JSONMode
-}
-
-// firstCapable is the first of the pipeline's fallbacks after the job's
-// current model that can serve r; nil if none. A job never moves back to
-// its primary, nor to a fallback before the one it is on.
-func firstCapable(cfg *config.Config, p *config.Pipeline, current string, r provider.Request) *config.Model {
-	names := p.Fallback
-	if i := slices.Index(names, current); i >= 0 {
-		names = names[i+1:]
-	}
-	for _, name := range names {
-		if m, err := cfg.Model(name); err == nil && capable(m, r) {
-			return m
-		}
-	}
-	return nil
+// need is what request r asks of a model (decide.Capable).
+func need(r provider.Request) decide.Need {
+	return decide.Need{InputTokens: estimateTokens(r), MaxTokens: r.MaxTokens, JSON: r.JSON}
 }
 
 // moveSQL moves one job to a fallback's key queue and counts the move
@@ -147,11 +94,11 @@ func (r *Runtime) moveJob(ctx context.Context, id int64, a Args, from string, m 
 
 var errNotMoved = errors.New("not moved")
 
-// applyFallback carries out a ReactFallback for the running job: it moves
+// applyFallback carries out a decide.ReactFallback for the running job: it moves
 // to the fallback's key queue and runs there at once (a park that charges
 // no snooze). Refused by fallback_max_share, the job reacts as it would
 // have without a fallback.
-func (r *Runtime) applyFallback(ctx context.Context, c *call, rx Reaction) error {
+func (r *Runtime) applyFallback(ctx context.Context, c *call, rx decide.Reaction) error {
 	job, mv := c.job, rx.Fallback
 	ok, err := r.moveJob(context.WithoutCancel(ctx), job.ID, job.Args, job.Queue, mv.Model, c.pipeline.FallbackMaxShare, []string{"running"}, c.line)
 	if err != nil {
@@ -160,7 +107,7 @@ func (r *Runtime) applyFallback(ctx context.Context, c *call, rx Reaction) error
 	if !ok {
 		return r.apply(ctx, c, mv.Otherwise, keys.Report{})
 	}
-	_ = r.finish(ctx, c, rx.Outcome)
+	_ = r.finish(ctx, c, attemptStatus(rx.Outcome))
 	r.log.InfoContext(ctx, "fallback", "job_id", job.ID, "batch", job.Args.Batch, "record_id", job.Args.RecordID,
 		"from_model", c.model.Name, "to_model", mv.Model.Name, "to_key", mv.Model.Key)
 	return park(ctx, job, time.Millisecond)
@@ -178,7 +125,7 @@ const fallbackTickDefault = time.Second
 // watchFallbacks moves the queued jobs of keys whose breaker has been open
 // longer than their pipeline's fallback_grace to their first capable
 // fallback. Those jobs are not fetched (the key's queue is paused), so no
-// run of theirs could decide it: the mover asks decideBefore on their
+// run of theirs could decide it: the mover asks decide.Before on their
 // behalf. Jobs no fallback can serve stay where they are, parked.
 func (r *Runtime) watchFallbacks(ctx context.Context) {
 	if !slices.ContainsFunc(r.cfg.Pipelines, func(p config.Pipeline) bool { return len(p.Fallback) > 0 }) {
@@ -197,7 +144,7 @@ func (r *Runtime) watchFallbacks(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(tick*4/5 + rand.N(tick*2/5+1)):
+		case <-time.After(decide.Jitter(tick, 0.8, 1.2)):
 		}
 	}
 }
@@ -263,15 +210,15 @@ func (r *Runtime) moveFallbacks(ctx context.Context, key string) error {
 			continue
 		}
 		c := &call{job: &q.job, pipeline: p, model: m}
-		if rx := c.render(); rx.Kind != ReactGo {
+		if rx := c.render(); rx.Kind != decide.ReactGo {
 			continue // its own run dead-letters it
 		}
 		adm := keys.Admission{Breaker: breaker}
-		fb := fallbackInput{Model: firstCapable(r.cfg, p, m.Name, c.req), OpenFor: &openFor, Grace: p.FallbackGrace}
+		fb := decide.FallbackFacts{Model: decide.FirstCapable(r.cfg, p, m.Name, need(c.req)), OpenFor: &openFor, Grace: p.FallbackGrace}
 		line := lines[q.job.ID]
-		rx := decideBefore(before{MaxAttempts: p.MaxAttempts, MaxSnoozes: p.MaxSnoozes, Admission: &adm, Fallback: fb, Line: line.Hold()})
+		rx := decide.Before(decide.BeforeCall{MaxAttempts: p.MaxAttempts, MaxSnoozes: p.MaxSnoozes, Admission: admissionFacts(adm), Fallback: fb, Line: lineFacts(line.Hold())})
 		switch {
-		case rx.Kind == ReactFallback:
+		case rx.Kind == decide.ReactFallback:
 			ok, err := r.moveJob(ctx, q.job.ID, q.job.Args, queue, rx.Fallback.Model, p.FallbackMaxShare, []string{"available", "scheduled"}, line)
 			if err != nil {
 				return err

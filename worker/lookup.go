@@ -10,6 +10,7 @@ import (
 
 	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/decide"
 )
 
 // metaLookup keeps, in the job's metadata, since when the job has been
@@ -24,10 +25,10 @@ const lookupRecheckMax = 2 * time.Second
 // lookup) and fills b.Lookup; a found answer becomes the call's result
 // (c.res, c.verdict, c.output). A store that cannot be asked counts as not
 // found this time: the job parks and asks again within lookup_wait.
-func (r *Runtime) lookupStored(ctx context.Context, c *call, b *before, jobAmbiguous int) {
+func (r *Runtime) lookupStored(ctx context.Context, c *call, b *decide.BeforeCall, jobAmbiguous int) {
 	k := c.key
 	wait := k.cfg.LookupWait
-	b.Lookup = lookupFacts{Asked: true, Wait: wait, Recheck: min(max(wait/10, 100*time.Millisecond), lookupRecheckMax)}
+	b.Lookup = decide.Lookup{Asked: true, Wait: wait, Recheck: min(max(wait/10, 100*time.Millisecond), lookupRecheckMax)}
 	res, n, err := k.client.Lookup(ctx, c.req.IdempotencyKey)
 	if err != nil {
 		r.log.WarnContext(ctx, "look-up of a lost call failed", "key", k.cfg.Name, "job_id", c.job.ID, "err", err)

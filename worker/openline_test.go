@@ -270,6 +270,62 @@ func TestJobsPastTheirBoundsWaitForTheirLines(t *testing.T) {
 	b.requireBilledOnce(t)
 }
 
+// A night of the simulator (seed 30076): the pipeline is switched from
+// batch to sync mode while some lines were never sent (they wait for the
+// next provider batch). No process forms provider batches for the key any
+// more, so the jobs sleeping for those lines must be woken to take their
+// lines back and call synchronously; before, they slept for the whole
+// line wait (an hour) with nobody to wake them.
+func TestSwitchToSyncModeSendsTheLinesNotYetSent(t *testing.T) {
+	t.Parallel()
+	const n = 4
+	b, _ := setupBatch(t, fakeprovider.Scenario{}, "batch", tweaks{})
+	tuning := batchTuning
+	tuning.Gather = 10 * time.Hour // on the virtual clock: never ripe
+	b.opts.Batch = tuning
+	b.enqueue(t, "b1", records(n, nil))
+	rt := b.start(t)
+	eventually(t, 30*time.Second, "every job sleeps for its pending line", func() bool {
+		return b.jobStates(t)["scheduled"] == n && b.lineStates(t)["pending"] == n
+	})
+	stopRuntime(t, rt)
+
+	cfg, err := config.Parse([]byte(strings.Replace(b.tomlText, `mode = "batch"`, `mode = "sync"`, 1)), "test.toml")
+	require.NoError(t, err)
+	b.opts.Config = cfg
+	b.start(t)
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.Completed, "the records go synchronously")
+	require.Zero(t, b.fake.Stats().Batches.Created, "no provider batch")
+	require.Equal(t, n, b.fake.Stats().BilledCalls)
+	b.requireBilledOnce(t)
+}
+
+// A night of the simulator (seed 30080): a batch-mode key runs out of
+// money and is never topped up. Its lines are never sent (each create is
+// refused while the breaker is open), so nothing holds the records: like a
+// synchronous job, each is dead-lettered once it has waited longer than
+// MaxAge, its line taken back at $0. Before, the jobs slept for the whole
+// line wait (an hour) on lines no provider batch would ever take.
+func TestUnsentLinesOfAnExhaustedKeyEndAtMaxAge(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	sc := fakeprovider.Scenario{Balance: &fakeprovider.Balance{USD: 0}}
+	b, _ := setupBatch(t, sc, "batch", tweaks{})
+	b.opts.MaxAge = 3 * time.Second
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	eventually(t, 30*time.Second, "the key trips", func() bool { return b.hooks.count("key_exhausted") >= 1 })
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.DeadLettered)
+	dls := b.deadLetters(t, "b1")
+	for _, dl := range dls {
+		require.Equal(t, "snoozed_out", dl.Reason, "record %s", dl.RecordID)
+	}
+	require.Zero(t, b.lineStates(t)["pending"], "no line left waiting")
+	require.Zero(t, b.fake.Stats().BilledCalls)
+}
+
 // Issue 19, found by reading: a job cancelled by hand while its line is in
 // a live provider batch. The provider answers (and bills) the line; the
 // record was dead-lettered cancelled_by_hand. A requeue of that record
@@ -324,38 +380,6 @@ func TestRequeueAfterAHandCancelAppliesThePaidAnswer(t *testing.T) {
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT output::text FROM triage_result WHERE batch = 'b1' AND record_id = 'r002'`).Scan(&result))
 	require.NotEmpty(t, result)
 	require.Equal(t, map[string]int{"applied": n}, b.lineStates(t))
-}
-
-// Found by the night simulator (seed 14744): the pipeline is switched from
-// batch to sync mode while its lines wait for a provider batch that was
-// never formed (the process stopped first). No pipeline on the key sends
-// in batch mode now, so no batch will ever take those lines: the
-// collect-only submitter wakes their jobs, which take their lines back and
-// call synchronously, instead of sleeping out their batch wait (an hour).
-func TestSwitchToSyncModeSendsTheUnsentLines(t *testing.T) {
-	t.Parallel()
-	const n = 4
-	b, _ := setupBatch(t, fakeprovider.Scenario{}, "batch", tweaks{})
-	b.opts.Batch.Gather = time.Hour // no provider batch is formed
-	b.enqueue(t, "b1", records(n, nil))
-	rt := b.start(t)
-	eventually(t, 30*time.Second, "every job sleeps with its line pending", func() bool {
-		return b.jobStates(t)["scheduled"] == n && b.lineStates(t)["pending"] == n
-	})
-	stopRuntime(t, rt)
-
-	cfg, err := config.Parse([]byte(strings.Replace(b.tomlText, `mode = "batch"`, `mode = "sync"`, 1)), "test.toml")
-	require.NoError(t, err)
-	b.opts.Config = cfg
-	b.opts.Batch.Gather = batchTuning.Gather
-	b.start(t)
-	st := b.waitSettled(t, "b1", 30*time.Second)
-	require.Equal(t, n, st.Completed)
-	stats := b.fake.Stats()
-	require.Equal(t, n, stats.BilledCalls, "each record called once, synchronously")
-	require.Zero(t, stats.Batches.Created)
-	require.Equal(t, map[string]int{"applied": n}, b.lineStates(t))
-	b.requireBilledOnce(t)
 }
 
 // Found by the night simulator (seed 7017, a loaded machine): a job runs

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/triage-dev/triage/classify"
+	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -51,7 +52,7 @@ func (r *Runtime) observePace(k *keyRuntime, c *call, estTokens int) {
 // It returns the wait; apply carries out the decision.
 func (r *Runtime) throttleScope(c *call) (wait time.Duration, keyWide bool) {
 	k := c.key
-	scope, wait := keys.ThrottleScopeFor(retryAfter(c.verdict), c.res.RateLimit, r.opts.KeyPauseAfter, 0)
+	scope, wait := keys.ThrottleScopeFor(decide.RetryAfter(c.verdict), c.res.RateLimit, r.opts.KeyPauseAfter, 0)
 	wait = min(wait, ThrottleWaitCap)
 	if wait <= 0 {
 		wait = k.nextThrottleWait(time.Now())

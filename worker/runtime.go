@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/triage-dev/triage/ledger/redact"
 	"github.com/triage-dev/triage/worker/batchapi"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/provider"
 	"github.com/triage-dev/triage/worker/retention"
@@ -44,11 +46,6 @@ const (
 	// BudgetRecheckDefault is how long a job of a batch paused at its spend
 	// cap waits before looking again (raising the budget wakes jobs sooner).
 	BudgetRecheckDefault = 30 * time.Second
-	// RetryWindowDefault and RetryFloorDefault shape the fleet retry budget:
-	// retries over the window may be at most retry_budget of first attempts,
-	// but never fewer than the floor, so a quiet key can still retry.
-	RetryWindowDefault = time.Minute
-	RetryFloorDefault  = 10
 	// RetryDeferDefault is how long a retry over the budget waits to try
 	// again (jittered); the wait is a snooze, not an attempt.
 	RetryDeferDefault = 2 * time.Second
@@ -114,10 +111,13 @@ type Options struct {
 	RescueAfter time.Duration
 	// BudgetRecheck: see BudgetRecheckDefault.
 	BudgetRecheck time.Duration
-	// RetryWindow, RetryFloor, RetryDefer: see RetryWindowDefault.
+	// RetryWindow and RetryFloor shape the fleet retry budget
+	// (decide.RetryBudget; RetryBudget returns it). Default
+	// decide.RetryWindowDefault, decide.RetryFloorDefault.
 	RetryWindow time.Duration
 	RetryFloor  int
-	RetryDefer  time.Duration
+	// RetryDefer: see RetryDeferDefault.
+	RetryDefer time.Duration
 	// MaxAge is how long a job may wait in total (parked by an open breaker, a
 	// spend cap, ...) before it is dead-lettered as snoozed_out. Default
 	// MaxAgeDefault.
@@ -233,40 +233,77 @@ type Runtime struct {
 	watchDone chan struct{}
 }
 
-// withDefaults fills the zero (or negative) fields with their documented
-// defaults.
-func (o Options) withDefaults() Options {
+// WithDefaults returns o with every unset (zero) setting replaced by its
+// documented default: the one place the worker's option defaults are
+// resolved. A negative setting is left as it is, for validate to refuse.
+// Settings whose default depends on the keys this process works
+// (ProbeLease, RescueAfter) or that keep another package's default
+// (SupervisorTick, PacerHeartbeat, KeyPauseAfter, Pacing, Batch,
+// FetchCooldown, FetchPollInterval) stay zero here.
+func (o Options) WithDefaults() Options {
 	if o.Getenv == nil {
 		o.Getenv = func(string) string { return "" }
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	orDefault(&o.BackoffBase, BackoffBaseDefault)
-	orDefault(&o.BackoffCap, BackoffCapDefault)
-	orDefault(&o.JobMargin, JobMarginDefault)
-	orDefault(&o.BudgetRecheck, BudgetRecheckDefault)
-	orDefault(&o.RetryWindow, RetryWindowDefault)
-	orDefault(&o.RetryFloor, RetryFloorDefault)
-	orDefault(&o.RetryDefer, RetryDeferDefault)
-	orDefault(&o.MaxAge, MaxAgeDefault)
-	orDefault(&o.SpendCheck, SpendCheckDefault)
-	orDefault(&o.ThrottleWait, ThrottleWaitDefault)
+	o.BackoffBase = cmp.Or(o.BackoffBase, BackoffBaseDefault)
+	o.BackoffCap = cmp.Or(o.BackoffCap, BackoffCapDefault)
+	o.JobMargin = cmp.Or(o.JobMargin, JobMarginDefault)
+	o.BudgetRecheck = cmp.Or(o.BudgetRecheck, BudgetRecheckDefault)
+	o.RetryWindow = cmp.Or(o.RetryWindow, decide.RetryWindowDefault)
+	o.RetryFloor = cmp.Or(o.RetryFloor, decide.RetryFloorDefault)
+	o.RetryDefer = cmp.Or(o.RetryDefer, RetryDeferDefault)
+	o.MaxAge = cmp.Or(o.MaxAge, MaxAgeDefault)
+	o.SpendCheck = cmp.Or(o.SpendCheck, SpendCheckDefault)
+	o.ThrottleWait = cmp.Or(o.ThrottleWait, ThrottleWaitDefault)
+	o.HoldAnswer = cmp.Or(o.HoldAnswer, HoldAnswerDefault)
+	o.BatchWait = cmp.Or(o.BatchWait, BatchWaitDefault)
 	return o
 }
 
-func orDefault[T int | time.Duration](v *T, def T) {
-	if *v <= 0 {
-		*v = def
+// validate refuses settings no default can stand for: a negative wait,
+// window, margin or count is a mistake, said with the setting's name,
+// rather than quietly run as the default.
+func (o Options) validate() error {
+	if o.Config == nil || o.Pool == nil {
+		return errors.New("worker: Options.Config and Options.Pool are required")
 	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"BackoffBase", o.BackoffBase}, {"BackoffCap", o.BackoffCap}, {"ThrottleWait", o.ThrottleWait},
+		{"FetchCooldown", o.FetchCooldown}, {"FetchPollInterval", o.FetchPollInterval}, {"SupervisorTick", o.SupervisorTick},
+		{"ProbeLease", o.ProbeLease}, {"JobMargin", o.JobMargin}, {"RescueAfter", o.RescueAfter},
+		{"BudgetRecheck", o.BudgetRecheck}, {"RetryWindow", o.RetryWindow}, {"RetryDefer", o.RetryDefer},
+		{"MaxAge", o.MaxAge}, {"SpendCheck", o.SpendCheck}, {"HoldAnswer", o.HoldAnswer},
+		{"PacerHeartbeat", o.PacerHeartbeat}, {"KeyPauseAfter", o.KeyPauseAfter}, {"BatchWait", o.BatchWait},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("worker: Options.%s must not be negative, got %s (0 takes the default)", d.name, d.v)
+		}
+	}
+	if o.RetryFloor < 0 {
+		return fmt.Errorf("worker: Options.RetryFloor must not be negative, got %d (0 takes the default)", o.RetryFloor)
+	}
+	return nil
+}
+
+// RetryBudget is the fleet retry budget a worker with these options
+// checks before a retry: `triage keys`, the web window and /metrics show
+// the budget with the same value.
+func (o Options) RetryBudget() decide.RetryBudget {
+	o = o.WithDefaults()
+	return decide.RetryBudget{Window: o.RetryWindow, Floor: o.RetryFloor}
 }
 
 // New builds a Runtime; Start runs it.
 func New(opts Options) (*Runtime, error) {
-	if opts.Config == nil || opts.Pool == nil {
-		return nil, errors.New("worker: Options.Config and Options.Pool are required")
+	opts = opts.WithDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
 	}
-	opts = opts.withDefaults()
 	cfg := opts.Config
 	names := opts.Keys
 	if len(names) == 0 {

@@ -3,11 +3,11 @@ package worker
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -37,7 +37,7 @@ func (r *Runtime) watchSpend(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(d*4/5 + rand.N(d*2/5+1)):
+		case <-time.After(decide.Jitter(d, 0.8, 1.2)):
 		}
 	}
 }

@@ -2,9 +2,9 @@ package worker
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
 
+	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -24,7 +24,7 @@ func (r *Runtime) watchStorms(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(d*4/5 + rand.N(d*2/5+1)):
+		case <-time.After(decide.Jitter(d, 0.8, 1.2)):
 		}
 	}
 }

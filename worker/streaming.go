@@ -37,14 +37,6 @@ func (c *call) keepPartial() int {
 	return utf8.RuneCountInString(text)
 }
 
-// acceptPartial: a cut stream (still ambiguous: the classifier's verdict on
-// a broken stream) delivered at least the pipeline's minimum, so its
-// partial text is the result rather than a reason to pay for a resend.
-func acceptPartial(a after) bool {
-	return a.AcceptPartialMinChars > 0 && a.Phase == classify.PhaseStream &&
-		a.Verdict.Class == classify.Ambiguous && a.PartialChars >= a.AcceptPartialMinChars
-}
-
 // completePartial stores a cut stream's partial text as the record's result
 // and completes the job, like a complete answer (one transaction), with the
 // attempt left possibly billed.

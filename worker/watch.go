@@ -7,6 +7,7 @@ import (
 
 	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -40,7 +41,7 @@ func (k *keyRuntime) storedFingerprint(dl ledger.DeadLetter) string {
 // rather than being dead-lettered or snoozed; the call's attempt is then
 // recorded as the safety net read it (exhausted, reason the hold's kind),
 // not as a rejection its record would be dead-lettered for next run.
-func (r *Runtime) watchCall(ctx context.Context, c *call, a after) bool {
+func (r *Runtime) watchCall(ctx context.Context, c *call, a decide.AfterCall) bool {
 	held := r.watchDecide(ctx, c, a)
 	if held != "" {
 		c.verdict.Class, c.verdict.Reason = classify.Exhausted, held
@@ -50,9 +51,9 @@ func (r *Runtime) watchCall(ctx context.Context, c *call, a after) bool {
 
 // watchDecide is watchCall's decision: the hold the call is part of, ""
 // for none.
-func (r *Runtime) watchDecide(ctx context.Context, c *call, a after) string {
+func (r *Runtime) watchDecide(ctx context.Context, c *call, a decide.AfterCall) string {
 	k := c.key
-	if k == nil || k.watch == nil || a.ClientErr != "" || a.stopped() {
+	if k == nil || k.watch == nil || a.ClientErr != "" || a.Stopped() {
 		return ""
 	}
 	ev := keys.WatchEvent{Record: c.job.Args.Batch + "/" + c.job.Args.RecordID, At: r.now()}

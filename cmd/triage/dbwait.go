@@ -1,10 +1,10 @@
 package main
 
 import (
-	"math/rand/v2"
 	"time"
 
 	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/decide"
 )
 
 // dbWaitDefault is how long `triage run` waits for an unreachable database
@@ -35,7 +35,7 @@ func (o *outage) failed(now time.Time) (wait time.Duration, first, over bool) {
 		o.wait = min(2*o.wait, dbRetryMax)
 	}
 	over = o.limit > 0 && now.Sub(o.since) >= o.limit
-	return o.wait/2 + rand.N(o.wait/2+1), first, over
+	return decide.Jitter(o.wait, 0.5, 1), first, over
 }
 
 // reached records a poll that reached the database and returns how long it
@@ -57,9 +57,5 @@ func stopGraceFor(out runOutcome, opts worker.Options, stopGrace time.Duration) 
 	if !out.dbDown {
 		return stopGrace
 	}
-	hold := opts.HoldAnswer
-	if hold <= 0 {
-		hold = worker.HoldAnswerDefault
-	}
-	return max(stopGrace, hold+5*time.Second)
+	return max(stopGrace, opts.WithDefaults().HoldAnswer+5*time.Second)
 }

@@ -48,7 +48,7 @@ func runKeys(ctx context.Context, e *env, args []string) int {
 		return failCmd(e, cmd, err)
 	}
 	defer d.Close()
-	views, err := operator.KeyViews(ctx, d.pool, cfg)
+	views, err := operator.KeyViews(ctx, d.pool, cfg, fleetRetryBudget())
 	if err != nil {
 		return failCmd(e, cmd, err)
 	}

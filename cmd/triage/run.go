@@ -16,6 +16,7 @@ import (
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/console"
+	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/operator"
 )
@@ -380,13 +381,11 @@ func pollBatch(ctx context.Context, store *keys.Store, pace func() (keys.PaceSta
 }
 
 // deadlineNear reports whether st's pipeline is in mode auto and its
-// deadline is within the pipeline's auto_margin: its lines then go sync.
+// deadline is within the pipeline's auto_margin (decide.BatchDeadlineNear):
+// its lines then go sync.
 func deadlineNear(cfg *config.Config, st ledger.Status, now time.Time) bool {
 	pl, err := cfg.Pipeline(st.Pipeline)
-	if err != nil || pl.Mode != config.ModeAuto || st.Deadline == nil {
-		return false
-	}
-	return st.Deadline.Sub(now) < pl.AutoMargin
+	return err == nil && decide.BatchDeadlineNear(pl, st.Deadline, now)
 }
 
 // narrateKey prints the breaker's transitions between two polls.

@@ -71,7 +71,7 @@ func (u *webUI) Close() error {
 // startUI listens on ln's address and serves the console on d until ctx ends
 // or Close. cfg may be nil (no triage.toml: requeue is refused).
 func startUI(ctx context.Context, d *db, cfg *config.Config, ln net.Listener, token string, log *slog.Logger) (*webUI, error) {
-	srv, err := console.New(console.Options{Pool: d.pool, Config: cfg, Logger: log, Token: token})
+	srv, err := console.New(console.Options{Pool: d.pool, Config: cfg, Logger: log, Token: token, RetryBudget: fleetRetryBudget()})
 	if err != nil {
 		ln.Close()
 		return nil, err

@@ -17,6 +17,7 @@ import (
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/console"
+	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/listenaddr"
 	"github.com/triage-dev/triage/worker/metrics"
@@ -116,7 +117,7 @@ func runWork(ctx context.Context, e *env, args []string) int {
 		if err != nil {
 			return fail(usageError{fmt.Errorf("--metrics-addr: %w", err)})
 		}
-		m := metrics.New(d.pool, keys.NewStore(d.pool, keys.StoreConfig{}), metrics.Options{Keys: all, Logger: log, RetryBudgets: budgets})
+		m := metrics.New(d.pool, keys.NewStore(d.pool, keys.StoreConfig{}), metrics.Options{Keys: all, Logger: log, RetryBudgets: budgets, RetryBudget: opts.RetryBudget()})
 		opts.Observer = m
 		go func() { served <- m.ServeListener(runCtx, ln) }()
 	}
@@ -258,3 +259,9 @@ func safetyNetRequeue(cfg *config.Config, pool *pgxpool.Pool) func(ctx context.C
 		return res.Requeued, err
 	}
 }
+
+// fleetRetryBudget is the fleet retry budget `triage work` and `triage
+// run` run their workers with (their worker.Options set no RetryWindow or
+// RetryFloor): `triage keys` and `triage ui`, which run no worker, show
+// the budget with it.
+func fleetRetryBudget() decide.RetryBudget { return worker.Options{}.RetryBudget() }

@@ -364,7 +364,7 @@ func (s *Server) requeue(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) keys(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	views, err := operator.KeyViews(ctx, s.opts.Pool, s.opts.Config)
+	views, err := operator.KeyViews(ctx, s.opts.Pool, s.opts.Config, s.opts.RetryBudget)
 	if err != nil {
 		s.fail(w, r, err)
 		return

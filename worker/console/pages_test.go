@@ -23,6 +23,7 @@ import (
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/operator"
 	"github.com/triage-dev/triage/worker/workertest"
@@ -333,7 +334,7 @@ func TestPagesJSONShapes(t *testing.T) {
 		"job_id", "pipeline", "key", "request", "error_excerpt", "requeued_at", "rule", "known", "record"} {
 		require.Contains(t, fields, k)
 	}
-	views, err := operator.KeyViews(ctx, b.db.Pool, b.cfg)
+	views, err := operator.KeyViews(ctx, b.db.Pool, b.cfg, decide.RetryBudgetDefault)
 	require.NoError(t, err)
 	require.Equal(t, asJSON(views), string(get("/keys?format=json", 200)))
 }

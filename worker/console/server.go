@@ -20,6 +20,7 @@ import (
 	"riverqueue.com/riverui"
 
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -62,6 +63,10 @@ type Options struct {
 	// Refresh is the auto-refresh interval of pages showing a running
 	// batch. Default RefreshDefault.
 	Refresh time.Duration
+	// RetryBudget is the fleet retry budget the keys page shows: the one
+	// the fleet's workers run with (worker.Options.RetryBudget). Default
+	// decide.RetryBudgetDefault.
+	RetryBudget decide.RetryBudget
 }
 
 // Server is the console's http.Handler. Start it before serving (River UI
@@ -86,6 +91,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Refresh <= 0 {
 		opts.Refresh = RefreshDefault
+	}
+	if opts.RetryBudget == (decide.RetryBudget{}) {
+		opts.RetryBudget = decide.RetryBudgetDefault
 	}
 	ownAlerter := opts.Alerter == nil
 	if ownAlerter {

@@ -80,7 +80,10 @@
 //     river_queue.paused_at), so no process fetches another of its jobs.
 //     Calls already in flight finish; their exhausted results change nothing
 //     (already open). A job fetched in the instant before the pause took
-//     effect is refused by Admit and snoozed until the probe time.
+//     effect is refused by Admit; the worker snoozes it a second, not
+//     until the probe time or the lease, so that it waits in the paused
+//     queue and runs the moment the breaker closes (a snooze River records
+//     after the close's wake would otherwise sit the close out).
 //  2. The queue stays paused while the breaker is open or half-open.
 //     Resuming it for the probe would let every process fetch up to its
 //     MaxWorkers jobs at once, all but one to be snoozed again each

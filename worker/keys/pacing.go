@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/triage-dev/triage/worker/decide"
 )
 
 // Defaults for PacersConfig.
@@ -270,7 +270,7 @@ func (ps *Pacers) Start(ctx context.Context) error {
 		defer close(done)
 		for {
 			// A little jitter keeps a fleet's heartbeats from lining up.
-			d := ps.cfg.Heartbeat - ps.cfg.Heartbeat/10 + rand.N(ps.cfg.Heartbeat/5+1)
+			d := decide.Jitter(ps.cfg.Heartbeat, 0.9, 1.1)
 			select {
 			case <-ctx.Done():
 				return

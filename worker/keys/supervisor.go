@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/rivertable"
 )
 
@@ -99,8 +99,7 @@ func (s *Supervisor) loop(ctx context.Context, done chan struct{}) {
 		if err := s.ReconcileAll(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Logger.WarnContext(ctx, "keys supervisor: reconcile", slog.String("err", err.Error()))
 		}
-		jitter := time.Duration((rand.Float64()*0.4 - 0.2) * float64(s.cfg.Tick))
-		timer.Reset(s.cfg.Tick + jitter)
+		timer.Reset(decide.Jitter(s.cfg.Tick, 0.8, 1.2))
 	}
 }
 

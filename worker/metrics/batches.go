@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/triage-dev/triage/ledger"
-	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/decide"
 )
 
 // batchGauges is one batch the batch gauges report.
@@ -67,17 +67,16 @@ type retryGauges struct {
 	open, allowed float64
 }
 
-// readRetry reads a key's retry budget as worker's overRetryBudget does:
-// open retries over worker.RetryWindowDefault up to now, against
-// worker.RetryAllowance.
-func readRetry(ctx context.Context, db ledger.DBTX, key string, budget float64, now time.Time) (retryGauges, error) {
-	u, err := ledger.RetryUsageByKey(ctx, db, key, now.Add(-worker.RetryWindowDefault))
+// readRetry reads a key's retry budget as the worker's check does: open
+// retries over rb's window up to now, against rb.Allowed.
+func readRetry(ctx context.Context, db ledger.DBTX, rb decide.RetryBudget, key string, budget float64, now time.Time) (retryGauges, error) {
+	u, err := ledger.RetryUsageByKey(ctx, db, key, rb.Since(now))
 	if err != nil {
 		return retryGauges{}, err
 	}
 	return retryGauges{
 		key:     key,
 		open:    float64(u.OpenRetries),
-		allowed: float64(worker.RetryAllowance(budget, u.FirstCalls, worker.RetryFloorDefault)),
+		allowed: float64(rb.Allowed(budget, u.FirstCalls)),
 	}, nil
 }

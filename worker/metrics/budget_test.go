@@ -10,7 +10,7 @@ import (
 
 	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
-	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/metrics"
 	"github.com/triage-dev/triage/worker/workertest"
 )
@@ -122,7 +122,7 @@ func TestRetryBudgetGauges(t *testing.T) {
 	fams := scrape(t, b.srv.URL)
 	for _, k := range []string{"main", "spare"} {
 		require.Equal(t, 0.0, mustValue(t, fams, "triage_retry_budget_open", L{"key": k}))
-		require.Equal(t, float64(worker.RetryFloorDefault), mustValue(t, fams, "triage_retry_budget_allowed", L{"key": k}))
+		require.Equal(t, float64(decide.RetryFloorDefault), mustValue(t, fams, "triage_retry_budget_allowed", L{"key": k}))
 	}
 
 	// main: 30 first calls in the window, and retries: three open (in
@@ -135,7 +135,7 @@ func TestRetryBudgetGauges(t *testing.T) {
 	call(t, db, "main", "b1", rec(33), true, ledger.AttemptPossiblyBilled, 0, time.Time{})
 	call(t, db, "main", "b1", rec(34), true, ledger.AttemptOK, 0, time.Time{})
 	// Before the window: neither first calls nor retries count.
-	old := time.Now().Add(-worker.RetryWindowDefault - time.Minute)
+	old := time.Now().Add(-decide.RetryWindowDefault - time.Minute)
 	for i := 35; i <= 38; i++ {
 		call(t, db, "main", "b1", rec(i), i%2 == 0, ledger.AttemptFailed, 0, old)
 	}
@@ -148,7 +148,7 @@ func TestRetryBudgetGauges(t *testing.T) {
 	require.Equal(t, 3.0, mustValue(t, fams, "triage_retry_budget_open", L{"key": "main"}))
 	require.Equal(t, 15.0, mustValue(t, fams, "triage_retry_budget_allowed", L{"key": "main"}), "0.5 x 30 first calls, above the floor")
 	require.Equal(t, 1.0, mustValue(t, fams, "triage_retry_budget_open", L{"key": "spare"}))
-	require.Equal(t, float64(worker.RetryFloorDefault), mustValue(t, fams, "triage_retry_budget_allowed", L{"key": "spare"}))
+	require.Equal(t, float64(decide.RetryFloorDefault), mustValue(t, fams, "triage_retry_budget_allowed", L{"key": "spare"}))
 	require.Len(t, fams["triage_retry_budget_open"].GetMetric(), 2, "keys without a retry budget are not reported")
 	require.Len(t, fams["triage_retry_budget_allowed"].GetMetric(), 2)
 	require.Contains(t, fams["triage_retry_budget_allowed"].GetHelp(), "fleet-wide")
@@ -161,7 +161,7 @@ func TestRetryBudgetsAreCopied(t *testing.T) {
 	budgets["late"] = 0.2
 	delete(budgets, "main")
 	fams := scrape(t, b.srv.URL)
-	require.Equal(t, float64(worker.RetryFloorDefault), mustValue(t, fams, "triage_retry_budget_allowed", L{"key": "main"}))
+	require.Equal(t, float64(decide.RetryFloorDefault), mustValue(t, fams, "triage_retry_budget_allowed", L{"key": "main"}))
 	_, ok := value(fams, "triage_retry_budget_allowed", L{"key": "late"})
 	require.False(t, ok, "New copies RetryBudgets")
 }

@@ -242,7 +242,7 @@ func (c *stateCollector) read(ctx context.Context, now time.Time) (snapshot, err
 	}
 	retries := make([]retryGauges, 0, len(c.opts.RetryBudgets))
 	for _, k := range slices.Sorted(maps.Keys(c.opts.RetryBudgets)) {
-		r, err := readRetry(ctx, c.pool, k, c.opts.RetryBudgets[k], now)
+		r, err := readRetry(ctx, c.pool, c.opts.RetryBudget, k, c.opts.RetryBudgets[k], now)
 		if err != nil {
 			return snapshot{}, err
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -46,11 +47,14 @@ type Options struct {
 	// RetryBudgets maps a key name to its retry_budget from the
 	// configuration (config.Key.RetryBudget, defaults applied): the keys
 	// whose triage_retry_budget_open and triage_retry_budget_allowed are
-	// reported, over worker.RetryWindowDefault with
-	// worker.RetryFloorDefault as the floor, as the worker's own check
+	// reported, over RetryBudget's window with its floor, as the worker's
+	// own check
 	// reads them. Pass every key of the configuration. Default nil: no retry
 	// budget gauges. New copies the map.
 	RetryBudgets map[string]float64
+	// RetryBudget is the fleet retry budget's shape the worker runs with
+	// (worker.Options.RetryBudget). Default decide.RetryBudgetDefault.
+	RetryBudget decide.RetryBudget
 	// Logger reports scrapes that could not read the database. Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -83,6 +87,9 @@ func (o Options) WithDefaults() Options {
 		o.DurationBuckets = append([]float64(nil), durationBucketsDefault...)
 	}
 	o.RetryBudgets = maps.Clone(o.RetryBudgets)
+	if o.RetryBudget == (decide.RetryBudget{}) {
+		o.RetryBudget = decide.RetryBudgetDefault
+	}
 	return o
 }
 

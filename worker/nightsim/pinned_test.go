@@ -47,6 +47,25 @@ func TestNightPinned(t *testing.T) {
 				{At: 3590 * time.Millisecond, Kind: nightsim.FallbackUp},
 			}},
 	}, {
+		// Seed 30029 of the soak with every switch on, its whole schedule:
+		// a job refused while the probe was out parked for the probe's
+		// lease (3 min); the wake of the close (`keys resume` woke 0, or
+		// the probe after the top-up) came before River recorded that
+		// snooze, so the job sat out the key's recovery and its 12 s max
+		// age, and the batch did not settle within 90 s.
+		name: "breaker_park_past_resume", on: true,
+		n: nightsim.Night{Seed: 30029, Procs: 1, Child: -1, Vendor: "anthropic", Mode: "sync", Output: "json", Concurrency: 5,
+			Stream: true, Overflow: "truncate", EchoKey: true, MaxAge: 12 * time.Second, Records: 69,
+			Latency: 49 * time.Millisecond, PoisonEvery: 9, BatchLatency: 3040 * time.Millisecond, Length: 2612 * time.Millisecond,
+			Events: []nightsim.Event{
+				{At: 640 * time.Millisecond, Kind: nightsim.Operate, Op: nightsim.OpRequeue},
+				{At: 984 * time.Millisecond, Kind: nightsim.TopUp, USD: 1},
+				{At: 2119 * time.Millisecond, Kind: nightsim.BalanceLow, USD: 0.00005},
+				{At: 2359 * time.Millisecond, Kind: nightsim.RateOn},
+				{At: 2491 * time.Millisecond, Kind: nightsim.Operate, Op: nightsim.OpResume},
+				{At: 2600 * time.Millisecond, Kind: nightsim.RateOff},
+			}},
+	}, {
 		// Found by reading (issue 19): River jobs cancelled by hand while
 		// their lines are in a live provider batch; the provider answers
 		// and bills them; the requeue that follows sent the records again
@@ -61,10 +80,11 @@ func TestNightPinned(t *testing.T) {
 			}},
 	}, {
 		// Seed 14744 (its whole schedule; found while looking for a night
-		// of the cancelled lines above): the only
-		// process is killed before its lines went into a provider batch
-		// and comes back with the pipeline in sync mode; the jobs slept
-		// out their batch wait (an hour) with their lines pending.
+		// of the cancelled lines above, the same fault as nights 30076 and
+		// 30102): the only process is killed before its lines went into a
+		// provider batch and comes back with the pipeline in sync mode; the
+		// jobs slept out their batch wait (an hour) with their lines
+		// pending.
 		name: "seed14744_switched_to_sync_unsent", on: true,
 		n: nightsim.Night{Seed: 14744, Procs: 1, Child: -1, Vendor: "anthropic", Mode: "batch", Output: "json", Concurrency: 4,
 			Overflow: "dead_letter", EchoKey: true, MaxAge: 40 * time.Second, Records: 83, Latency: 54 * time.Millisecond,

@@ -782,6 +782,12 @@ func (w *world) diagnose() []string {
 	q("dead letters", `SELECT class || '/' || reason || ' ×' || count(*) FROM triage_dead_letter WHERE requeued_at IS NULL GROUP BY class, reason ORDER BY 1`)
 	q("attempts", `SELECT status || coalesce('/' || class, '') || ' ×' || count(*) FROM triage_attempt GROUP BY status, class ORDER BY 1`)
 	q("River jobs", `SELECT state::text || ' ×' || count(*) FROM river_job GROUP BY state ORDER BY 1`)
+	q("provider batches", `SELECT s || ' ×' || count(*) FROM (SELECT state || coalesce('/' || vendor_status, '') AS s FROM triage_provider_batch) x GROUP BY s ORDER BY 1`)
+	q("lines", `SELECT s || ' ×' || count(*) FROM (SELECT state || CASE WHEN provider_batch IS NULL THEN '' ELSE ' in a provider batch' END AS s
+		FROM triage_provider_batch_line) x GROUP BY s ORDER BY 1`)
+	q("lines of unsettled jobs", `SELECT s || ' ×' || count(*) FROM (SELECT l.state || coalesce(' in ' || b.state, '') || ' (job ' || j.state::text || ')' AS s
+		FROM triage_provider_batch_line l JOIN river_job j ON j.id = l.job_id LEFT JOIN triage_provider_batch b ON b.id = l.provider_batch
+		WHERE j.state NOT IN ('completed', 'cancelled', 'discarded')) x GROUP BY s ORDER BY 1`)
 	q("queues", `SELECT name || coalesce(' paused ' || paused_at::text, '') FROM river_queue ORDER BY 1`)
 	for _, k := range []string{"main", "fb"} {
 		st, err := keys.NewStore(w.db.Pool, keys.StoreConfig{}).KeyStatus(ctx, k)

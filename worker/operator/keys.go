@@ -11,6 +11,7 @@ import (
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -216,16 +217,16 @@ func (v KeyView) Breakers() []BreakerView {
 }
 
 // RetryBudgetView is the fleet-wide retry budget of a key over the sliding
-// window, as the worker computes it (worker's overRetryBudget): a retry may
-// go while OpenRetries < Allowed.
+// window, by the worker's own rule (decide.RetryBudget): a retry may go
+// while OpenRetries < Allowed.
 type RetryBudgetView struct {
 	// Share is the key's retry_budget: retries at most this share of first
 	// calls. 0: transient failures are not retried at all.
 	Share float64 `json:"share"`
-	// WindowS is the sliding window in seconds (worker.RetryWindowDefault).
+	// WindowS is the sliding window in seconds (decide.RetryBudget.Window).
 	WindowS float64 `json:"window_s"`
 	// Floor is the retries allowed however few first calls there were
-	// (worker.RetryFloorDefault).
+	// (decide.RetryBudget.Floor).
 	Floor int `json:"floor"`
 	// FirstCalls and OpenRetries are counted over the window; a retry that
 	// succeeded is no longer open.
@@ -244,19 +245,20 @@ func (rb *RetryBudgetView) Window() time.Duration {
 	return time.Duration(rb.WindowS * float64(time.Second))
 }
 
-// NewRetryBudgetView applies the worker's rule to a key's usage.
-func NewRetryBudgetView(share float64, u ledger.RetryUsage) *RetryBudgetView {
-	v := &RetryBudgetView{Share: share, WindowS: worker.RetryWindowDefault.Seconds(), Floor: worker.RetryFloorDefault,
-		FirstCalls: u.FirstCalls, OpenRetries: u.OpenRetries}
-	v.Allowed = worker.RetryAllowance(share, u.FirstCalls, v.Floor)
-	v.Spent = v.OpenRetries >= v.Allowed
-	return v
+// NewRetryBudgetView applies the worker's rule, rb, to a key's usage over
+// rb's window.
+func NewRetryBudgetView(rb decide.RetryBudget, share float64, u ledger.RetryUsage) *RetryBudgetView {
+	return &RetryBudgetView{Share: share, WindowS: rb.Window.Seconds(), Floor: rb.Floor,
+		FirstCalls: u.FirstCalls, OpenRetries: u.OpenRetries,
+		Allowed: rb.Allowed(share, u.FirstCalls), Spent: rb.Spent(share, u.FirstCalls, u.OpenRetries)}
 }
 
 // KeyViews lists the configured keys in file order, then any other key with
 // breaker or pause state in the database, by name. cfg may be nil (no
-// configuration: only the keys the database knows).
-func KeyViews(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) ([]KeyView, error) {
+// configuration: only the keys the database knows). rb is the retry budget
+// the fleet's workers run with (worker.Options.RetryBudget), shown with
+// each configured key.
+func KeyViews(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, rb decide.RetryBudget) ([]KeyView, error) {
 	store := keys.NewStore(pool, keys.StoreConfig{})
 	states, err := store.ListKeyStatus(ctx)
 	if err != nil {
@@ -304,11 +306,11 @@ func KeyViews(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) ([]Ke
 			v.Pacing = newPacingView(ps)
 		}
 		if k != nil {
-			u, err := ledger.RetryUsageByKey(ctx, pool, name, now.Add(-worker.RetryWindowDefault))
+			u, err := ledger.RetryUsageByKey(ctx, pool, name, rb.Since(now))
 			if err != nil {
 				return err
 			}
-			v.RetryBudget = NewRetryBudgetView(k.RetryBudget, u)
+			v.RetryBudget = NewRetryBudgetView(rb, k.RetryBudget, u)
 			v.Configured, v.Vendor = true, &k.Vendor
 			conc := k.Concurrency
 			v.ConcurrencyPerProcess = &conc

@@ -8,12 +8,12 @@ package retention
 import (
 	"context"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/decide"
 )
 
 // Config configures a Service.
@@ -90,8 +90,7 @@ func (s *Service) Start(ctx context.Context) {
 				default:
 				}
 			}
-			jitter := time.Duration(rand.Int64N(int64(s.cfg.Interval)/10 + 1))
-			t := time.NewTimer(s.cfg.Interval + jitter)
+			t := time.NewTimer(decide.Jitter(s.cfg.Interval, 1, 1.1))
 			select {
 			case <-ctx.Done():
 				t.Stop()

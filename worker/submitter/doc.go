@@ -46,9 +46,7 @@
 // A key on which no pipeline is in batch mode any more (a mode switched to
 // sync, a rolling deploy) keeps a collect-only Submitter (Config.CollectOnly)
 // while it has provider batches in flight or open lines: it forms no new
-// batch, but polls, collects and wakes, so no line sent is left uncollected;
-// the jobs of lines not sent yet are woken once the lines have waited ten
-// gathers, to take them back and call synchronously.
+// batch, but polls, collects and wakes, so no line sent is left uncollected.
 //
 // A line answered after its job was cancelled or deleted by hand is settled
 // by the submitter: its attempt gets the answer's real cost (the provider

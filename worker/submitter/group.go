@@ -1,10 +1,10 @@
 package submitter
 
 import (
-	"math/rand/v2"
 	"time"
 
 	"github.com/triage-dev/triage/worker/batchapi"
+	"github.com/triage-dev/triage/worker/decide"
 )
 
 // group gathers the lines of one provider batch: one model (OpenAI takes
@@ -66,12 +66,7 @@ func ceilLog2(n int) int {
 }
 
 // jitter is base·2^n capped at limit, with equal jitter: a wait in
-// [d/2, d].
+// [d/2, d] (the worker's backoff, decide.Backoff, after n failures).
 func jitter(base, limit time.Duration, n int) time.Duration {
-	d := base
-	for i := 0; i < n && d < limit; i++ {
-		d *= 2
-	}
-	d = min(d, limit)
-	return d/2 + rand.N(d/2+1)
+	return decide.Backoff(n+1, base, limit)
 }

@@ -357,30 +357,24 @@ func (s *Submitter) deadlines(ctx context.Context) error {
 }
 
 // wakeAnswered wakes the sleeping jobs of answered and not-run lines: a
-// collection's own wake misses a job that was running at that moment.
+// collection's own wake misses a job that was running at that moment. A
+// collect-only submitter (no batch pipeline on the key in this process)
+// also wakes the jobs of pending lines: this process forms no provider
+// batch for them, so their jobs take their lines back and go the way
+// their pipeline goes now (a synchronous call after a switch to sync
+// mode) instead of sleeping out the line wait. In a rolling deploy where
+// another process still forms batches, a woken job finds its pipeline in
+// batch mode there and sleeps again on the same line.
 func (s *Submitter) wakeAnswered(ctx context.Context) error {
+	states := []string{ledger.LineAnswered, ledger.LineNotRun}
+	if s.cfg.CollectOnly {
+		states = append(states, ledger.LinePending)
+	}
 	_, err := s.cfg.Pool.Exec(ctx, `UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` SET state = 'available', scheduled_at = now()
 		WHERE state = 'scheduled' AND id IN (SELECT job_id FROM triage_provider_batch_line
-			WHERE key = $1 AND state IN ('answered', 'not_run'))`, s.key)
+			WHERE key = $1 AND state = ANY($2))`, s.key, states)
 	if err != nil {
 		return fmt.Errorf("submitter: wake answered jobs: %w", err)
-	}
-	if s.cfg.CollectOnly {
-		// No pipeline on the key is in batch mode here: pending lines
-		// wait for a provider batch only a batch-mode process (a rolling
-		// deploy) forms, which any does within ten gathers. Past that,
-		// their jobs are woken to take them back and call synchronously
-		// rather than sleep out their batch wait; a job that runs in a
-		// batch-mode process and sleeps again is woken at most once per
-		// ten gathers.
-		_, err = s.cfg.Pool.Exec(ctx, `UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` j SET state = 'available', scheduled_at = now()
-			WHERE j.state = 'scheduled' AND (j.attempted_at IS NULL OR j.attempted_at < now() - make_interval(secs => $2))
-			  AND j.id IN (SELECT job_id FROM triage_provider_batch_line
-				WHERE key = $1 AND state = 'pending' AND pending_since < now() - make_interval(secs => $2))`,
-			s.key, 10*s.t.Gather.Seconds())
-		if err != nil {
-			return fmt.Errorf("submitter: wake the jobs of unsent lines: %w", err)
-		}
 	}
 	// Lines that will not be sent again because their job was cancelled
 	// or deleted by hand: closed, their attempt settled as not run ($0),

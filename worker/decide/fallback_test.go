@@ -1,28 +1,24 @@
-package worker
+package decide
 
 import (
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/triage-dev/triage/classify"
-	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/config"
-	"github.com/triage-dev/triage/worker/keys"
-	"github.com/triage-dev/triage/worker/provider"
 )
 
 func TestCapable(t *testing.T) {
 	t.Parallel()
-	short := provider.Request{System: "s", Prompt: strings.Repeat("x", 400), MaxTokens: 1000, JSON: true} // 100 + 1000 tokens
+	short := Need{InputTokens: 100, MaxTokens: 1000, JSON: true}
 	text := short
 	text.JSON = false
 	tests := []struct {
 		name string
 		m    config.Model
-		r    provider.Request
+		r    Need
 		want bool
 	}{
 		{"unknown limits, json mode", config.Model{JSONMode: true}, short, true},
@@ -36,7 +32,7 @@ func TestCapable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			require.Equal(t, tt.want, capable(&tt.m, tt.r))
+			require.Equal(t, tt.want, Capable(&tt.m, tt.r))
 		})
 	}
 }
@@ -50,24 +46,24 @@ func TestFirstCapable(t *testing.T) {
 		{Name: "big", Key: "d", ContextTokens: 100000, JSONMode: true},
 	}}
 	p := &config.Pipeline{Model: "primary", Fallback: []string{"small", "nojson", "big"}}
-	shortReq := provider.Request{Prompt: "hi", MaxTokens: 100, JSON: true}
-	longReq := provider.Request{Prompt: strings.Repeat("x", 4000), MaxTokens: 100, JSON: true}
-	require.Equal(t, "small", firstCapable(cfg, p, "primary", shortReq).Name, "the first capable one, in order")
-	require.Equal(t, "big", firstCapable(cfg, p, "primary", longReq).Name, "too small and no JSON mode are passed over")
-	require.Equal(t, "big", firstCapable(cfg, p, "small", shortReq).Name, "never back to an earlier one")
-	require.Nil(t, firstCapable(cfg, p, "big", shortReq), "the last fallback has nowhere to go")
-	require.Nil(t, firstCapable(cfg, &config.Pipeline{Model: "primary"}, "primary", shortReq), "no fallback listed")
+	shortReq := Need{InputTokens: 0, MaxTokens: 100, JSON: true}
+	longReq := Need{InputTokens: 1000, MaxTokens: 100, JSON: true}
+	require.Equal(t, "small", FirstCapable(cfg, p, "primary", shortReq).Name, "the first capable one, in order")
+	require.Equal(t, "big", FirstCapable(cfg, p, "primary", longReq).Name, "too small and no JSON mode are passed over")
+	require.Equal(t, "big", FirstCapable(cfg, p, "small", shortReq).Name, "never back to an earlier one")
+	require.Nil(t, FirstCapable(cfg, p, "big", shortReq), "the last fallback has nowhere to go")
+	require.Nil(t, FirstCapable(cfg, &config.Pipeline{Model: "primary"}, "primary", shortReq), "no fallback listed")
 }
 
 func TestDecideFallback(t *testing.T) {
 	t.Parallel()
 	fb := &config.Model{Name: "fb", Key: "b"}
-	open := func(d time.Duration) fallbackInput {
-		return fallbackInput{Model: fb, OpenFor: &d, Grace: 30 * time.Second}
+	open := func(d time.Duration) FallbackFacts {
+		return FallbackFacts{Model: fb, OpenFor: &d, Grace: 30 * time.Second}
 	}
-	exhausted := &keys.Admission{Breaker: keys.BreakerExhausted, Wait: 10 * time.Second, State: keys.StateOpen}
-	storm := &keys.Admission{Breaker: keys.BreakerStorm, Wait: 10 * time.Second, State: keys.StateOpen}
-	with := func(adm *keys.Admission, f fallbackInput) before {
+	exhausted := &Admission{Wait: 10 * time.Second}
+	storm := &Admission{Storm: true, Wait: 10 * time.Second}
+	with := func(adm *Admission, f FallbackFacts) BeforeCall {
 		b := job()
 		b.Admission, b.Fallback = adm, f
 		return b
@@ -76,20 +72,20 @@ func TestDecideFallback(t *testing.T) {
 		t.Parallel()
 		tests := []struct {
 			name string
-			in   before
+			in   BeforeCall
 			want ReactionKind
 		}{
 			{"exhausted past the grace: fall back", with(exhausted, open(31*time.Second)), ReactFallback},
 			{"storm past the grace: fall back", with(storm, open(30*time.Second)), ReactFallback},
 			{"within the grace: park on the primary", with(exhausted, open(29*time.Second)), ReactPark},
-			{"open for an unknown time (the per-job path): park", with(exhausted, fallbackInput{Model: fb, Grace: time.Second}), ReactPark},
-			{"no capable fallback: park on the primary", with(exhausted, fallbackInput{OpenFor: ptr(time.Hour)}), ReactPark},
-			{"admitted: go, whatever the fallback", with(&keys.Admission{Allowed: true}, open(time.Hour)), ReactGo},
+			{"open for an unknown time (the per-job path): park", with(exhausted, FallbackFacts{Model: fb, Grace: time.Second}), ReactPark},
+			{"no capable fallback: park on the primary", with(exhausted, FallbackFacts{OpenFor: ptr(time.Hour)}), ReactPark},
+			{"admitted: go, whatever the fallback", with(&Admission{Allowed: true}, open(time.Hour)), ReactGo},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				t.Parallel()
-				rx := decideBefore(tt.in)
+				rx := Before(tt.in)
 				require.Equal(t, tt.want, rx.Kind, "%s", rx)
 				if rx.Kind == ReactFallback {
 					require.Same(t, fb, rx.Fallback.Model)
@@ -100,14 +96,14 @@ func TestDecideFallback(t *testing.T) {
 	})
 	t.Run("after", func(t *testing.T) {
 		t.Parallel()
-		call := func(c classify.Class, calls int, f *config.Model) after {
-			return after{Verdict: classify.Verdict{Class: c, Reason: "r", Known: true}, Phase: classify.PhaseResponse,
+		call := func(c classify.Class, calls int, f *config.Model) AfterCall {
+			return AfterCall{Verdict: classify.Verdict{Class: c, Reason: "r", Known: true}, Phase: classify.PhaseResponse,
 				JobCalls: calls, MaxAttempts: 6, AmbiguousRetries: 1, RetryBudget: 0.2, Backoff: time.Second,
-				BackoffCap: time.Minute, ProbeInterval: time.Minute, KeyWide: true, Fallback: fallbackInput{Model: f}}
+				BackoffCap: time.Minute, ProbeInterval: time.Minute, KeyWide: true, Fallback: FallbackFacts{Model: f}}
 		}
 		tests := []struct {
 			name string
-			in   after
+			in   AfterCall
 			want ReactionKind
 		}{
 			{"transient attempts spent: fall back", call(classify.Transient, 5, fb), ReactFallback},
@@ -120,14 +116,14 @@ func TestDecideFallback(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				t.Parallel()
-				rx := decideAfter(tt.in)
+				rx := After(tt.in)
 				require.Equal(t, tt.want, rx.Kind, "%s", rx)
 				if rx.Kind == ReactFallback {
-					require.Equal(t, ledger.AttemptFailed, rx.Outcome)
+					require.Equal(t, OutcomeFailed, rx.Outcome)
 					o := rx.Fallback.Otherwise
 					require.Equal(t, ReactDeadLetter, o.Kind, "refused by fallback_max_share: dead-lettered as without a fallback")
 					require.Equal(t, ReasonRetriesExhausted, o.Reason)
-					require.Equal(t, ledger.AttemptFailed, o.Outcome)
+					require.Equal(t, OutcomeFailed, o.Outcome)
 				}
 			})
 		}

@@ -1,0 +1,49 @@
+package decide
+
+import (
+	"math"
+	"time"
+)
+
+// RetryBudget shapes the fleet retry budget of a key: a retry may go while
+// the key's open retries (not succeeded) over the last Window stay under
+// its retry_budget share of the first calls over that Window, or under
+// Floor, however few first calls there were. The worker checks it before a
+// retry; `triage keys`, the web window and /metrics show it with the same
+// value the worker runs with.
+type RetryBudget struct {
+	// Window is the sliding window the calls are counted over.
+	Window time.Duration
+	// Floor is the retries allowed however few first calls there were, so
+	// that a quiet key can retry at all.
+	Floor int
+}
+
+// The retry budget's shape unless a worker is given another
+// (worker.Options.RetryWindow, RetryFloor).
+const (
+	RetryWindowDefault = time.Minute
+	RetryFloorDefault  = 10
+)
+
+// RetryBudgetDefault is RetryWindowDefault and RetryFloorDefault.
+var RetryBudgetDefault = RetryBudget{Window: RetryWindowDefault, Floor: RetryFloorDefault}
+
+// Since is the start of the window that ends at now.
+func (b RetryBudget) Since(now time.Time) time.Time { return now.Add(-b.Window) }
+
+// Allowed is how many open retries a key whose retry_budget is share may
+// have over the window, with firstCalls first calls in it: share of them,
+// rounded up, but at least Floor; none at all when share is 0 (transient
+// failures are then not retried).
+func (b RetryBudget) Allowed(share float64, firstCalls int) int {
+	if share <= 0 {
+		return 0
+	}
+	return int(math.Ceil(max(float64(b.Floor), share*float64(firstCalls))))
+}
+
+// Spent: openRetries reached Allowed; further retries wait.
+func (b RetryBudget) Spent(share float64, firstCalls, openRetries int) bool {
+	return openRetries >= b.Allowed(share, firstCalls)
+}
