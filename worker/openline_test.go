@@ -301,7 +301,6 @@ func TestSwitchToSyncModeSendsTheLinesNotYetSent(t *testing.T) {
 	b.requireBilledOnce(t)
 }
 
-
 // Issue 19, found by reading: a job cancelled by hand while its line is in
 // a live provider batch. The provider answers (and bills) the line; the
 // record was dead-lettered cancelled_by_hand. A requeue of that record
