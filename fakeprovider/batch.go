@@ -522,6 +522,9 @@ func (s *Server) runLineLocked(b *batchJob, i int, at time.Time) {
 		return
 	}
 	a := s.billLineLocked(b, c, &rs, ln.customID, action == ActionPolicy, at)
+	if action == ActionOK {
+		rs.Answers++
+	}
 	ln.state, ln.status, ln.resp = lineSucceeded, http.StatusOK, compactJSON(v.body(c, a))
 	b.inTok += a.inputTokens
 	b.outTok += a.outputTokens

@@ -157,6 +157,7 @@ func (s *Server) serveAnthropicBatchCreate(w http.ResponseWriter, r *http.Reques
 		bad(s.sc.Batch.FailValidation.Message)
 		return
 	}
+	s.arriveLocked(true)
 	if s.balance != nil && *s.balance <= 0 {
 		s.stats.RequestsWhileExhausted++
 		s.stats.Batches.CreatesRefused++

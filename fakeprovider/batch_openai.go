@@ -230,10 +230,12 @@ func (s *Server) serveOpenAIBatchCreate(w http.ResponseWriter, r *http.Request) 
 		bad(fmt.Sprintf("Invalid 'input_file_id': '%s'. The file must be uploaded with purpose 'batch'.", req.InputFileID), "input_file_id", "invalid_value")
 		return
 	case s.balance != nil && *s.balance <= 0:
+		s.arriveLocked(true)
 		s.stats.RequestsWhileExhausted++
 		writeReply(w, v.fail(ActionExhausted, Step{}, e))
 		return
 	}
+	s.arriveLocked(true)
 	if len(req.Metadata) == 0 {
 		req.Metadata = json.RawMessage("null")
 	}

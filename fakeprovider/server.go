@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +30,8 @@ type Server struct {
 	seq      uint64        // request sequence, for ids
 	changed  chan struct{} // closed and replaced on every state change
 	batch    batchStore    // the Batch APIs' files and batches (batch.go)
+	// arrivals: wall-clock times of billable requests (Arrivals).
+	arrivals []Arrival
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -118,6 +121,30 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.statsLocked()
+}
+
+// Arrival is one billable request as it reached the fake: a model call
+// past authentication, or a batch create that got as far as the balance
+// check (a batch's lines are billed when they run, which the client does
+// not time).
+type Arrival struct {
+	// At is the wall clock (time.Now, not Scenario.Now), so a test can
+	// compare it with what it saw of the client's state at the time.
+	At time.Time
+	// Create: a batch create; false: a model call.
+	Create bool
+}
+
+// Arrivals returns every billable request's arrival, in order, since New:
+// for a test that checks when a client was allowed to call (a breaker).
+func (s *Server) Arrivals() []Arrival {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.arrivals)
+}
+
+func (s *Server) arriveLocked(create bool) {
+	s.arrivals = append(s.arrivals, Arrival{At: time.Now(), Create: create})
 }
 
 func (s *Server) statsLocked() Stats {
@@ -364,6 +391,7 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 	}
 
 	s.n++
+	s.arriveLocked(false)
 	s.attempts[d.record]++
 	n, attempt := s.n, s.attempts[d.record]
 	exhausted := s.balance != nil && *s.balance <= 0
@@ -419,6 +447,9 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 			defer s.broadcastLocked()
 			rs := s.stats.ByRecord[d.record]
 			a := s.billLocked(v, c, &rs, key, refusal, now, -1)
+			if !refusal {
+				rs.Answers++
+			}
 			s.stats.ByRecord[d.record] = rs
 			return a
 		}
@@ -427,6 +458,9 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 	}
 	d.ans = s.billLocked(v, c, &rs, key, d.action == ActionPolicy, e.now, d.generated())
 	d.status = http.StatusOK
+	if d.action == ActionOK {
+		rs.Answers++
+	}
 	if d.action == ActionHang {
 		d.status = 0
 	}

@@ -49,7 +49,12 @@ type Stats struct {
 type RecordStats struct {
 	Requests int `json:"requests"`
 	Billed   int `json:"billed"`
-	Replays  int `json:"replays"`
+	// Answers counts the billed calls and batch lines that produced the
+	// model's whole answer (action ok, refusals and transport faults not
+	// counted), whether or not the client read it: a whole answer paid for
+	// more than once is paid twice.
+	Answers int `json:"answers"`
+	Replays int `json:"replays"`
 	// Statuses and Actions have one entry per request.
 	Statuses []int    `json:"statuses"`
 	Actions  []Action `json:"actions"`

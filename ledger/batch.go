@@ -363,3 +363,13 @@ func StoreResult(ctx context.Context, db DBTX, batch, recordID string, attemptID
 	}
 	return nil
 }
+
+// HasResult reports whether the record has a stored result.
+func HasResult(ctx context.Context, db DBTX, batch, recordID string) (bool, error) {
+	var ok bool
+	if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM triage_result WHERE batch = $1 AND record_id = $2)`,
+		batch, recordID).Scan(&ok); err != nil {
+		return false, fmt.Errorf("ledger: result of %s/%s: %w", batch, recordID, err)
+	}
+	return ok, nil
+}

@@ -58,6 +58,14 @@ func BatchLinesNotRun(ctx context.Context, db DBTX, batch string) (int, error) {
 // that sent it (BatchLine.Key, BatchLine.Model). A line not sent yet
 // (pending, not_run) bills nothing: it is taken back (TakeBackBatchLine)
 // before its record goes another way.
+//
+// A paid answer whose job is gone (cancelled or deleted by hand, River's
+// CLI or UI, while its line was live) stays held: the key's submitter
+// finishes its attempt at the answer's real cost (ReasonJobGone) but does
+// not close the line, and a requeue of the record gives the line to the
+// record's new job (RecordLine.OnRequeue, AdoptBatchLine), which applies
+// the answer with no call. Retention closes held answers nobody requeued
+// (ledger.Prune).
 
 // LineHold is what a record's open line allows (BatchLine.Hold).
 type LineHold int
@@ -246,10 +254,17 @@ func OpenBatchLines(ctx context.Context, db DBTX, jobIDs []int64) (map[int64]Bat
 	return out, nil
 }
 
+// ReasonJobGone is the ledger reason of a batch attempt whose line the
+// provider answered after its job was cancelled or deleted by hand: the
+// provider billed it (the cost is real). The answer stays held for a
+// requeue of the record (AdoptBatchLine).
+const ReasonJobGone = "job_gone"
+
 // RecordLine is a record's open line that holds it (HoldLive or
 // HoldAnswered), whatever job wrote it: for a requeue, which makes a new
 // job for the record.
 type RecordLine struct {
+	ID              int64
 	Batch, RecordID string
 	JobID           int64
 	State           string
@@ -258,10 +273,47 @@ type RecordLine struct {
 	ProviderBatch string
 }
 
+// RequeueLine is what a requeue does with a record's open line
+// (RecordLine.OnRequeue).
+type RequeueLine int
+
+const (
+	// RequeueRefused: the line is in a live provider batch, or its job can
+	// still run and apply its answer; a new job would send the record
+	// again while the provider bills the first line.
+	RequeueRefused RequeueLine = iota
+	// RequeueAdopt: a paid answer whose job is gone; the record's new job
+	// takes the line (AdoptBatchLine) and applies the answer, no call.
+	RequeueAdopt
+)
+
+// OnRequeue is the open-line rule for a requeue of the line's record, given
+// whether the line's job can still run.
+func (l RecordLine) OnRequeue(jobLive bool) RequeueLine {
+	if l.State == LineAnswered && !jobLive {
+		return RequeueAdopt
+	}
+	return RequeueRefused
+}
+
+// AdoptBatchLine gives an answered line to jobID, the record's new job (a
+// requeue, RecordLine.OnRequeue): the job applies the paid answer as its
+// own. The answer's hold restarts (answered_at), so retention does not
+// drop it before the new job runs. It reports false when the line is no
+// longer answered.
+func AdoptBatchLine(ctx context.Context, db DBTX, lineID, jobID int64) (bool, error) {
+	tag, err := db.Exec(ctx, `UPDATE triage_provider_batch_line SET job_id = $2, answered_at = now()
+		WHERE id = $1 AND state = '`+LineAnswered+`'`, lineID, jobID)
+	if err != nil {
+		return false, fmt.Errorf("ledger: adopt batch line %d for job %d: %w", lineID, jobID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
 // HeldRecords returns the open lines, in a live provider batch or holding
 // a paid answer, of the given records of batch, by record id order.
 func HeldRecords(ctx context.Context, db DBTX, batch string, recordIDs []string) ([]RecordLine, error) {
-	rows, err := db.Query(ctx, `SELECT l.batch, l.record_id, l.job_id, l.state, coalesce(pb.provider_batch_id, '')
+	rows, err := db.Query(ctx, `SELECT l.id, l.batch, l.record_id, l.job_id, l.state, coalesce(pb.provider_batch_id, '')
 		FROM triage_provider_batch_line l
 		LEFT JOIN triage_provider_batch pb ON pb.id = l.provider_batch
 		WHERE l.batch = $1 AND l.record_id = ANY($2) AND l.state IN ('`+LineSubmitted+`', '`+LineAnswered+`')
@@ -271,7 +323,7 @@ func HeldRecords(ctx context.Context, db DBTX, batch string, recordIDs []string)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RecordLine, error) {
 		var l RecordLine
-		err := r.Scan(&l.Batch, &l.RecordID, &l.JobID, &l.State, &l.ProviderBatch)
+		err := r.Scan(&l.ID, &l.Batch, &l.RecordID, &l.JobID, &l.State, &l.ProviderBatch)
 		return l, err
 	})
 	if err != nil {

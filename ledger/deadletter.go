@@ -93,7 +93,8 @@ func GetDeadLetter(ctx context.Context, db DBTX, id int64) (DeadLetter, error) {
 // MarkRequeued marks the given dead letters requeued and returns the ids it
 // marked, in order: those not requeued before. Requeue exactly those, in the
 // same transaction, and running requeue twice (or twice at once) requeues
-// no record twice. Unknown ids are skipped.
+// no record twice. Unknown ids are skipped. Their batches are pending
+// again: their next settle is announced anew (ClaimSettled).
 func MarkRequeued(ctx context.Context, db DBTX, ids []int64) ([]int64, error) {
 	if len(ids) == 0 {
 		return nil, nil
@@ -101,7 +102,10 @@ func MarkRequeued(ctx context.Context, db DBTX, ids []int64) ([]int64, error) {
 	rows, err := db.Query(ctx, `WITH upd AS (
 		UPDATE triage_dead_letter SET requeued_at = now()
 		WHERE id = ANY($1) AND requeued_at IS NULL
-		RETURNING id
+		RETURNING id, batch
+	), pending AS (
+		UPDATE triage_batch b SET settle_notified_at = NULL
+		WHERE b.id IN (SELECT batch FROM upd) AND b.settle_notified_at IS NOT NULL
 	) SELECT id FROM upd ORDER BY id`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: mark requeued: %w", err)

@@ -13,7 +13,8 @@ import (
 // of a month of nights never holds a lock for long nor grows one
 // transaction with the whole history. Nothing an unsettled batch can still
 // use is touched: open lines and the provider batches that hold them,
-// attempts not finished, dead letters not requeued.
+// attempts not finished, dead letters not requeued; a paid answer held
+// for a requeue (its job gone by hand) is kept for the age, then closed.
 
 // PruneChunk is how many rows one prune statement deletes at most.
 const PruneChunk = 1000
@@ -28,11 +29,14 @@ type Pruned struct {
 	ProviderBatches, Lines int
 	// Alerts and DeadLetters (requeued ones only).
 	Alerts, DeadLetters int
+	// HeldAnswers: paid answers of jobs gone by hand, held for a requeue
+	// that did not come within the age, closed.
+	HeldAnswers int
 }
 
 // Total is the number of rows changed.
 func (p Pruned) Total() int {
-	return p.Stripped + p.ProviderBatches + p.Lines + p.Alerts + p.DeadLetters
+	return p.Stripped + p.ProviderBatches + p.Lines + p.Alerts + p.DeadLetters + p.HeldAnswers
 }
 
 // PruneCutoffs are the moments before which rows are old enough to go.
@@ -78,6 +82,17 @@ var pruneStatements = []struct {
 	cutoff func(PruneCutoffs) time.Time
 	add    func(*Pruned, int)
 }{
+	// Paid answers held for a requeue that never came (their job gone,
+	// their attempt settled by the submitter, ReasonJobGone): closed once
+	// held longer than the cutoff, so the steps below can drop them. A
+	// requeue restarts the hold (AdoptBatchLine).
+	{"held answers", `UPDATE triage_provider_batch_line SET ` + CloseLineSQL + `
+		WHERE id IN (SELECT l.id FROM triage_provider_batch_line l
+			JOIN triage_attempt a ON a.id = l.attempt_id
+			WHERE l.state <> 'applied' AND l.state = '` + LineAnswered + `' AND a.status <> 'intent'
+			  AND l.answered_at < $1
+			LIMIT $2)`,
+		finished, func(p *Pruned, n int) { p.HeldAnswers += n }},
 	{"strip closed lines", `UPDATE triage_provider_batch_line SET body = 'null'::jsonb, observation = NULL
 		WHERE id IN (SELECT l.id FROM triage_provider_batch_line l
 			LEFT JOIN triage_provider_batch pb ON pb.id = l.provider_batch

@@ -261,7 +261,8 @@ func lineCost(m *config.Model, in, out int) (batch, sync float64) {
 // attempt finished as not run, $0); one in a live provider batch or
 // holding an answer this run did not apply stays open, for the key's
 // submitter to collect and record once the job is gone (its real cost,
-// its attempt finished: submitter.ReasonJobGone). decide.Before keeps a
+// its attempt finished: submitter.ReasonJobGone), held for a requeue.
+// decide.Before keeps a
 // job with such a line from ending, so that last case is a safety net.
 func closeLine(ctx context.Context, tx pgx.Tx, c *call) error {
 	l := c.line

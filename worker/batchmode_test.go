@@ -777,7 +777,13 @@ func TestBatchLineOfAJobCancelledInFlightIsBilledNotStored(t *testing.T) {
 
 	st := b.waitSettled(t, "b1", 30*time.Second)
 	require.Equal(t, n-2, st.Completed)
-	eventually(t, 30*time.Second, "the stopped jobs' lines are settled", func() bool { return b.lineStates(t)["applied"] == n })
+	eventually(t, 30*time.Second, "the stopped jobs' attempts are settled", func() bool {
+		var open int
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM triage_attempt WHERE status = 'intent'`).Scan(&open))
+		return open == 0
+	})
+	// Their paid answers are held for a requeue (ledger.AdoptBatchLine).
+	require.Equal(t, map[string]int{"applied": n - 2, "answered": 2}, b.lineStates(t))
 	stats := b.fake.Stats()
 	require.Equal(t, n, stats.Batches.Succeeded, "the provider ran every line, the stopped ones too")
 	require.Equal(t, 1, stats.ByRecord[b.customID(t, "r003")].Billed)

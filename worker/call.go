@@ -128,13 +128,17 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	rx := decide.Before(b)
 	if rx.Kind == decide.ReactDeadLetter {
 		// About to end the record before the admission round trip read its
-		// line: an open one decides first (the open-line rule).
+		// line: an open one decides first (the open-line rule), and a
+		// result another run of the job stored (a rescued run) completes it.
 		l, err := ledger.OpenBatchLine(ctx, rt.pool, job.ID, job.Args.Batch)
 		if err != nil {
 			return fmt.Errorf("open batch line: %w", err)
 		}
 		b.Line = lineFacts(l.Hold())
 		c.line = l
+		if b.ResultStored, err = ledger.HasResult(ctx, rt.pool, job.Args.Batch, job.Args.RecordID); err != nil {
+			return err
+		}
 		rx = decide.Before(b)
 	}
 	if rx.Kind == decide.ReactGo {
@@ -615,7 +619,12 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 			return fmt.Errorf("complete: found by look-up: %w", err)
 		}
 	} else if c.attemptID != 0 {
-		if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, c.completedStatus())); err != nil {
+		// A batch line's attempt may be finished already: a paid answer
+		// whose job was cancelled by hand, settled by the submitter and
+		// applied by the record's requeued job (ledger.AdoptBatchLine). It
+		// is counted once.
+		err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, c.completedStatus()))
+		if err != nil && (c.lineID == 0 || !errors.Is(err, ledger.ErrAttemptFinished)) {
 			return fmt.Errorf("complete: finish attempt: %w", err)
 		}
 		if err := r.storeResult(ctx, tx, c); err != nil {

@@ -53,7 +53,10 @@
 // (BeforeCall.Line); a job reads its open line whatever its pipeline's mode is
 // now; a line not sent yet is taken back before the record goes another way
 // (closeLine, moveJob); and every key with provider batches in flight keeps
-// a submitter, collect-only when no pipeline on it is in batch mode.
+// a submitter, collect-only when no pipeline on it is in batch mode. A paid
+// answer whose job was cancelled by hand stays held: a requeue gives it to
+// the record's new job (ledger.RecordLine.OnRequeue), which applies it as
+// its own with no call (completeOnce counts its settled attempt once).
 //
 // Every record ends in a result or a dead letter, even when its job ends
 // without the worker deciding: every process sweeps for jobs River discarded

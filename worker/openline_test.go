@@ -138,7 +138,8 @@ func (b *testBundle) deadLetterIDOf(t testing.TB, batch, record string) int64 {
 // refused while the provider still runs (and bills) the line, naming the
 // provider batch, instead of sending the record in a second provider
 // batch. Once the answer is collected (billed once, recorded), the
-// requeue goes through.
+// requeue goes through (its new job applies that answer:
+// TestRequeueAfterAHandCancelAppliesThePaidAnswer).
 func TestRequeueRefusesARecordWhoseLineIsInALiveProviderBatch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -172,7 +173,10 @@ func TestRequeueRefusesARecordWhoseLineIsInALiveProviderBatch(t *testing.T) {
 	clock.Advance(2 * time.Hour)
 	st := b.waitSettled(t, "b1", 30*time.Second)
 	require.Equal(t, n-1, st.Completed)
-	eventually(t, 30*time.Second, "r002's answer is recorded", func() bool { return b.lineStates(t)["applied"] == n })
+	eventually(t, 30*time.Second, "r002's answer is recorded, held for a requeue", func() bool {
+		return b.lineStates(t)["applied"] == n-1 && b.lineStates(t)["answered"] == 1 && b.countBy(t,
+			"SELECT 'open', count(*) FROM triage_attempt WHERE status = 'intent'")["open"] == 0
+	})
 	require.Equal(t, 1, b.fake.Stats().Batches.Created, "one provider batch: r002 was not sent again")
 	b.requireBilledOnce(t)
 	res, err := operator.Requeue(ctx, b.db.Pool, b.cfg, operator.Selection{IDs: []int64{dl}}, operator.RequeueOptions{})
@@ -295,6 +299,89 @@ func TestSwitchToSyncModeSendsTheLinesNotYetSent(t *testing.T) {
 	require.Zero(t, b.fake.Stats().Batches.Created, "no provider batch")
 	require.Equal(t, n, b.fake.Stats().BilledCalls)
 	b.requireBilledOnce(t)
+}
+
+// Issue 19, found by reading: a job cancelled by hand while its line is in
+// a live provider batch. The provider answers (and bills) the line; the
+// record was dead-lettered cancelled_by_hand. A requeue of that record
+// applies the paid answer with no call: the provider gets no second line
+// for it, the record completes with the answer it paid for, and the
+// ledger counts its attempt once.
+func TestRequeueAfterAHandCancelAppliesThePaidAnswer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const n = 3
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}
+	b, clock := setupBatch(t, sc, "batch", tweaks{})
+	b.opts.SpendCheck = 20 * time.Millisecond // the sweep that dead-letters cancelled jobs
+	b.enqueue(t, "b1", records(n, nil))
+	rt := b.start(t)
+	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
+	eventually(t, 30*time.Second, "every job sleeps", func() bool { return b.jobStates(t)["scheduled"] == n })
+	_, err := rt.River().JobCancel(ctx, b.jobOf(t, "b1", "r002"))
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, "r002 is dead-lettered", func() bool { return b.deadLetterIDOf(t, "b1", "r002") != 0 })
+	dl := b.deadLetterIDOf(t, "b1", "r002")
+
+	clock.Advance(2 * time.Hour) // the provider batch ends: every line answered and billed
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n-1, st.Completed)
+	attemptSettled := func() bool {
+		var open int
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM triage_attempt
+			WHERE batch = 'b1' AND record_id = 'r002' AND status = 'intent'`).Scan(&open))
+		return open == 0
+	}
+	eventually(t, 30*time.Second, "r002's paid answer is settled in the ledger", attemptSettled)
+	require.Equal(t, n, b.fake.Stats().Batches.Succeeded)
+
+	res, err := operator.Requeue(ctx, b.db.Pool, b.cfg, operator.Selection{IDs: []int64{dl}}, operator.RequeueOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Requeued)
+	// Whatever the requeued job does, it gets the time to do it: a new line
+	// would go in a second provider batch, which ends an hour later.
+	eventually(t, 60*time.Second, "r002 completes", func() bool {
+		clock.Advance(2 * time.Hour)
+		return b.status(t, "b1").Completed == n
+	})
+	stats := b.fake.Stats()
+	require.Equal(t, n, stats.Batches.Lines, "no second line for r002: its paid answer is applied")
+	require.Zero(t, stats.BilledCalls-stats.Batches.Succeeded, "no synchronous call")
+	b.requireBilledOnce(t)
+	var attempts int
+	var result string
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM triage_attempt WHERE batch = 'b1' AND record_id = 'r002'`).Scan(&attempts))
+	require.Equal(t, 1, attempts, "one attempt in the ledger for r002")
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT output::text FROM triage_result WHERE batch = 'b1' AND record_id = 'r002'`).Scan(&result))
+	require.NotEmpty(t, result)
+	require.Equal(t, map[string]int{"applied": n}, b.lineStates(t))
+}
+
+// Found by the night simulator (seed 7017, a loaded machine): a job runs
+// again after its record was completed (River's rescuer re-runs a job
+// whose run outlasted RescueAfter while that run was still storing its
+// result) and is past its bounds (here its MaxAge). The checks that end a
+// record before anything is read dead-lettered it: the record was both
+// completed and dead-lettered, and its batch never settled. The run finds
+// the result first and completes.
+func TestARunOfACompletedRecordPastItsBoundsDoesNotDeadLetterIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, fakeprovider.Scenario{NoReplay: true}, tweaks{})
+	b.enqueue(t, "b1", records(1, nil))
+	b.start(t)
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, 1, st.Completed)
+	// The same job runs again, past MaxAge.
+	_, err := b.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now(), finalized_at = NULL,
+		created_at = now() - interval '30 days' WHERE args->>'batch' = 'b1'`)
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, "the job ran again", func() bool { return b.jobStates(t)["available"] == 0 && b.jobStates(t)["running"] == 0 })
+	st = b.status(t, "b1")
+	require.Equal(t, 1, st.Completed)
+	require.Zero(t, st.DeadLettered, "a completed record is not dead-lettered")
+	require.Equal(t, map[string]int{"completed": 1}, b.jobStates(t))
+	require.Equal(t, 1, b.fake.Stats().BilledCalls)
 }
 
 // A night of the simulator (seed 30080): a batch-mode key runs out of

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/triage-dev/triage/classify"
+	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/keys"
 )
@@ -72,7 +73,15 @@ func (r *Runtime) Pacing(key string) (keys.PaceState, bool) {
 	return k.pacer.State(), true
 }
 
-func newPacer(cfg keys.PacerConfig, concurrency int) *keys.Pacer {
-	cfg.Concurrency = concurrency
+// newPacer is the pacer of key k: its concurrency, and its rpm/tpm
+// settings as the limits it starts at (keys.PaceConfigured) when set.
+func newPacer(cfg keys.PacerConfig, k *config.Key) *keys.Pacer {
+	cfg.Concurrency = k.Concurrency
+	if k.RPM > 0 {
+		cfg.KnownRate = float64(k.RPM) / 60
+	}
+	if k.TPM > 0 {
+		cfg.KnownTokens = float64(k.TPM) / 60
+	}
 	return keys.NewPacer(cfg)
 }

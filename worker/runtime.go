@@ -334,7 +334,7 @@ func New(opts Options) (*Runtime, error) {
 		r.keys[k.Name] = &keyRuntime{
 			cfg: k, client: client, apiKey: apiKey, redact: redact.New(apiKey),
 			limiter:       keys.NewLimiter(keys.LimiterConfig{Max: k.Concurrency}),
-			pacer:         newPacer(opts.Pacing, k.Concurrency),
+			pacer:         newPacer(opts.Pacing, k),
 			watch:         keys.NewWatch(WatchSettings(k)),
 			throttleFirst: opts.ThrottleWait,
 		}
@@ -544,7 +544,8 @@ func (r *Runtime) Start(ctx context.Context) error {
 func (r *Runtime) StopGrace() time.Duration { return r.horizon.JobTimeout + StopMarginDefault }
 
 // Stop lets running calls finish (River's soft stop) until ctx ends, then
-// cancels them; it stops the Supervisor and flushes alerts. Give it
+// cancels them; it stops the Supervisor, announces the batches that settled
+// (AnnounceSettled) and flushes alerts. Give it
 // StopGrace. An answer that arrived before a cancel is still stored.
 func (r *Runtime) Stop(ctx context.Context) error {
 	if r.stopWatch != nil {
@@ -572,6 +573,15 @@ func (r *Runtime) Stop(ctx context.Context) error {
 		leave, cancelLeave := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		r.pacers.Stop(leave)
 		cancelLeave()
+	}
+	if ctx.Err() == nil {
+		// A batch that settled since the last spend tick (the one a
+		// `triage run` waited for) is announced before the process goes.
+		announce, cancelAnnounce := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if _, err := AnnounceSettled(announce, r.pool, r.alerter); err != nil {
+			r.log.WarnContext(ctx, "announce settled batches", "err", err)
+		}
+		cancelAnnounce()
 	}
 	if r.ownAlerter {
 		flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

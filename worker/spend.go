@@ -23,7 +23,9 @@ var prepaidThresholds = []struct {
 // watchSpend folds the spend counters (ledger.FoldSpend), evaluates the
 // prepaid and spend-rate alerts from the ledger, dead-letters records whose
 // job ended without an outcome (sweep) and deletes expired response-cache
-// rows (sweepCache), every SpendCheck until ctx ends. Every process runs it; ledger.ClaimOnce makes each alert fire once
+// rows (sweepCache) and announces the batches that settled
+// (AnnounceSettled), every SpendCheck until ctx ends. Every process runs
+// it; ledger.ClaimOnce and ledger.ClaimSettled make each alert fire once
 // for the fleet.
 func (r *Runtime) watchSpend(ctx context.Context) {
 	for tick := 0; ; tick++ {
@@ -33,6 +35,9 @@ func (r *Runtime) watchSpend(ctx context.Context) {
 		r.checkSpend(ctx)
 		r.sweep(ctx, tick)
 		r.sweepCache(ctx)
+		if _, err := AnnounceSettled(ctx, r.pool, r.alerter); err != nil && ctx.Err() == nil {
+			r.log.WarnContext(ctx, "announce settled batches", "err", err)
+		}
 		d := r.opts.SpendCheck
 		select {
 		case <-ctx.Done():

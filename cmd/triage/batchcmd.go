@@ -5,10 +5,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/operator"
 )
 
@@ -88,12 +92,13 @@ func runBatchControl(ctx context.Context, e *env, sub string, args []string) int
 	if !ok {
 		return code
 	}
-	_, d, err := openDBOptional(ctx, e)
+	cfg, d, err := openDBOptional(ctx, e)
 	if err != nil {
 		return failCmd(e, cmd, err)
 	}
 	defer d.Close()
-	opts := operator.ControlOptions{}
+	opts, closeAlerter := controlOptions(ctx, e, cfg, d)
+	defer closeAlerter()
 	switch sub {
 	case "pause":
 		res, err := operator.PauseBatch(ctx, d.pool, id, opts)
@@ -162,13 +167,15 @@ func runBatchBudget(ctx context.Context, e *env, args []string) int {
 	if usd > 0 {
 		budget = &usd
 	}
-	_, d, err := openDBOptional(ctx, e)
+	cfg, d, err := openDBOptional(ctx, e)
 	if err != nil {
 		return failCmd(e, cmd, err)
 	}
 	defer d.Close()
+	opts, closeAlerter := controlOptions(ctx, e, cfg, d)
+	defer closeAlerter()
 
-	before, after, err := operator.SetBudget(ctx, d.pool, id, budget, operator.ControlOptions{})
+	before, after, err := operator.SetBudget(ctx, d.pool, id, budget, opts)
 	if err != nil {
 		return failCmd(e, cmd, err)
 	}
@@ -193,12 +200,14 @@ func runBatchCancel(ctx context.Context, e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	_, d, err := openDBOptional(ctx, e)
+	cfg, d, err := openDBOptional(ctx, e)
 	if err != nil {
 		return failCmd(e, cmd, err)
 	}
 	defer d.Close()
-	res, err := operator.CancelBatch(ctx, d.pool, id, operator.ControlOptions{})
+	opts, closeAlerter := controlOptions(ctx, e, cfg, d)
+	defer closeAlerter()
+	res, err := operator.CancelBatch(ctx, d.pool, id, opts)
 	if err != nil {
 		return failCmd(e, cmd, err)
 	}
@@ -228,4 +237,22 @@ func runBatchCancel(ctx context.Context, e *env, args []string) int {
 	fmt.Fprintf(e.stdout, "`triage wait %s` returns once it has settled; `triage dlq requeue --batch %s --reason %s` brings the records back\n",
 		id, id, ledger.ReasonCancelled)
 	return exitOK
+}
+
+// controlOptions are the options of a batch control by hand: an Alerter
+// that records the action and posts it to [alerts] webhook_url (when the
+// configuration names one), logged at INFO on stderr. The returned func
+// sends what is queued (bounded) and stops the Alerter; a failed POST is
+// logged, never the command's failure.
+func controlOptions(ctx context.Context, e *env, cfg *config.Config, d *db) (operator.ControlOptions, func()) {
+	webhook := ""
+	if cfg != nil {
+		webhook = cfg.Alerts.WebhookURL
+	}
+	alerter := keys.NewAlerter(keys.AlerterConfig{Logger: newLogger(e.stderr, slog.LevelInfo), WebhookURL: webhook, Pool: d.pool})
+	return operator.ControlOptions{Alerter: alerter, By: "hand"}, func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keys.AlertWebhookTimeoutDefault+time.Second)
+		defer cancel()
+		_ = alerter.Close(closeCtx)
+	}
 }

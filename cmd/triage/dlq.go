@@ -22,13 +22,14 @@ import (
 func init() {
 	register(command{
 		name:    "dlq",
-		summary: "inspect and requeue dead letters (list, show, requeue)",
+		summary: "inspect, export and requeue dead letters (list, show, export, requeue)",
 		run:     runDLQ,
 	})
 }
 
 const dlqUsage = `usage: triage dlq list [--batch B] [--class C] [--reason R] [--unknown] [--json]
        triage dlq show ID [--json]
+       triage dlq export [--batch B] [--class C] [--reason R] [--unknown]
        triage dlq requeue ID... | --batch B [--class C] [--reason R]`
 
 func runDLQ(ctx context.Context, e *env, args []string) int {
@@ -41,13 +42,15 @@ func runDLQ(ctx context.Context, e *env, args []string) int {
 		return runDLQList(ctx, e, rest)
 	case "show":
 		return runDLQShow(ctx, e, rest)
+	case "export":
+		return runDLQExport(ctx, e, rest)
 	case "requeue":
 		return runDLQRequeue(ctx, e, rest)
 	case "-h", "--help", "help":
 		fmt.Fprintln(e.stdout, dlqUsage)
 		return exitOK
 	default:
-		fmt.Fprintf(e.stderr, "triage dlq: unknown subcommand %q (want list, show or requeue)\n%s\n", sub, dlqUsage)
+		fmt.Fprintf(e.stderr, "triage dlq: unknown subcommand %q (want list, show, export or requeue)\n%s\n", sub, dlqUsage)
 		return exitUsage
 	}
 }

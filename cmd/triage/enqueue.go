@@ -81,7 +81,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) int {
 	var f batchFlags
 	f.define(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage enqueue --pipeline P [--batch B] [--deadline D] [--no-cache] FILE|-")
+		fmt.Fprintln(e.stderr, "usage: triage enqueue --pipeline P [--batch B] [--deadline D] [--no-cache] [--dry-run] FILE|-")
 		fmt.Fprintln(e.stderr, "Queues every record of the JSONL file (one object a line; id from \"id\", else the line")
 		fmt.Fprintln(e.stderr, "number) in one transaction: a bad line is reported and nothing is queued.")
 		fmt.Fprintln(e.stderr, "Prints the batch id on stdout.")
@@ -89,6 +89,9 @@ func runEnqueue(ctx context.Context, e *env, args []string) int {
 	}
 	if code, ok := f.parse(e, "enqueue", fs, args); !ok {
 		return code
+	}
+	if f.dryRun {
+		return runDryRun(ctx, e, "enqueue", f, nil)
 	}
 	_, d, id, n, err := enqueueFile(ctx, e, f, nil)
 	if err != nil {
@@ -116,6 +119,7 @@ type batchFlags struct {
 	pipeline, batch string
 	file            string // after parse: the JSONL file, "-" for stdin
 	noCache         bool
+	dryRun          bool
 	deadline        deadlineFlag
 }
 
@@ -144,6 +148,7 @@ func (f *deadlineFlag) Set(s string) error {
 func (f *batchFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.pipeline, "pipeline", "", "pipeline of triage.toml that processes the records (required)")
 	fs.StringVar(&f.batch, "batch", "", "batch id (default: PIPELINE-YYYYMMDDTHHMMSSZ, UTC)")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "write nothing and send nothing: read and check the file, then print its records, estimated tokens and cost at sync and batch prices, and the time at the key's known pace")
 	fs.BoolVar(&f.noCache, "no-cache", false, "call the provider for every record even when the pipeline's response cache (cache = true) holds an answer")
 	fs.Var(&f.deadline, "deadline", `when the whole batch must be done: a clock time, "06:00" (the next 06:00 local time), or a duration from now, "8h" (default: the pipeline's deadline, if any). Stored with the batch; mode = "auto" pipelines use it to choose between the provider's Batch API and sync calls`)
 }

@@ -65,7 +65,7 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	ui.defineToken(fs)
 	dbWait := fs.Duration("db-wait", dbWaitDefault, "how long to ride out an unreachable database before stopping with exit 4 (the jobs stay queued)")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage run --pipeline P [--batch B] [--max-wait D] [--budget USD] [--deadline D] [--no-cache] [--ui-addr ADDR [--ui-token T]] FILE|-")
+		fmt.Fprintln(e.stderr, "usage: triage run --pipeline P [--batch B] [--max-wait D] [--budget USD] [--deadline D] [--no-cache] [--dry-run] [--ui-addr ADDR [--ui-token T]] FILE|-")
 		fmt.Fprintln(e.stderr, "Enqueues the file as one batch and works it in this process until every record is")
 		fmt.Fprintln(e.stderr, "completed or dead-lettered, then prints a summary. While the key is exhausted it waits")
 		fmt.Fprintln(e.stderr, "(one probe per probe_interval); when the batch's budget is spent it stops.")
@@ -78,6 +78,9 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	}
 	if code, ok := f.parse(e, "run", fs, args); !ok {
 		return code
+	}
+	if f.dryRun {
+		return runDryRun(ctx, e, "run", f, budget.v)
 	}
 	fail := func(err error) int { return failCmd(e, "run", err) }
 	if *maxWait < 0 {

@@ -135,6 +135,14 @@ type Key struct {
 	// Concurrency is the most calls in flight per process on this key (the AIMD
 	// ceiling). Default ConcurrencyDefault (8).
 	Concurrency int `toml:"concurrency"`
+	// RPM and TPM are the key's requests and tokens per minute as the
+	// provider's account page states them, when known. The pacer starts at
+	// them (less its headroom) instead of its slow start, until the
+	// provider's rate-limit headers name the limit; a dry run times a batch
+	// at them when no pace was learned yet. Default 0: unknown. Positive
+	// when set.
+	RPM int `toml:"rpm"`
+	TPM int `toml:"tpm"`
 	// Timeout is the per-attempt timeout ("60s" in the file). Default
 	// TimeoutDefault (60s).
 	Timeout time.Duration `toml:"timeout"`

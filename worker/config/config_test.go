@@ -183,6 +183,8 @@ func TestValidationErrors(t *testing.T) {
 		{"api_key_env missing", rep(`api_key_env = "OPENAI_API_KEY"`, ``), `triage.toml: keys[0] "main": api_key_env is required`},
 		{"api_key_env holds a key", rep(`api_key_env = "OPENAI_API_KEY"`, `api_key_env = "sk-proj-abc-123"`), `triage.toml: keys[0] "main": api_key_env must name an environment variable`},
 		{"concurrency", addKey(`concurrency = -2`), `triage.toml: keys[0] "main": concurrency must be at least 1, got -2`},
+		{"rpm zero", addKey(`rpm = 0`), `triage.toml: keys[0] "main": rpm must be a positive number per minute (leave it out when the limit is unknown), got 0`},
+		{"tpm negative", addKey(`tpm = -5`), `triage.toml: keys[0] "main": tpm must be a positive number per minute (leave it out when the limit is unknown), got -5`},
 		{"timeout form", addKey(`timeout = "60"`), `triage.toml: keys[0] "main": timeout "60": not a duration like "60s"`},
 		{"timeout negative", addKey(`timeout = "-5s"`), `triage.toml: keys[0] "main": timeout "-5s": must be positive`},
 		{"probe_interval", addKey(`probe_interval = "soon"`), `triage.toml: keys[0] "main": probe_interval "soon": not a duration`},

@@ -95,6 +95,9 @@ type rawKey struct {
 	BatchGather  string `toml:"batch_gather"`
 	BatchPollMin string `toml:"batch_poll_min"`
 	BatchPollMax string `toml:"batch_poll_max"`
+	// RPM and TPM: see Key.RPM.
+	RPM *int `toml:"rpm"`
+	TPM *int `toml:"tpm"`
 }
 
 type rawPipeline struct {
@@ -153,6 +156,20 @@ func (r rawFile) config(name string) (*Config, error) {
 		}
 		if k.ProbeInterval, err = parseDuration(rk.ProbeInterval); err != nil {
 			return nil, fmt.Errorf("%s: %s: probe_interval %q: %w", name, elem("keys", i, rk.Name), rk.ProbeInterval, err)
+		}
+		for _, lim := range []struct {
+			name string
+			v    *int
+			dst  *int
+		}{{"rpm", rk.RPM, &k.RPM}, {"tpm", rk.TPM, &k.TPM}} {
+			if lim.v == nil {
+				continue
+			}
+			if *lim.v < 1 {
+				return nil, fmt.Errorf("%s: %s: %s must be a positive number per minute (leave it out when the limit is unknown), got %d",
+					name, elem("keys", i, rk.Name), lim.name, *lim.v)
+			}
+			*lim.dst = *lim.v
 		}
 		if rk.RetryBudget != nil {
 			k.RetryBudget, k.retryBudgetSet = *rk.RetryBudget, true

@@ -176,6 +176,12 @@ func (c *Config) Validate() error {
 		if k.Concurrency < 1 {
 			v.addf(at, "concurrency must be at least 1, got %d", k.Concurrency)
 		}
+		if k.RPM < 0 {
+			v.addf(at, "rpm must be positive, got %d", k.RPM)
+		}
+		if k.TPM < 0 {
+			v.addf(at, "tpm must be positive, got %d", k.TPM)
+		}
 		if k.Timeout <= 0 {
 			v.addf(at, "timeout must be positive, got %s", k.Timeout)
 		}

@@ -50,6 +50,10 @@ type BeforeCall struct {
 	// for its line's answer sleeps (the submitter wakes it sooner).
 	Line     Line
 	LineWait time.Duration
+	// ResultStored: the record has a result already (a run of a job whose
+	// record another run of it completed: River's rescuer re-ran it), read
+	// before a check that ends the record without reading the ledger.
+	ResultStored bool
 	// Hold is the batch's state when paused or cancelled by hand, HoldNone
 	// otherwise; read with Prior, or from the intent's refusal.
 	Hold        Hold
@@ -176,6 +180,10 @@ func Before(b BeforeCall) Reaction {
 		return Reaction{Kind: ReactPark, After: b.LineWait}
 	}
 	held := b.Line == LineAnswered
+	if b.ResultStored && !held {
+		// Completed by another run: never dead-lettered as well.
+		return Reaction{Kind: ReactComplete}
+	}
 	// A River attempt beyond max_attempts can only come from runs that made
 	// no call (calls are counted by the ledger, below): the worker's own
 	// errors. They end here, in the dead letters, rather than being discarded

@@ -56,6 +56,9 @@ func TestDecideBefore(t *testing.T) {
 		{"runs within max_attempts go on", with(func(b *BeforeCall) { b.Attempt = 6 }), Reaction{Kind: ReactGo}},
 		{"too old", with(func(b *BeforeCall) { b.Age = 25 * time.Hour }),
 			Reaction{Kind: ReactDeadLetter, Class: classify.Throttled, Reason: ReasonSnoozedOut}},
+		{"too old, but another run of the job stored its result: complete", with(func(b *BeforeCall) {
+			b.Age, b.ResultStored = 25*time.Hour, true
+		}), Reaction{Kind: ReactComplete}},
 		{"own snoozes used up", with(func(b *BeforeCall) { b.OwnSnoozes = 100 }),
 			Reaction{Kind: ReactDeadLetter, Class: classify.Throttled, Reason: ReasonSnoozedOut}},
 		{"breaker refuses: park in the paused queue, not until the probe", with(func(b *BeforeCall) {

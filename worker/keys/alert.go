@@ -33,6 +33,10 @@ const (
 	// submitter.Tuning.MaxRefusals times in a row): the lines are
 	// dead-lettered instead of being sent again.
 	AlertBatchRefused AlertKind = "batch_refused"
+	// AlertBatchSettled: every record of a batch has a result or a dead
+	// letter. Raised once per settle, fleet-wide (worker.AnnounceSettled);
+	// news, not trouble (Info).
+	AlertBatchSettled AlertKind = "batch_settled"
 )
 
 // Alert is one thing a human must hear about.
@@ -47,6 +51,9 @@ type Alert struct {
 	// pause, a resume by hand). It is recorded and posted like any other,
 	// but logged at INFO: nothing went wrong.
 	ByHand bool
+	// Info: the alert is news, not trouble (a batch settled). It is
+	// recorded and posted like any other, but logged at INFO.
+	Info bool
 }
 
 // webhookBody is the JSON POSTed to the webhook.
@@ -67,7 +74,8 @@ const (
 
 // AlerterConfig configures an Alerter.
 type AlerterConfig struct {
-	// Logger receives the ERROR event of every alert. Default slog.Default().
+	// Logger receives the event of every alert: ERROR, or INFO for one
+	// ByHand or Info. Default slog.Default().
 	Logger *slog.Logger
 	// WebhookURL, if set, receives every alert as a JSON POST. Default "": none.
 	WebhookURL string
@@ -155,7 +163,7 @@ func (a *Alerter) Alert(ctx context.Context, al Alert) {
 		msg = string(al.Kind)
 	}
 	level := slog.LevelError
-	if al.ByHand {
+	if al.ByHand || al.Info {
 		level = slog.LevelInfo
 	}
 	a.cfg.Logger.LogAttrs(ctx, level, msg, attrs...)

@@ -73,6 +73,14 @@ type PacerConfig struct {
 	Recover time.Duration
 	// SlowStart: see PacerSlowStartDefault.
 	SlowStart float64
+	// KnownRate and KnownTokens are the key's limits in requests and
+	// tokens per second as configured ([[keys]] rpm and tpm, divided by
+	// 60). When either is set the pacer starts at them, less Headroom
+	// (source PaceConfigured), instead of its slow start, and treats them
+	// as the provider's headers' limits would be treated: a throttle
+	// lowers the share in use, calm brings it back. Limits the provider's
+	// headers name replace them once seen. Default 0: unknown.
+	KnownRate, KnownTokens float64
 }
 
 func (c PacerConfig) withDefaults() PacerConfig {
@@ -105,6 +113,9 @@ const (
 	PaceStarting PaceSource = "starting"
 	// PaceHeaders: the limit the provider's rate-limit headers name.
 	PaceHeaders PaceSource = "headers"
+	// PaceConfigured: the limit the key's rpm/tpm settings name, until
+	// the provider's headers name one.
+	PaceConfigured PaceSource = "configured"
 	// PaceThrottles: learned from throttles (AIMD), the provider sends no
 	// rate-limit headers.
 	PaceThrottles PaceSource = "throttles"
@@ -215,14 +226,18 @@ const (
 
 func newControl(cfg PacerConfig, now time.Time) *control {
 	cfg = cfg.withDefaults()
-	return &control{cfg: cfg, source: PaceStarting, rate: cfg.InitialRate, factor: 1, lastTick: now}
+	c := &control{cfg: cfg, source: PaceStarting, rate: cfg.InitialRate, factor: 1, lastTick: now}
+	if cfg.KnownRate > 0 || cfg.KnownTokens > 0 {
+		c.source, c.reqLimit, c.tokLimit = PaceConfigured, max(cfg.KnownRate, 0), max(cfg.KnownTokens, 0)
+	}
+	return c
 }
 
 // fleetRates returns the fleet's requests and tokens per second; 0 means
 // no limit.
 func (c *control) fleetRates() (req, tok float64) {
 	switch c.source {
-	case PaceHeaders:
+	case PaceHeaders, PaceConfigured:
 		if c.reqLimit > 0 {
 			req = c.reqLimit * c.cfg.Headroom * c.factor
 		}
@@ -286,7 +301,14 @@ func (c *control) observe(o PaceOutcome) {
 	// The hold covers the calls reserved and in flight before the decrease
 	// took effect: their refusals arrive for a round trip or two more.
 	c.holdUntil = o.At.Add(paceHorizon + 250*time.Millisecond + 2*c.lastLatency)
-	if c.source == PaceHeaders {
+	if c.source == PaceConfigured && c.reqLimit > 0 && c.factor*c.cfg.Decrease < 0.5 {
+		// Throttled at half the configured limit: the setting is wrong
+		// (or the account's limit fell). Learn the limit from the
+		// throttles instead, from the rate in use now.
+		c.rate = c.reqLimit * c.cfg.Headroom * c.factor
+		c.source, c.factor = PaceThrottles, 1
+	}
+	if c.source == PaceHeaders || c.source == PaceConfigured {
 		c.factor = max(0.5, c.factor*c.cfg.Decrease)
 		return
 	}
@@ -407,7 +429,7 @@ func (c *control) tick(now time.Time, binding bool, accepted float64) {
 		// the limit again in seconds, not minutes.
 		calm := 1 + now.Sub(c.holdUntil).Seconds()/c.cfg.Recover.Seconds()
 		c.rate += max(c.wmax, c.rate) * c.cfg.Probe * min(probeCalmCap, calm*calm) * dt
-	case PaceHeaders:
+	case PaceHeaders, PaceConfigured:
 		c.factor = min(1, c.factor+c.cfg.Probe*2*dt)
 	}
 }
@@ -436,7 +458,7 @@ func (c *control) adopt(p PacerPeers) {
 		if p.ThrottleRate > 0 && p.ThrottleRate < c.rate {
 			c.rate = p.ThrottleRate
 		}
-	case PaceHeaders:
+	case PaceHeaders, PaceConfigured:
 		if p.HeaderFactor > 0 && p.HeaderFactor < c.factor {
 			c.factor = p.HeaderFactor
 		}

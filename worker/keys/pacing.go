@@ -96,7 +96,7 @@ up AS (
 SELECT 1 + count(*),
        min(req_rate) FILTER (WHERE source = 'throttles'),
        max(header_req_rate), max(header_tok_rate),
-       min(factor) FILTER (WHERE source = 'headers'),
+       min(factor) FILTER (WHERE source IN ('headers', 'configured')),
        max(req_rate) FILTER (WHERE source = 'starting'),
        sum(accepted_rate)
 FROM triage_pacer, now
@@ -154,7 +154,8 @@ WITH now AS (SELECT coalesce($1::timestamptz, now()) AS t),
 live AS (SELECT p.* FROM triage_pacer p, now WHERE p.expires_at > now.t),
 agg AS (
     SELECT key, count(*) AS n,
-           CASE WHEN bool_or(source = 'headers') THEN 'headers' WHEN bool_or(source = 'throttles') THEN 'throttles' ELSE 'starting' END AS source,
+           CASE WHEN bool_or(source = 'headers') THEN 'headers' WHEN bool_or(source = 'configured') THEN 'configured'
+                WHEN bool_or(source = 'throttles') THEN 'throttles' ELSE 'starting' END AS source,
            coalesce(min(req_rate), 0) AS req_rate, coalesce(min(tok_rate), 0) AS tok_rate, sum(throttles) AS throttles
     FROM live GROUP BY key
 ),

@@ -65,6 +65,37 @@ func TestNightPinned(t *testing.T) {
 				{At: 2491 * time.Millisecond, Kind: nightsim.Operate, Op: nightsim.OpResume},
 				{At: 2600 * time.Millisecond, Kind: nightsim.RateOff},
 			}},
+	}, {
+		// Found by reading (issue 19): River jobs cancelled by hand while
+		// their lines are in a live provider batch; the provider answers
+		// and bills them; the requeue that follows sent the records again
+		// (the paid answers had been dropped), each paid twice.
+		name: "cancelled_line_requeued", on: true,
+		n: nightsim.Night{Seed: 19001, Procs: 1, Child: -1, Vendor: "openai", Mode: "batch", Output: "json", Concurrency: 4,
+			Overflow: "dead_letter", MaxAge: 40 * time.Second, Records: 60, Latency: 30 * time.Millisecond, PoisonEvery: 9,
+			BatchLatency: 1500 * time.Millisecond, Length: 5 * time.Second,
+			Events: []nightsim.Event{
+				{At: 1800 * time.Millisecond, Kind: nightsim.Operate, Op: nightsim.OpCancelJobs},
+				{At: 4500 * time.Millisecond, Kind: nightsim.Operate, Op: nightsim.OpRequeue},
+			}},
+	}, {
+		// Seed 14744 (its whole schedule; found while looking for a night
+		// of the cancelled lines above, the same fault as nights 30076 and
+		// 30102): the only process is killed before its lines went into a
+		// provider batch and comes back with the pipeline in sync mode; the
+		// jobs slept out their batch wait (an hour) with their lines
+		// pending.
+		name: "seed14744_switched_to_sync_unsent", on: true,
+		n: nightsim.Night{Seed: 14744, Procs: 1, Child: -1, Vendor: "anthropic", Mode: "batch", Output: "json", Concurrency: 4,
+			Overflow: "dead_letter", EchoKey: true, MaxAge: 40 * time.Second, Records: 83, Latency: 54 * time.Millisecond,
+			PoisonEvery: 9, BatchLatency: 1265 * time.Millisecond, Length: 4374 * time.Millisecond,
+			Events: []nightsim.Event{
+				{At: 140 * time.Millisecond, Kind: nightsim.Operate, Op: nightsim.OpRequeue},
+				{At: 1010 * time.Millisecond, Kind: nightsim.Kill, Proc: 0},
+				{At: 1800 * time.Millisecond, Kind: nightsim.Operate, Op: nightsim.OpCancelJobs},
+				{At: 3570 * time.Millisecond, Kind: nightsim.Start, Proc: 0, Mode: "sync"},
+				{At: 3870 * time.Millisecond, Kind: nightsim.Operate, Op: nightsim.OpRequeue},
+			}},
 	}}
 	for _, p := range pinned {
 		if !p.on {

@@ -300,6 +300,8 @@ type world struct {
 	lowSince time.Time     // when the balance was last set low
 	lowFor   time.Duration // summed time with a limited balance
 	resumes  int           // operator resumes and restarts: each may let a round of calls out
+	// breakers: the primary's breakers as sampled all night (breakers_test.go).
+	breakers []breakerSample
 }
 
 func (w *world) note(format string, args ...any) {
@@ -681,6 +683,8 @@ func answerID(rec ledger.Record) string {
 func (w *world) run(settle time.Duration) bool {
 	w.enqueue()
 	w.start = time.Now()
+	wt := w.watchBreakers()
+	defer func() { w.breakers = wt.close() }()
 	for _, p := range w.procs {
 		w.startProc(p)
 	}

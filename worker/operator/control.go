@@ -215,6 +215,13 @@ func CancelBatch(ctx context.Context, pool *pgxpool.Pool, id string, opts Contro
 		opts.alert(ctx, AlertBatchCancelled, b,
 			fmt.Sprintf("batch cancelled by hand: %d record(s) dead-lettered %s, %d call(s) in flight finishing", res.DeadLettered, ledger.ReasonCancelled, res.InFlight),
 			map[string]any{"dead_lettered": res.DeadLettered, "in_flight": res.InFlight, "provider_batches": len(res.ProviderBatches)})
+		if opts.Alerter != nil {
+			// A cancel with nothing in flight settles the batch now: say
+			// so without waiting for a worker's tick (there may be none).
+			// The cancel has committed whatever this does; a failed claim
+			// is left to the next worker's tick.
+			_, _ = worker.AnnounceSettled(ctx, pool, opts.Alerter)
+		}
 	}
 	return res, nil
 }

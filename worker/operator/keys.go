@@ -94,7 +94,8 @@ func newSafetyNetView(st keys.KeyStatus, k *config.Key) SafetyNetView {
 type PacingView struct {
 	// LiveProcesses is the worker processes with a live heartbeat.
 	LiveProcesses int `json:"live_processes"`
-	// Source: "headers" (the provider's rate-limit headers), "throttles"
+	// Source: "headers" (the provider's rate-limit headers), "configured"
+	// (the key's rpm/tpm settings, no headers seen yet), "throttles"
 	// (learned from 429s) or "starting" (still looking for the limit).
 	Source string `json:"source"`
 	// RatePerS is the requests per second the fleet paces the key at, null

@@ -98,10 +98,13 @@ type RequeueOptions struct {
 //
 // A selected dead letter whose old job is still live (not completed,
 // cancelled or discarded), or whose record has a line still in a live
-// provider batch or holding an answer not recorded yet (the open-line rule,
-// ledger.LineHold), refuses the whole requeue with a LiveJobError: two
-// live jobs, or a new job next to a line the provider still runs, would
-// bill the record twice. Unknown IDs,
+// provider batch or holding an answer its job can still apply (the
+// open-line rule, ledger.LineHold), refuses the whole requeue with a
+// LiveJobError: two live jobs, or a new job next to a line the provider
+// still runs, would bill the record twice. A record holding a paid answer
+// whose job is gone (cancelled by hand while its line was live) is
+// requeued with it: its new job applies the answer, no call
+// (ledger.RecordLine.OnRequeue). Unknown IDs,
 // an unknown batch or a pipeline gone from cfg are an InputError. On any
 // error nothing is changed.
 func Requeue(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, sel Selection, opts RequeueOptions) (RequeueResult, error) {
@@ -139,7 +142,8 @@ func Requeue(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, sel Se
 			}
 			targets[pl.Name] = target{pl, &river.InsertOpts{Queue: keys.QueueName(key.Name), MaxAttempts: worker.RiverMaxAttempts(pl)}}
 		}
-		if err := refuseLiveJobs(ctx, rc, tx, selected); err != nil {
+		adopt, err := refuseLiveJobs(ctx, rc, tx, selected)
+		if err != nil {
 			return err
 		}
 
@@ -202,12 +206,12 @@ func Requeue(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, sel Se
 			})
 			res.IDs = append(res.IDs, dl.ID)
 		}
-		n, err := rc.InsertManyFastTx(ctx, tx, params)
+		inserted, err := rc.InsertManyTx(ctx, tx, params)
 		if err != nil {
 			return fmt.Errorf("insert jobs: %w", err)
 		}
-		res.Requeued = n
-		return nil
+		res.Requeued = len(inserted)
+		return adoptLines(ctx, tx, adopt, inserted)
 	})
 	if err != nil {
 		return RequeueResult{}, err
@@ -261,9 +265,11 @@ var liveJobStates = []rivertype.JobState{
 }
 
 // refuseLiveJobs returns a LiveJobError when any dead letter not requeued
-// yet still has a live job. Dead letters requeued before are skipped by
-// MarkRequeued anyway: their old job is not this requeue's business.
-func refuseLiveJobs(ctx context.Context, rc *river.Client[pgx.Tx], tx pgx.Tx, selected []ledger.DeadLetter) error {
+// yet still has a live job, or a record line the open-line rule holds
+// against a requeue; it returns the lines the new jobs adopt. Dead letters
+// requeued before are skipped by MarkRequeued anyway: their old job is not
+// this requeue's business.
+func refuseLiveJobs(ctx context.Context, rc *river.Client[pgx.Tx], tx pgx.Tx, selected []ledger.DeadLetter) ([]ledger.RecordLine, error) {
 	byJob := map[int64]int64{}
 	var jobIDs []int64
 	for _, dl := range selected {
@@ -273,33 +279,50 @@ func refuseLiveJobs(ctx context.Context, rc *river.Client[pgx.Tx], tx pgx.Tx, se
 		}
 	}
 	e := &LiveJobError{}
-	if len(jobIDs) > 0 {
-		live, err := rc.JobListTx(ctx, tx, river.NewJobListParams().IDs(jobIDs...).States(liveJobStates...).First(len(jobIDs)))
-		if err != nil {
-			return fmt.Errorf("look up the dead letters' jobs: %w", err)
-		}
-		for _, j := range live.Jobs {
-			e.Jobs = append(e.Jobs, LiveJob{DeadLetterID: byJob[j.ID], JobID: j.ID, State: string(j.State)})
-		}
-		slices.SortFunc(e.Jobs, func(a, b LiveJob) int { return int(a.DeadLetterID - b.DeadLetterID) })
-	}
-	lines, err := heldRecords(ctx, tx, selected)
+	live, err := liveJobs(ctx, rc, tx, jobIDs)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("look up the dead letters' jobs: %w", err)
+	}
+	for _, j := range live {
+		e.Jobs = append(e.Jobs, LiveJob{DeadLetterID: byJob[j.ID], JobID: j.ID, State: string(j.State)})
+	}
+	slices.SortFunc(e.Jobs, func(a, b LiveJob) int { return int(a.DeadLetterID - b.DeadLetterID) })
+	lines, adopt, err := heldRecords(ctx, rc, tx, selected)
+	if err != nil {
+		return nil, err
 	}
 	e.Lines = lines
 	if len(e.Jobs) == 0 && len(e.Lines) == 0 {
-		return nil
+		return adopt, nil
 	}
-	return e
+	return nil, e
 }
 
-// heldRecords finds the selected records (not requeued yet) the open-line
-// rule holds (ledger.LineHold): a line still in a live provider batch, or
-// holding a paid answer not recorded yet. A new job for such a record would
-// send it again while the provider runs, and bills, the first line; the key's
-// submitter records the answer once the provider batch ends.
-func heldRecords(ctx context.Context, tx pgx.Tx, selected []ledger.DeadLetter) ([]HeldLine, error) {
+// liveJobs returns the jobs of ids that can still run.
+func liveJobs(ctx context.Context, rc *river.Client[pgx.Tx], tx pgx.Tx, ids []int64) (map[int64]*rivertype.JobRow, error) {
+	out := map[int64]*rivertype.JobRow{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	live, err := rc.JobListTx(ctx, tx, river.NewJobListParams().IDs(ids...).States(liveJobStates...).First(len(ids)))
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range live.Jobs {
+		out[j.ID] = j
+	}
+	return out, nil
+}
+
+// heldRecords finds the open lines of the selected records (not requeued
+// yet) and asks the open-line rule what a requeue does with each
+// (ledger.RecordLine.OnRequeue): held, a line still in a live provider
+// batch or holding a paid answer its job can still apply (a new job for
+// such a record would send it again while the provider runs, and bills,
+// the first line; the key's submitter records the answer once the provider
+// batch ends); adopt, a paid answer whose job is gone, which the record's
+// new job applies with no call.
+func heldRecords(ctx context.Context, rc *river.Client[pgx.Tx], tx pgx.Tx, selected []ledger.DeadLetter) (held []HeldLine, adopt []ledger.RecordLine, err error) {
 	byBatch := map[string][]string{}
 	dlOf := map[[2]string]int64{}
 	var batches []string
@@ -313,19 +336,55 @@ func heldRecords(ctx context.Context, tx pgx.Tx, selected []ledger.DeadLetter) (
 		byBatch[dl.Batch] = append(byBatch[dl.Batch], dl.RecordID)
 		dlOf[[2]string{dl.Batch, dl.RecordID}] = dl.ID
 	}
-	var out []HeldLine
 	for _, b := range batches {
 		lines, err := ledger.HeldRecords(ctx, tx, b, byBatch[b])
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		jobIDs := make([]int64, len(lines))
+		for i, l := range lines {
+			jobIDs[i] = l.JobID
+		}
+		live, err := liveJobs(ctx, rc, tx, jobIDs)
+		if err != nil {
+			return nil, nil, fmt.Errorf("look up the jobs of the records' lines: %w", err)
 		}
 		for _, l := range lines {
-			out = append(out, HeldLine{DeadLetterID: dlOf[[2]string{l.Batch, l.RecordID}], Batch: l.Batch, RecordID: l.RecordID,
+			if l.OnRequeue(live[l.JobID] != nil) == ledger.RequeueAdopt {
+				adopt = append(adopt, l)
+				continue
+			}
+			held = append(held, HeldLine{DeadLetterID: dlOf[[2]string{l.Batch, l.RecordID}], Batch: l.Batch, RecordID: l.RecordID,
 				State: l.State, ProviderBatch: l.ProviderBatch})
 		}
 	}
-	slices.SortFunc(out, func(a, b HeldLine) int { return int(a.DeadLetterID - b.DeadLetterID) })
-	return out, nil
+	slices.SortFunc(held, func(a, b HeldLine) int { return int(a.DeadLetterID - b.DeadLetterID) })
+	return held, adopt, nil
+}
+
+// adoptLines gives each adopted line to its record's new job.
+func adoptLines(ctx context.Context, tx pgx.Tx, adopt []ledger.RecordLine, inserted []*rivertype.JobInsertResult) error {
+	if len(adopt) == 0 {
+		return nil
+	}
+	jobOf := map[[2]string]int64{}
+	for _, r := range inserted {
+		var a worker.Args
+		if err := json.Unmarshal(r.Job.EncodedArgs, &a); err != nil {
+			return fmt.Errorf("requeued job %d: args: %w", r.Job.ID, err)
+		}
+		jobOf[[2]string{a.Batch, a.RecordID}] = r.Job.ID
+	}
+	for _, l := range adopt {
+		job, ok := jobOf[[2]string{l.Batch, l.RecordID}]
+		if !ok {
+			continue // its dead letter was requeued by a concurrent run
+		}
+		if _, err := ledger.AdoptBatchLine(ctx, tx, l.ID, job); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // selectDeadLetters reads the dead letters sel names, in id order. Unknown

@@ -111,6 +111,50 @@ func TestRunOncePrunesOldFinishedWork(t *testing.T) {
 	require.Equal(t, retention.Result{Ran: true}, res, "nothing left to prune")
 }
 
+// A paid answer whose job was cancelled by hand (its attempt settled by
+// the submitter, job_gone) is held for a requeue for the age, then closed
+// and pruned with its provider batch. An answer whose attempt is still an
+// intent (its job will apply it) is never touched.
+func TestRunOnceClosesHeldAnswersAfterTheAge(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		_, err := db.Pool.Exec(ctx, sql, args...)
+		require.NoError(t, err)
+	}
+	exec(`INSERT INTO triage_provider_batch (id, key, vendor, model, state, created_at, collected_at)
+		VALUES (1, 'k', 'openai', 'm', 'collected', now() - interval '40 days', now() - interval '40 days')`)
+	// held: job, attempt status, answered how long ago
+	for i, l := range []struct {
+		status string
+		ago    time.Duration
+	}{{"ok", 40 * day}, {"ok", day}, {"intent", 40 * day}} {
+		exec(`INSERT INTO triage_attempt (id, batch, record_id, job_id, attempt, key, model, idempotency_key, request_hash, status, reason, mode)
+			VALUES ($1, 'b', 'r' || $1::bigint, $1, 1, 'k', 'm', 'c' || $1::bigint, 'h', $2, CASE WHEN $2 = 'ok' THEN 'job_gone' END, 'batch')`, i+1, l.status)
+		exec(`INSERT INTO triage_provider_batch_line (provider_batch, key, job_id, batch, record_id, custom_id, attempt_id, body, state, observation, answered_at)
+			VALUES (1, 'k', $1, 'b', 'r' || $1::bigint, 'c' || $1::bigint, $1, '{"model":"m"}', 'answered', '{}', now() - $2::interval)`, i+1, l.ago.String())
+	}
+	res, err := newService(db).RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Pruned.HeldAnswers, "the answer held past the age is closed")
+	lines := map[int64]string{}
+	rows, err := db.Pool.Query(ctx, `SELECT job_id, state FROM triage_provider_batch_line`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var (
+			job   int64
+			state string
+		)
+		require.NoError(t, rows.Scan(&job, &state))
+		lines[job] = state
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, map[int64]string{1: "applied", 2: "answered", 3: "answered"}, lines,
+		"a recent held answer, and one its job will apply, stay; the batch stays while they do")
+}
+
 // One process at a time: while another holds the prune lock, a pass does
 // nothing.
 func TestRunOnceSkipsWhileAnotherProcessPrunes(t *testing.T) {

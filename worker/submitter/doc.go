@@ -50,5 +50,7 @@
 //
 // A line answered after its job was cancelled or deleted by hand is settled
 // by the submitter: its attempt gets the answer's real cost (the provider
-// billed it, reason ReasonJobGone) and no result is stored.
+// billed it, reason ReasonJobGone) and no result is stored; the line stays
+// answered, its answer held for a requeue of the record
+// (ledger.AdoptBatchLine) until retention closes it.
 package submitter

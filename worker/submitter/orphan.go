@@ -14,29 +14,31 @@ import (
 )
 
 // ReasonJobGone is the ledger reason of a batch attempt whose line the
-// provider answered after its job was cancelled or deleted by hand: the
-// provider billed it (the cost is real), and no result was stored.
-const ReasonJobGone = "job_gone"
+// provider answered after its job was cancelled or deleted by hand
+// (ledger.ReasonJobGone).
+const ReasonJobGone = ledger.ReasonJobGone
 
 // settleAnsweredOrphans finishes the attempts of answered lines whose job
 // was cancelled or deleted by hand while the line was in a live provider
-// batch: nobody will apply the answer, but the provider billed it, so the
-// attempt gets the answer's real cost (at batch prices) instead of staying
-// an intent counted as possibly billed for ever. The result is dropped.
+// batch: the provider billed it, so the attempt gets the answer's real cost
+// (at batch prices) instead of staying an intent counted as possibly billed
+// for ever. The line stays answered, its answer held (the open-line rule,
+// ledger.LineHold): a requeue of the record gives it to the new job, which
+// applies it with no call (ledger.AdoptBatchLine); retention closes it if
+// nobody does.
 func (s *Submitter) settleAnsweredOrphans(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT l.id, l.attempt_id, l.observation, a.model
-			FROM triage_provider_batch_line l LEFT JOIN triage_attempt a ON a.id = l.attempt_id
-			WHERE l.key = $1 AND l.state = 'answered' AND NOT `+s.liveJobSQL()+`
+			FROM triage_provider_batch_line l JOIN triage_attempt a ON a.id = l.attempt_id
+			WHERE l.key = $1 AND l.state = 'answered' AND a.status = 'intent' AND NOT `+s.liveJobSQL()+`
 			ORDER BY l.id LIMIT $2 FOR UPDATE OF l SKIP LOCKED`, s.key, chunk)
 		if err != nil {
 			return err
 		}
 		type orphan struct {
-			id      int64
-			attempt *int64
-			obs     []byte
-			model   *string
+			id, attempt int64
+			obs         []byte
+			model       string
 		}
 		found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (orphan, error) {
 			var o orphan
@@ -46,23 +48,17 @@ func (s *Submitter) settleAnsweredOrphans(ctx context.Context) error {
 		if err != nil || len(found) == 0 {
 			return err
 		}
-		ids := make([]int64, len(found))
-		for i, o := range found {
-			ids[i] = o.id
-			if o.attempt == nil {
-				continue
-			}
+		for _, o := range found {
 			var ans ledger.BatchLineAnswer
 			if err := json.Unmarshal(o.obs, &ans); err != nil {
 				return fmt.Errorf("answer of line %d: %w", o.id, err)
 			}
-			out := s.orphanOutcome(ans, deref(o.model))
-			if err := ledger.FinishAttempt(ctx, tx, *o.attempt, out); err != nil && !errors.Is(err, ledger.ErrAttemptFinished) {
+			out := s.orphanOutcome(ans, o.model)
+			if err := ledger.FinishAttempt(ctx, tx, o.attempt, out); err != nil && !errors.Is(err, ledger.ErrAttemptFinished) {
 				return err
 			}
 		}
-		_, err = tx.Exec(ctx, `UPDATE triage_provider_batch_line SET `+ledger.CloseLineSQL+` WHERE id = ANY($1)`, ids)
-		return err
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("submitter: settle answered lines of cancelled jobs: %w", err)
