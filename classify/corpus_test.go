@@ -150,80 +150,53 @@ func scoreCorpus(cases map[string]corpusCase) corpusScore {
 	return s
 }
 
-// TestHoldoutAccuracy scores the held-aside corpus and reports its accuracy
-// (go test -v -run TestHoldoutAccuracy ./classify).
-func TestHoldoutAccuracy(t *testing.T) {
+// checkCorpus scores the corpus in dir, logs its accuracy and misses (go
+// test -v -run 'Accuracy' ./classify), and holds it to its bounds; a
+// negative maxDangerous leaves the dangerous mistakes unbounded.
+func checkCorpus(t *testing.T, name, dir string, maxDangerous int, minAccuracy float64) {
+	t.Helper()
 	t.Parallel()
-	s := scoreCorpus(loadCorpus(t, holdoutDir))
-	t.Logf("holdout: %d/%d right (%.1f %%), %d dangerous", s.right, s.total, 100*s.accuracy(), len(s.dangerous))
+	s := scoreCorpus(loadCorpus(t, dir))
+	t.Logf("%s: %d/%d right (%.1f %%), %d dangerous", name, s.right, s.total, 100*s.accuracy(), len(s.dangerous))
 	for _, w := range s.wrong {
 		t.Logf("miss %s", w)
 	}
-	require.LessOrEqual(t, len(s.dangerous), holdoutMaxDangerous, "dangerous mistakes on the holdout:\n%s", strings.Join(s.dangerous, "\n"))
-	require.GreaterOrEqual(t, s.accuracy(), holdoutMinAccuracy)
+	if maxDangerous >= 0 {
+		require.LessOrEqual(t, len(s.dangerous), maxDangerous, "dangerous mistakes on %s:\n%s", name, strings.Join(s.dangerous, "\n"))
+	}
+	require.GreaterOrEqual(t, s.accuracy(), minAccuracy)
+}
+
+// TestHoldoutAccuracy scores the held-aside corpus.
+func TestHoldoutAccuracy(t *testing.T) {
+	checkCorpus(t, "holdout", holdoutDir, holdoutMaxDangerous, holdoutMinAccuracy)
 }
 
 // TestCorpusAccuracy scores the part of the corpus the rules are written
 // from.
-func TestCorpusAccuracy(t *testing.T) {
-	t.Parallel()
-	s := scoreCorpus(loadCorpus(t, corpusDir))
-	t.Logf("corpus: %d/%d right (%.1f %%), %d dangerous", s.right, s.total, 100*s.accuracy(), len(s.dangerous))
-	for _, w := range s.wrong {
-		t.Logf("miss %s", w)
-	}
-	require.GreaterOrEqual(t, s.accuracy(), corpusMinAccuracy)
-}
+func TestCorpusAccuracy(t *testing.T) { checkCorpus(t, "corpus", corpusDir, -1, corpusMinAccuracy) }
 
 // TestHoldout21Accuracy scores the second held-aside corpus.
 func TestHoldout21Accuracy(t *testing.T) {
-	t.Parallel()
-	s := scoreCorpus(loadCorpus(t, holdout21Dir))
-	t.Logf("holdout21: %d/%d right (%.1f %%), %d dangerous", s.right, s.total, 100*s.accuracy(), len(s.dangerous))
-	for _, w := range s.wrong {
-		t.Logf("miss %s", w)
-	}
-	require.LessOrEqual(t, len(s.dangerous), holdout21MaxDangerous, "dangerous mistakes on holdout21:\n%s", strings.Join(s.dangerous, "\n"))
-	require.GreaterOrEqual(t, s.accuracy(), holdout21MinAccuracy)
+	checkCorpus(t, "holdout21", holdout21Dir, holdout21MaxDangerous, holdout21MinAccuracy)
 }
 
 // TestCorpus21Accuracy scores the part of the second corpus the signal
 // layer was written from.
 func TestCorpus21Accuracy(t *testing.T) {
-	t.Parallel()
-	s := scoreCorpus(loadCorpus(t, corpus21Dir))
-	t.Logf("corpus21: %d/%d right (%.1f %%), %d dangerous", s.right, s.total, 100*s.accuracy(), len(s.dangerous))
-	for _, w := range s.wrong {
-		t.Logf("miss %s", w)
-	}
-	require.LessOrEqual(t, len(s.dangerous), corpus21MaxDangerous, "dangerous mistakes on corpus21:\n%s", strings.Join(s.dangerous, "\n"))
-	require.GreaterOrEqual(t, s.accuracy(), corpus21MinAccuracy)
+	checkCorpus(t, "corpus21", corpus21Dir, corpus21MaxDangerous, corpus21MinAccuracy)
 }
 
 // TestHoldout21bAccuracy scores the third held-aside corpus (issue 21,
 // second round).
 func TestHoldout21bAccuracy(t *testing.T) {
-	t.Parallel()
-	s := scoreCorpus(loadCorpus(t, holdout21bDir))
-	t.Logf("holdout21b: %d/%d right (%.1f %%), %d dangerous", s.right, s.total, 100*s.accuracy(), len(s.dangerous))
-	for _, w := range s.wrong {
-		t.Logf("miss %s", w)
-	}
-	require.LessOrEqual(t, len(s.dangerous), holdout21bMaxDangerous, "dangerous mistakes on holdout21b:\n%s", strings.Join(s.dangerous, "\n"))
-	require.GreaterOrEqual(t, s.accuracy(), holdout21bMinAccuracy)
+	checkCorpus(t, "holdout21b", holdout21bDir, holdout21bMaxDangerous, holdout21bMinAccuracy)
 }
 
 // TestCorpus21bAccuracy scores the part of the third corpus the lexicon
 // may be extended from.
 func TestCorpus21bAccuracy(t *testing.T) {
-	t.Parallel()
-	s := scoreCorpus(loadCorpus(t, corpus21bDir))
-	t.Logf("corpus21b: %d/%d right (%.1f %%), %d dangerous", s.right, s.total, 100*s.accuracy(), len(s.dangerous))
-	for _, w := range s.wrong {
-		t.Logf("miss %s", w)
-	}
-	require.LessOrEqual(t, len(s.dangerous), corpus21bMaxDangerous, "dangerous mistakes on corpus21b:\n%s", strings.Join(s.dangerous, "\n"))
-	require.GreaterOrEqual(t, s.accuracy(), corpus21bMinAccuracy)
+	checkCorpus(t, "corpus21b", corpus21bDir, corpus21bMaxDangerous, corpus21bMinAccuracy)
 }
 
 func TestDangerous(t *testing.T) {
