@@ -418,13 +418,25 @@ func TestBatchValidationFailureDeadLettersTheNamedLine(t *testing.T) {
 	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{ValidateFor: fakeprovider.Duration(time.Hour),
 		FailValidation: &fakeprovider.BatchError{Code: "invalid_json_line", Line: 2, Message: "This line is not parseable as valid JSON."}}}
 	b, clock := setupBatch(t, sc, "batch", tweaks{})
+	// Lines are sent when the test ages them, so each provider batch holds
+	// every line waiting (a 200 ms gather splits them on a loaded machine).
+	b.opts.Batch.Gather = time.Hour
 	const n = 10
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
+	ageLines := func(want int) {
+		eventually(t, 30*time.Second, fmt.Sprintf("%d lines wait for a provider batch", want), func() bool {
+			return b.lineStates(t)["pending"] == want
+		})
+		_, err := b.db.Pool.Exec(context.Background(), `UPDATE triage_provider_batch_line SET pending_since = now() - interval '1 day' WHERE state = 'pending'`)
+		require.NoError(t, err)
+	}
+	ageLines(n)
 	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
 	// The next batch validates.
 	require.NoError(t, b.fake.SetScenario(fakeprovider.Scenario{APIKey: workertest.APIKey, NoReplay: true, Now: clock.Now}))
 	clock.Advance(2 * time.Hour)
+	ageLines(n - 1)
 	st := b.waitSettled(t, "b1", 30*time.Second)
 	require.Equal(t, n-1, st.Completed)
 	require.Equal(t, 1, st.DeadLettered)
