@@ -850,3 +850,46 @@ func TestBatchCountsInTheVendorsWords(t *testing.T) {
 		})
 	}
 }
+
+// Anthropic's batches are found by their custom_ids, and a line sent again
+// (its first provider batch expired) keeps its custom_id. A process that
+// dies between the intent row of the second batch and its create leaves a
+// row whose lines match the first, ended batch: that batch is another row's
+// and must not be taken for this one's (night 60014: the row was "found"
+// as an already recorded batch on every lease, its records never settled).
+func TestAnthropicIntentRowIsNotMatchedToAnEarlierBatchOfItsLines(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour),
+		ExpireShare: 1, ExpireAfter: fakeprovider.Duration(2 * time.Hour)}}
+	b, clock := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic"})
+	b.opts.Batch.Gather = time.Hour // lines are sent when the test ages them
+	const n = 3
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	ctx := context.Background()
+	eventually(t, 30*time.Second, "every job wrote its line", func() bool { return b.lineStates(t)["pending"] == n })
+	_, err := b.db.Pool.Exec(ctx, `UPDATE triage_provider_batch_line SET pending_since = now() - interval '1 day'`)
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, "the first provider batch is submitted", func() bool {
+		return b.lineStates(t)["submitted"] == n && b.providerBatches(t)["submitted"] == 1
+	})
+	// The first batch expires with every line unfinished; the lines wait
+	// for the next one.
+	require.NoError(t, b.fake.SetScenario(fakeprovider.Scenario{APIKey: workertest.APIKey, NoReplay: true, Now: clock.Now}))
+	clock.Advance(3 * time.Hour)
+	eventually(t, 30*time.Second, "the expired lines wait again", func() bool { return b.lineStates(t)["pending"] == n })
+	// A process wrote the next batch's intent row and died before the
+	// create: the row is due, its lease long gone.
+	var key, model string
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT key, model FROM triage_provider_batch LIMIT 1`).Scan(&key, &model))
+	_, err = b.db.Pool.Exec(ctx, `WITH r AS (
+			INSERT INTO triage_provider_batch (key, vendor, model, lines, next_poll_at)
+			VALUES ($1, 'anthropic', $2, $3, $4) RETURNING id)
+		UPDATE triage_provider_batch_line SET provider_batch = (SELECT id FROM r), state = 'submitted' WHERE state = 'pending'`,
+		key, model, n, clock.Now().Add(-time.Minute))
+	require.NoError(t, err)
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.Completed)
+	require.Equal(t, 2, b.fake.Stats().Batches.Created, "the row's batch was created, the expired one not taken for it")
+	b.requireBilledOnce(t)
+}
