@@ -140,6 +140,12 @@ func nightRun(t *testing.T, n nightsim.Night) {
 	if testing.Verbose() {
 		t.Logf("what happened:\n  %s\n  %s", strings.Join(w.notes, "\n  "), strings.Join(w.diagnose(), "\n  "))
 	}
+	if d := os.Getenv("NIGHTSIM_DUMP"); d != "" {
+		// The in-process workers' logs, at debug level, for a replay.
+		if err := os.WriteFile(d, []byte(w.logs.String()), 0o644); err != nil {
+			t.Errorf("NIGHTSIM_DUMP: %v", err)
+		}
+	}
 	if len(v) > 0 {
 		t.Fatalf("%s\nwhat happened:\n  %s\nbroken:\n  - %s", n, strings.Join(w.notes, "\n  "), strings.Join(v, "\n  - "))
 	}
