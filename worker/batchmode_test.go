@@ -271,9 +271,13 @@ func TestBatchModeExpiredLinesAreResubmitted(t *testing.T) {
 	// Under load the 30 expired lines may gather into more than one
 	// provider batch: wait until every one of them is in a batch the
 	// provider created, so the next hour's advance finishes them all.
+	// Every first batch must be collected first: one still to be polled
+	// holds its expired lines as submitted, and they would go into a batch
+	// created after the next advance, which never finishes.
 	eventually(t, 30*time.Second, "the expired lines are in provider batches again", func() bool {
-		ls := b.lineStates(t)
-		return ls["pending"] == 0 && ls["not_run"] == 0 && b.providerBatches(t)["intent"] == 0 && b.fake.Stats().Batches.Created > created
+		ls, pb := b.lineStates(t), b.providerBatches(t)
+		return pb["collected"] == created && ls["pending"] == 0 && ls["not_run"] == 0 && pb["intent"] == 0 &&
+			pb["uploaded"] == 0 && b.fake.Stats().Batches.Created > created
 	})
 	clock.Advance(2 * time.Hour)
 	st := b.waitSettled(t, "b1", 60*time.Second)
