@@ -331,6 +331,10 @@ func TestPagesJSONShapes(t *testing.T) {
 	require.Equal(t, asJSON(operator.ListItems(dls)), string(get("/dead-letters?batch=b1&format=json", 200)))
 	require.Equal(t, "[]\n", string(get("/dead-letters?batch=b1&class=ok&format=json", 200)))
 	require.Equal(t, "[]\n", string(get("/dead-letters?batch=b1&unknown=1&format=json", 200)))
+	// r001 ends as a dead letter of an unknown error instead of its result
+	// (a record with a result is never dead-lettered).
+	_, err = b.db.Pool.Exec(ctx, `DELETE FROM triage_result WHERE batch = 'b1' AND record_id = 'r001'`)
+	require.NoError(t, err)
 	unknownID, err := ledger.AddDeadLetter(ctx, b.db.Pool, ledger.DeadLetterRow{Batch: "b1", RecordID: "r001", Pipeline: workertest.Pipeline,
 		Key: workertest.Key, Class: classify.Rejected, Reason: "unknown_4xx", HTTPStatus: 418, Attempts: 1, Rule: "generic/unknown_4xx", Unknown: true})
 	require.NoError(t, err)
