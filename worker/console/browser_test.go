@@ -162,6 +162,22 @@ func run(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Vo
 	}
 }
 
+// navigate opens url and waits for waitFor. The page left behind may reload
+// itself (a running batch's) at that moment, which aborts the navigation
+// (net::ERR_ABORTED): it is tried again until the tab's deadline.
+func navigate(t *testing.T, ctx context.Context, url, waitFor string) {
+	t.Helper()
+	for {
+		err := chromedp.Do(ctx, chromedp.Navigate(url), chromedp.WaitVisible(css(waitFor)))
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil || !strings.Contains(err.Error(), "ERR_ABORTED") {
+			t.Fatalf("open %s: %v", url, err)
+		}
+	}
+}
+
 // css is a CSS selector (a plain string would be a DOM search).
 func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 
