@@ -85,7 +85,7 @@ func (c *Config) validateSchema(v *validator, at string, p *Pipeline) {
 		v.addf(at, "output = \"json_schema\" needs schema_file: the JSON Schema file every answer must follow")
 		return
 	}
-	src := p.schemaSource()
+	src := p.SchemaSource()
 	var doc any
 	if err := json.Unmarshal(p.Schema, &doc); err != nil {
 		v.addf(at, "%s is not JSON: %s", src, jsonErrorAt(p.Schema, err))
@@ -125,9 +125,9 @@ func (c *Config) validateSchema(v *validator, at string, p *Pipeline) {
 	}
 }
 
-// schemaSource names the schema in messages: its file, or "schema" when
+// SchemaSource names the schema in messages: its file, or "schema" when
 // the Config was built in Go.
-func (p *Pipeline) schemaSource() string {
+func (p *Pipeline) SchemaSource() string {
 	if p.SchemaFile != "" {
 		return fmt.Sprintf("schema_file %q", p.SchemaFile)
 	}
