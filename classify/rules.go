@@ -121,7 +121,7 @@ var modelTable = newTable("model", []rule{
 //
 // json_mode_refused: the endpoint refuses JSON mode (OpenAI "'response_format'
 // of type 'json_object' is not supported with this model", also through
-// Azure), or refuses it for a prompt that does not say "json": the request
+// Azure; the same for type 'json_schema', structured output), or refuses it for a prompt that does not say "json": the request
 // works without response_format, so JSON mode is the droppable feature.
 var requestTable = newTable("request", []rule{
 	{reason: "context_length", class: Rejected, when: func(f *facts) bool {
@@ -132,7 +132,7 @@ var requestTable = newTable("request", []rule{
 	}},
 	{reason: "json_mode_refused", class: Rejected, when: func(f *facts) bool {
 		return f.status == 400 && says(f, "'response_format' of type 'json_object' is not supported",
-			"to use 'response_format' of type 'json_object'")
+			"to use 'response_format' of type 'json_object'", "'response_format' of type 'json_schema' is not supported")
 	}},
 })
 

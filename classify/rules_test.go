@@ -23,3 +23,17 @@ func TestBillingCodesAloneAreExhausted(t *testing.T) {
 		})
 	}
 }
+
+// TestJSONSchemaRefused: an endpoint that refuses response_format
+// json_schema (output = "json_schema" on a model without structured
+// output) refuses the droppable feature, as it does for json_object: the
+// request works without it, and the answer is still checked.
+func TestJSONSchemaRefused(t *testing.T) {
+	t.Parallel()
+	for _, vendor := range []string{"openai", "azure-openai", "other"} {
+		v := Classify(Observation{Vendor: vendor, Path: PathDirect, Phase: PhaseResponse, Status: 400,
+			Body: `{"error":{"message":"Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model. Learn more about supported models at the Structured Outputs guide: https://platform.openai.com/docs/guides/structured-outputs","type":"invalid_request_error","param":null,"code":null}}`})
+		require.Equal(t, Rejected, v.Class, vendor)
+		require.Equal(t, "json_mode_refused", v.Reason, vendor)
+	}
+}

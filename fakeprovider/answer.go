@@ -17,7 +17,8 @@ type answer struct {
 	created      int64
 	model        string
 	text         string
-	refusal      bool // Anthropic policy block: stop_reason "refusal", no text
+	refusal      bool   // Anthropic policy block: stop_reason "refusal", no text
+	tool         string // Anthropic: text is the input of a tool_use block of this tool
 	inputTokens  int
 	outputTokens int
 }

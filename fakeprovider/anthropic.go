@@ -70,6 +70,15 @@ type anthropicRequest struct {
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
 	Stream bool `json:"stream"`
+	// Tools and ToolChoice: a forced tool carries a JSON Schema (schema.go).
+	Tools []struct {
+		Name        string          `json:"name"`
+		InputSchema json.RawMessage `json:"input_schema"`
+	} `json:"tools"`
+	ToolChoice *struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	} `json:"tool_choice"`
 }
 
 // anthropicMaxOutput is the output cap the invalid_param message cites.
@@ -98,6 +107,13 @@ func (v anthropic) parse(r *http.Request, body []byte, e *errInfo) (*call, *repl
 		}
 	}
 	c.wantsJSON = wantsJSON(c.system)
+	if tc := req.ToolChoice; tc != nil && tc.Type == "tool" {
+		for _, t := range req.Tools {
+			if t.Name == tc.Name && len(t.InputSchema) > 0 {
+				c.schema, c.tool, c.wantsJSON = t.InputSchema, t.Name, true
+			}
+		}
+	}
 	c.record = recordOf(r.Header.Get(RecordHeader), c.system, c.messages)
 	c.inputTokens = estimateTokens(c.system, c.messages)
 	e.call = c
@@ -221,26 +237,57 @@ type anthropicText struct {
 }
 
 type anthropicMessage struct {
-	ID           string          `json:"id"`
-	Type         string          `json:"type"`
-	Role         string          `json:"role"`
-	Model        string          `json:"model"`
-	Content      []anthropicText `json:"content"`
-	StopReason   *string         `json:"stop_reason"`
-	StopSequence *string         `json:"stop_sequence"`
-	Usage        anthropicUsage  `json:"usage"`
+	ID           string         `json:"id"`
+	Type         string         `json:"type"`
+	Role         string         `json:"role"`
+	Model        string         `json:"model"`
+	Content      []any          `json:"content"`
+	StopReason   *string        `json:"stop_reason"`
+	StopSequence *string        `json:"stop_sequence"`
+	Usage        anthropicUsage `json:"usage"`
 }
+
+// anthropicToolUse is the tool_use block that answers a forced tool.
+type anthropicToolUse struct {
+	Type  string          `json:"type"`
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+// anthropicToolStart is a tool_use block as content_block_start opens it.
+type anthropicToolStart struct {
+	Type  string   `json:"type"`
+	ID    string   `json:"id"`
+	Name  string   `json:"name"`
+	Input struct{} `json:"input"`
+}
+
+// anthropicJSONDelta is a streamed piece of a tool's input.
+type anthropicJSONDelta struct {
+	Type        string `json:"type"`
+	PartialJSON string `json:"partial_json"`
+}
+
+// toolUseID derives a tool_use id from the message id.
+func toolUseID(a *answer) string { return "toolu_01" + strings.TrimPrefix(a.id, "msg_01") }
 
 func stopReason(a *answer) string {
 	if a.refusal {
 		return "refusal"
 	}
+	if a.tool != "" {
+		return "tool_use"
+	}
 	return "end_turn"
 }
 
 func (anthropic) body(c *call, a *answer) []byte {
-	content := []anthropicText{}
-	if a.text != "" {
+	content := []any{}
+	switch {
+	case a.tool != "" && a.text != "":
+		content = append(content, anthropicToolUse{Type: "tool_use", ID: toolUseID(a), Name: a.tool, Input: json.RawMessage(a.text)})
+	case a.text != "":
 		content = append(content, anthropicText{"text", a.text})
 	}
 	sr := stopReason(a)
@@ -261,14 +308,14 @@ type (
 		Message anthropicMessage `json:"message"`
 	}
 	anthropicBlockStart struct {
-		Type         string        `json:"type"`
-		Index        int           `json:"index"`
-		ContentBlock anthropicText `json:"content_block"`
+		Type         string `json:"type"`
+		Index        int    `json:"index"`
+		ContentBlock any    `json:"content_block"`
 	}
 	anthropicBlockDelta struct {
-		Type  string        `json:"type"`
-		Index int           `json:"index"`
-		Delta anthropicText `json:"delta"`
+		Type  string `json:"type"`
+		Index int    `json:"index"`
+		Delta any    `json:"delta"`
 	}
 	anthropicBlockStop struct {
 		Type  string `json:"type"`
@@ -290,10 +337,18 @@ type (
 )
 
 func (anthropic) stream(c *call, a *answer) (head, deltas, tail [][]byte) {
-	start := anthropicMessage{ID: a.id, Type: "message", Role: "assistant", Model: a.model, Content: []anthropicText{},
+	start := anthropicMessage{ID: a.id, Type: "message", Role: "assistant", Model: a.model, Content: []any{},
 		Usage: anthropicUsage{InputTokens: a.inputTokens, OutputTokens: 1, ServiceTier: "standard"}}
 	head = append(head, sseEvent("message_start", anthropicMessageStart{"message_start", start}))
-	if a.text != "" {
+	if a.text != "" && a.tool != "" {
+		head = append(head,
+			sseEvent("content_block_start", anthropicBlockStart{"content_block_start", 0, anthropicToolStart{Type: "tool_use", ID: toolUseID(a), Name: a.tool}}),
+			[]byte("event: ping\ndata: {\"type\": \"ping\"}\n\n"))
+		for _, p := range chunks(a.text) {
+			deltas = append(deltas, sseEvent("content_block_delta", anthropicBlockDelta{"content_block_delta", 0, anthropicJSONDelta{"input_json_delta", p}}))
+		}
+		tail = append(tail, sseEvent("content_block_stop", anthropicBlockStop{"content_block_stop", 0}))
+	} else if a.text != "" {
 		head = append(head,
 			sseEvent("content_block_start", anthropicBlockStart{"content_block_start", 0, anthropicText{"text", ""}}),
 			[]byte("event: ping\ndata: {\"type\": \"ping\"}\n\n"))

@@ -498,6 +498,7 @@ func (s *Server) runLineLocked(b *batchJob, i int, at time.Time) {
 	}
 	step := s.pickLocked(c, record, s.n, s.attempts[record], exhausted, e)
 	action = step.action()
+	c.offSchema = action == ActionOffSchema
 	if action == ActionRateLimit && e.retryAfter == 0 {
 		e.retryAfter = time.Duration(RetryAfterDefault)
 	}
@@ -505,7 +506,7 @@ func (s *Server) runLineLocked(b *batchJob, i int, at time.Time) {
 		e.retryAfter = time.Duration(step.RetryAfter)
 	}
 	switch action {
-	case ActionOK:
+	case ActionOK, ActionOffSchema:
 	case ActionPolicy:
 		if !v.refusalIsAnswer() {
 			fail(v.fail(action, step, e))
@@ -522,7 +523,7 @@ func (s *Server) runLineLocked(b *batchJob, i int, at time.Time) {
 		return
 	}
 	a := s.billLineLocked(b, c, &rs, ln.customID, action == ActionPolicy, at)
-	if action == ActionOK {
+	if action == ActionOK || action == ActionOffSchema {
 		rs.Answers++
 	}
 	ln.state, ln.status, ln.resp = lineSucceeded, http.StatusOK, compactJSON(v.body(c, a))
@@ -542,7 +543,7 @@ func (s *Server) billLineLocked(b *batchJob, c *call, rs *RecordStats, key strin
 		inputTokens: c.inputTokens,
 	}
 	if !refusal {
-		a.text = answerText(c.lastUser, c.wantsJSON)
+		a.text, a.tool = answerFor(c), c.tool
 	}
 	a.outputTokens = outputTokens(a.text)
 	cost := float64(a.inputTokens)*b.price.InputUSDPerMTok/1e6 + float64(a.outputTokens)*b.price.OutputUSDPerMTok/1e6

@@ -68,7 +68,10 @@ type openAIRequest struct {
 	MaxTokens           *int `json:"max_tokens"`
 	MaxCompletionTokens *int `json:"max_completion_tokens"`
 	ResponseFormat      *struct {
-		Type string `json:"type"`
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
 	} `json:"response_format"`
 	// Store and Metadata: a stored completion (stored.go).
 	Store    bool              `json:"store"`
@@ -100,6 +103,9 @@ func (v openAI) parse(r *http.Request, body []byte, e *errInfo) (*call, *reply) 
 	}
 	c.system = strings.Join(sys, "\n")
 	c.wantsJSON = wantsJSON(c.system) || (req.ResponseFormat != nil && req.ResponseFormat.Type != "" && req.ResponseFormat.Type != "text")
+	if rf := req.ResponseFormat; rf != nil && rf.Type == "json_schema" && rf.JSONSchema != nil && len(rf.JSONSchema.Schema) > 0 {
+		c.schema = rf.JSONSchema.Schema
+	}
 	c.record = recordOf(r.Header.Get(RecordHeader), c.system, c.messages)
 	c.inputTokens = estimateTokens(c.system, c.messages)
 	switch {

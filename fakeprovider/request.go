@@ -25,9 +25,15 @@ type call struct {
 	messages     []string // text of every message, system excluded
 	lastUser     string
 	wantsJSON    bool
-	record       string
-	idemKey      string
-	inputTokens  int
+	// schema is the JSON Schema the request asked the answer to follow
+	// (schema.go); tool, for Anthropic, the forced tool that carries it.
+	schema json.RawMessage
+	tool   string
+	// offSchema: the off_schema action answers this call.
+	offSchema   bool
+	record      string
+	idemKey     string
+	inputTokens int
 	// store and metadata: an OpenAI store: true call (stored.go).
 	store    bool
 	metadata map[string]string
@@ -101,4 +107,18 @@ func recordOf(header, system string, messages []string) string {
 
 func wantsJSON(system string) bool {
 	return strings.Contains(strings.ToLower(system), "json")
+}
+
+// answerFor is the text of a billed answer to c: in c's schema (or out of
+// it for off_schema) when c carries one, else answerText.
+func answerFor(c *call) string {
+	switch {
+	case c.schema != nil && c.offSchema:
+		return offSchemaAnswer(c.schema, c.lastUser)
+	case c.schema != nil:
+		return schemaAnswer(c.schema, c.lastUser)
+	case c.offSchema:
+		return `{"off_schema":true}`
+	}
+	return answerText(c.lastUser, c.wantsJSON)
 }

@@ -63,13 +63,18 @@ const (
 	// behaves like ActionHang after the status line would have been sent: the
 	// body is never finished.
 	ActionStallStream Action = "stall_stream"
+	// ActionOffSchema bills the call and answers 200 with a JSON object that
+	// breaks the request's JSON Schema (schema.go: the schema's required
+	// properties left out, "off_schema": true added); without a schema,
+	// {"off_schema":true}. A model that ignores structured output.
+	ActionOffSchema Action = "off_schema"
 )
 
 // Actions lists every action, in documentation order.
 func Actions() []Action {
 	return []Action{ActionOK, ActionRateLimit, ActionTooLarge, ActionExhausted, ActionOverloaded,
 		ActionServerError, ActionUnauthorized, ActionContextLength, ActionInvalidParam, ActionPolicy,
-		ActionHang, ActionCutStream, ActionStreamError, ActionGarbage, ActionStallStream}
+		ActionHang, ActionCutStream, ActionStreamError, ActionGarbage, ActionStallStream, ActionOffSchema}
 }
 
 func (a Action) valid() bool {

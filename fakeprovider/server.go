@@ -415,6 +415,7 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 		return d
 	}
 	d.action = d.step.action()
+	c.offSchema = d.action == ActionOffSchema
 	if d.action == ActionRateLimit && e.retryAfter == 0 {
 		e.retryAfter = time.Duration(RetryAfterDefault)
 	}
@@ -423,7 +424,7 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 	}
 
 	switch d.action {
-	case ActionOK, ActionHang, ActionCutStream, ActionStreamError, ActionGarbage, ActionStallStream:
+	case ActionOK, ActionOffSchema, ActionHang, ActionCutStream, ActionStreamError, ActionGarbage, ActionStallStream:
 	case ActionPolicy:
 		if !v.refusalIsAnswer() {
 			d.reply = v.fail(d.action, d.step, e)
@@ -438,7 +439,7 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 
 	// Everything left ran on the model, so it costs money whether or not the
 	// client ever sees the answer.
-	if g := time.Duration(sc.GenerationTime); g > 0 && (d.action == ActionOK || d.action == ActionPolicy) {
+	if g := time.Duration(sc.GenerationTime); g > 0 && (d.action == ActionOK || d.action == ActionOffSchema || d.action == ActionPolicy) {
 		refusal, now := d.action == ActionPolicy, e.now
 		d.generate = g
 		d.bill = func() *answer {
@@ -458,7 +459,7 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 	}
 	d.ans = s.billLocked(v, c, &rs, key, d.action == ActionPolicy, e.now, d.generated())
 	d.status = http.StatusOK
-	if d.action == ActionOK {
+	if d.action == ActionOK || d.action == ActionOffSchema {
 		rs.Answers++
 	}
 	if d.action == ActionHang {
@@ -546,7 +547,7 @@ func (s *Server) billLocked(v vendor, c *call, rs *RecordStats, key string, refu
 		inputTokens: c.inputTokens,
 	}
 	if !refusal {
-		a.text = answerText(c.lastUser, c.wantsJSON)
+		a.text, a.tool = answerFor(c), c.tool
 	}
 	a.outputTokens = outputTokens(a.text)
 	out := a.outputTokens

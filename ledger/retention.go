@@ -32,16 +32,20 @@ type Pruned struct {
 	// HeldAnswers: paid answers of jobs gone by hand, held for a requeue
 	// that did not come within the age, closed.
 	HeldAnswers int
+	// PaceHistory: a key's pace points (triage_pace_history) older than
+	// the age.
+	PaceHistory int
 }
 
 // Total is the number of rows changed.
 func (p Pruned) Total() int {
-	return p.Stripped + p.ProviderBatches + p.Lines + p.Alerts + p.DeadLetters + p.HeldAnswers
+	return p.Stripped + p.ProviderBatches + p.Lines + p.Alerts + p.DeadLetters + p.HeldAnswers + p.PaceHistory
 }
 
 // PruneCutoffs are the moments before which rows are old enough to go.
 type PruneCutoffs struct {
-	// Finished applies to alerts and provider batches (their end).
+	// Finished applies to alerts, provider batches (their end) and the
+	// keys' pace history.
 	Finished time.Time
 	// Requeued applies to dead letters, by when they were requeued.
 	Requeued time.Time
@@ -127,6 +131,9 @@ var pruneStatements = []struct {
 	{"alerts", `DELETE FROM triage_alert WHERE id IN (
 			SELECT id FROM triage_alert WHERE created_at < $1 ORDER BY id LIMIT $2)`,
 		finished, func(p *Pruned, n int) { p.Alerts += n }},
+	{"pace history", `DELETE FROM triage_pace_history WHERE (key, at) IN (
+			SELECT key, at FROM triage_pace_history WHERE at < $1 ORDER BY at LIMIT $2)`,
+		finished, func(p *Pruned, n int) { p.PaceHistory += n }},
 	// A dead letter still in force (never requeued) is kept: it is what
 	// the operator has to look at, and its batch counts it as settled.
 	{"requeued dead letters", `DELETE FROM triage_dead_letter WHERE id IN (

@@ -384,7 +384,10 @@ func (c *call) render() decide.Reaction {
 	}
 	c.req = provider.Request{
 		Model: m.Name, System: p.System, Prompt: prompt, MaxTokens: p.MaxTokens,
-		Temperature: p.Temperature, JSON: p.Output == config.OutputJSON && !c.change.DropJSON, RecordID: c.job.Args.RecordID,
+		Temperature: p.Temperature, JSON: p.WantsJSON() && !c.change.DropJSON, RecordID: c.job.Args.RecordID,
+	}
+	if c.req.JSON && p.Output == config.OutputJSONSchema {
+		c.req.Schema, c.req.SchemaName, c.req.SchemaStrict = p.Schema, p.SchemaName(), p.Strict()
 	}
 	c.hash = provider.RequestHash(c.req)
 	c.req.IdempotencyKey = provider.IdempotencyKey(c.job.Args.Batch, c.job.Args.RecordID, p.Name, c.hash)
@@ -787,6 +790,9 @@ func requestView(r provider.Request) map[string]any {
 	if r.System != "" {
 		v["system"] = r.System
 	}
+	if r.Schema != nil {
+		v["json_schema"] = r.SchemaName
+	}
 	if r.Temperature != nil {
 		v["temperature"] = *r.Temperature
 	}
@@ -807,10 +813,13 @@ func usableOutput(c *call) (json.RawMessage, string) {
 	if c.res.Malformed != "" {
 		return nil, "the 2xx body is not the vendor's wire format: " + c.res.Malformed
 	}
-	if c.pipeline.Output == config.OutputJSON {
+	if c.pipeline.WantsJSON() {
 		text := stripFence(c.res.Content)
 		if !gjson.Valid(text) || !gjson.Parse(text).IsObject() {
 			return nil, "the answer is not a JSON object"
+		}
+		if bad := c.pipeline.CheckSchema([]byte(text)); bad != "" {
+			return nil, "the answer does not follow " + c.pipeline.SchemaSource() + ": " + bad
 		}
 		return json.RawMessage(text), ""
 	}

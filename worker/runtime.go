@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/triage-dev/triage/classify"
+	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/ledger/redact"
 	"github.com/triage-dev/triage/worker/batchapi"
 	"github.com/triage-dev/triage/worker/config"
@@ -387,7 +388,8 @@ func New(opts Options) (*Runtime, error) {
 	for name, k := range r.keys {
 		pacers[name] = k.pacer
 	}
-	r.pacers = keys.NewPacers(r.store, pacers, keys.PacersConfig{Heartbeat: opts.PacerHeartbeat, Logger: opts.Logger})
+	r.pacers = keys.NewPacers(r.store, pacers, keys.PacersConfig{Heartbeat: opts.PacerHeartbeat, Logger: opts.Logger,
+		Record: r.recordPace})
 	if err := r.newSubmitters(); err != nil {
 		return nil, err
 	}
@@ -399,6 +401,17 @@ func New(opts Options) (*Runtime, error) {
 			Interval: ret.Interval, Logger: opts.Logger})
 	}
 	return r, nil
+}
+
+// recordPace writes a key's pace to its history (the night's picture of
+// a past batch draws it), at the runtime's clock, as its calls are.
+func (r *Runtime) recordPace(ctx context.Context, key string, st keys.PaceState) error {
+	p := ledger.PacePoint{Key: key, At: r.now(), Source: string(st.Source), RatePerS: st.FleetRate}
+	if st.ReqLimit > 0 {
+		l := st.ReqLimit
+		p.LimitPerS = &l
+	}
+	return ledger.RecordPace(ctx, r.pool, p)
 }
 
 // newSubmitters builds a batch submitter for each key this process works

@@ -166,7 +166,7 @@ func TestStatusProviderBatches(t *testing.T) {
 	// The table of every batch lists them under it, by batch.
 	r = c.run("", "status")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	require.Regexp(t, `(?m)^b2\s+enrich\s+1\s+0\s+0\s+1\s+0\s+\S+\s+running$`, r.stdout, "the table itself unchanged")
+	require.Regexp(t, `(?m)^b2\s+enrich\s+1\s+0\s+0\s+1\s+0\s+\S+\s+running\s+waiting: no worker on key main$`, r.stdout, "the table itself unchanged")
 	require.Regexp(t, `(?m)^BATCH\s+PROVIDER ID\s+VENDOR`, r.stdout)
 	require.Regexp(t, `(?m)^b1\s+batch_abc\s+openai\s+submitted: in_progress`, r.stdout)
 	require.NotRegexp(t, `(?m)^b2\s+(batch_|#)`, r.stdout)

@@ -79,13 +79,21 @@ func runDryRun(ctx context.Context, e *env, cmd string, f batchFlags, budget *fl
 	return exitOK
 }
 
-// expectedOutput is the expected output tokens of the sent records, and
-// whether the pipeline's history gives one.
-func (dr dryRun) expectedOutput() (int64, bool) {
-	if dr.pastAnswers == 0 {
-		return 0, false
+// expectedOutput is the expected output tokens of the sent records, their
+// mean a record, and whether the pipeline's history gives them. Without
+// history each answer is estimated as long as its input (the mean input a
+// sent record), capped at max_tokens: a stated basis, so that a first run
+// still gets an expected figure.
+func (dr dryRun) expectedOutput() (total int64, perRecord float64, fromHistory bool) {
+	sent := dr.est.Sent()
+	if dr.pastAnswers > 0 {
+		return int64(math.Round(dr.outputMean * float64(sent))), dr.outputMean, true
 	}
-	return int64(math.Round(dr.outputMean * float64(dr.est.Sent()))), true
+	if sent == 0 {
+		return 0, 0, false
+	}
+	perRecord = min(float64(dr.est.InputTokens)/float64(sent), float64(dr.est.Pipeline.MaxTokens))
+	return int64(math.Round(perRecord * float64(sent))), perRecord, false
 }
 
 // duration is how long the sent records take at rate requests and tok
@@ -115,7 +123,8 @@ func (dr dryRun) write(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "input tokens: %d (about 4 bytes a token, as the budget counts)\n", est.InputTokens)
 	outMax := est.MaxOutputTokens()
-	out, known := dr.expectedOutput()
+	out, perRecord, known := dr.expectedOutput()
+	estimated := ""
 	switch {
 	case known:
 		fmt.Fprintf(w, "output tokens: %d expected (%.1f a record, the mean of this pipeline's last %d answers); at most %d (max_tokens %d a record)\n",
@@ -125,13 +134,13 @@ func (dr dryRun) write(w io.Writer) {
 		if dr.noDB != "" {
 			why = dr.noDB
 		}
-		fmt.Fprintf(w, "output tokens: unknown (%s); at most %d (max_tokens %d a record)\n", why, outMax, est.Pipeline.MaxTokens)
+		fmt.Fprintf(w, "output tokens: %d estimated (%.1f a record: as long as its input, capped at max_tokens; %s); at most %d (max_tokens %d a record)\n",
+			out, perRecord, why, outMax, est.Pipeline.MaxTokens)
+		estimated = "   (output estimated from the input size)"
 	}
 	fmt.Fprintln(w, "cost (USD, retries not included):")
 	bin, bout := m.BatchPrices()
-	if known {
-		fmt.Fprintf(w, "  expected   sync $%.6f   batch $%.6f\n", m.Cost(int(est.InputTokens), int(out)), m.BatchCost(int(est.InputTokens), int(out)))
-	}
+	fmt.Fprintf(w, "  expected   sync $%.6f   batch $%.6f%s\n", m.Cost(int(est.InputTokens), int(out)), m.BatchCost(int(est.InputTokens), int(out)), estimated)
 	fmt.Fprintf(w, "  at most    sync $%.6f   batch $%.6f   (every answer max_tokens long: what the budget reserves)\n",
 		m.Cost(int(est.InputTokens), int(outMax)), m.BatchCost(int(est.InputTokens), int(outMax)))
 	if bin == 0 && bout == 0 {
@@ -139,16 +148,13 @@ func (dr dryRun) write(w io.Writer) {
 	}
 	if dr.budgetUSD > 0 {
 		switch {
-		case known && m.Cost(int(est.InputTokens), int(out)) > dr.budgetUSD:
+		case m.Cost(int(est.InputTokens), int(out)) > dr.budgetUSD:
 			fmt.Fprintf(w, "budget $%.2f: the expected cost is over it; the batch would pause at its cap\n", dr.budgetUSD)
 		default:
 			fmt.Fprintf(w, "budget $%.2f\n", dr.budgetUSD)
 		}
 	}
 	tokens := est.InputTokens + out
-	if !known {
-		tokens = est.InputTokens
-	}
 	rate, tok, basis := 0.0, 0.0, ""
 	switch {
 	case dr.paceKnow:

@@ -210,6 +210,22 @@ func keysNotes(v operator.KeyView) []string {
 	return out
 }
 
+// paceSourceWords says where a pace comes from, as a phrase (the JSON keeps
+// the bare source).
+func paceSourceWords(source string) string {
+	switch keys.PaceSource(source) {
+	case keys.PaceHeaders:
+		return "from the rate-limit headers"
+	case keys.PaceConfigured:
+		return "from the configured rpm/tpm"
+	case keys.PaceThrottles:
+		return "learned from throttles"
+	case keys.PaceStarting:
+		return "starting: no limit learned yet"
+	}
+	return "from " + source
+}
+
 // keysPacing says how a key is paced: the fleet's rate, where it was
 // learned, the share of each live process and what the headers said last.
 func keysPacing(key string, p *operator.PacingView) string {
@@ -220,11 +236,11 @@ func keysPacing(key string, p *operator.PacingView) string {
 	var s string
 	switch {
 	case p.RatePerS != nil:
-		s = fmt.Sprintf("key %s: pacing at %.2f/s (from %s), %s at %.2f/s each", key, *p.RatePerS, p.Source, procs, *p.SharePerProcessPerS)
+		s = fmt.Sprintf("key %s: pacing at %.2f/s (%s), %s at %.2f/s each", key, *p.RatePerS, paceSourceWords(p.Source), procs, *p.SharePerProcessPerS)
 	case p.TokensPerS != nil:
-		s = fmt.Sprintf("key %s: pacing by tokens (from %s), %s", key, p.Source, procs)
+		s = fmt.Sprintf("key %s: pacing by tokens (%s), %s", key, paceSourceWords(p.Source), procs)
 	default:
-		s = fmt.Sprintf("key %s: not paced (%s), %s", key, p.Source, procs)
+		s = fmt.Sprintf("key %s: not paced (%s), %s", key, paceSourceWords(p.Source), procs)
 	}
 	if p.TokensPerS != nil {
 		s += fmt.Sprintf("; %.0f input tokens/s", *p.TokensPerS)

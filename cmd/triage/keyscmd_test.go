@@ -17,6 +17,7 @@ import (
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/operator"
 	"github.com/triage-dev/triage/worker/provider"
 )
 
@@ -294,7 +295,7 @@ func TestKeysShowsPacing(t *testing.T) {
 
 	r := c.run("", "keys")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	require.Regexp(t, `(?m)^key main: pacing at 29\.10/s \(from headers\), 2 processes at 14\.55/s each; 1940 input tokens/s; headers: limit 1800 requests, 17 remaining; limit 120000 tokens, 119000 remaining; 2 throttles lowered it$`, r.stdout)
+	require.Regexp(t, `(?m)^key main: pacing at 29\.10/s \(from the rate-limit headers\), 2 processes at 14\.55/s each; 1940 input tokens/s; headers: limit 1800 requests, 17 remaining; limit 120000 tokens, 119000 remaining; 2 throttles lowered it$`, r.stdout)
 }
 
 func mustJSON(t *testing.T, v any) []byte {
@@ -332,4 +333,28 @@ func TestKeysShowsSafetyNetHold(t *testing.T) {
 	require.Equal(t, "rejection_streak", sn["hold"])
 	require.Equal(t, fp, sn["fingerprint"])
 	require.Equal(t, map[string]any{"suspect_rejections": 5.0, "throttle_hold_after_s": 0.0}, sn["settings"])
+}
+
+// TestKeysPacingWords: each pace source reads as a phrase, never as the
+// bare JSON value ("from configured").
+func TestKeysPacingWords(t *testing.T) {
+	t.Parallel()
+	rate, share, tok := 8.0, 8.0, 1000.0
+	for _, tc := range []struct {
+		view operator.PacingView
+		want string
+	}{
+		{operator.PacingView{LiveProcesses: 1, Source: "configured", RatePerS: &rate, SharePerProcessPerS: &share},
+			"key main: pacing at 8.00/s (from the configured rpm/tpm), 1 process at 8.00/s each"},
+		{operator.PacingView{LiveProcesses: 1, Source: "configured", TokensPerS: &tok},
+			"key main: pacing by tokens (from the configured rpm/tpm), 1 process; 1000 input tokens/s"},
+		{operator.PacingView{LiveProcesses: 2, Source: "headers", RatePerS: &rate, SharePerProcessPerS: &share},
+			"key main: pacing at 8.00/s (from the rate-limit headers), 2 processes at 8.00/s each"},
+		{operator.PacingView{LiveProcesses: 1, Source: "throttles", RatePerS: &rate, SharePerProcessPerS: &share},
+			"key main: pacing at 8.00/s (learned from throttles), 1 process at 8.00/s each"},
+		{operator.PacingView{LiveProcesses: 1, Source: "starting"},
+			"key main: not paced (starting: no limit learned yet), 1 process"},
+	} {
+		require.Equal(t, tc.want, keysPacing("main", &tc.view))
+	}
 }

@@ -78,22 +78,19 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		return exitOK
 	}
 
-	list, err := ledger.ListBatches(ctx, d.pool)
+	views, err := operator.ListBatchesNow(ctx, d.pool, operator.ActivityOptions{Config: cfg})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "triage status: %v\n", err)
 		return exitRuntime
 	}
 	if *asJSON {
-		if list == nil {
-			list = []ledger.Status{}
-		}
-		return writeOrFail(e, "status", writeJSONLine(e.stdout, list))
+		return writeOrFail(e, "status", writeJSONLine(e.stdout, operator.Nows(views)))
 	}
-	if len(list) == 0 {
+	if len(views) == 0 {
 		fmt.Fprintln(e.stderr, "no batches yet (`triage enqueue` or `triage run` make one)")
 		return exitOK
 	}
-	writeStatusTable(e.stdout, list)
+	writeStatusTable(e.stdout, views)
 	return exitOK
 }
 
@@ -225,12 +222,15 @@ func budgetLine(budget, spent float64) string {
 	return fmt.Sprintf("$%.4f: $%.4f used, $%.4f left", budget, spent, max(budget-spent, 0))
 }
 
-func writeStatusTable(w io.Writer, list []ledger.Status) {
+// writeStatusTable prints every batch, one row each, with a short ACTIVITY
+// (operator.ShortActivity; `triage status B` says it whole).
+func writeStatusTable(w io.Writer, views []operator.BatchView) {
+	list := operator.Statuses(views)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "BATCH\tPIPELINE\tTOTAL\tCOMPLETED\tDEAD\tPENDING\tCALLS\tSPEND_USD\tSTATE")
-	for _, s := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.6f\t%s\n", cell(s.Batch), cell(s.Pipeline), s.Total, s.Completed,
-			s.DeadLettered, s.Pending, s.Calls, s.SpendUSD, s.State)
+	fmt.Fprintln(tw, "BATCH\tPIPELINE\tTOTAL\tCOMPLETED\tDEAD\tPENDING\tCALLS\tSPEND_USD\tSTATE\tACTIVITY")
+	for i, s := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.6f\t%s\t%s\n", cell(s.Batch), cell(s.Pipeline), s.Total, s.Completed,
+			s.DeadLettered, s.Pending, s.Calls, s.SpendUSD, s.State, cell(operator.ShortActivity(views[i].Activity, s)))
 	}
 	tw.Flush()
 	if slices.ContainsFunc(list, func(s ledger.Status) bool { return len(s.ProviderBatches) > 0 }) {

@@ -50,11 +50,22 @@ func TestStatus(t *testing.T) {
 	require.Equal(t, "b1", list[0].Batch)
 	require.Equal(t, ledger.BatchRunning, list[1].State, "queued, nobody working it")
 	require.Equal(t, 2, list[1].Pending)
+	// Each batch says what is happening to it now, as status B does.
+	var nows []operator.BatchNow
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &nows))
+	require.NotNil(t, nows[0].Activity, r.stdout)
+	require.Equal(t, operator.WaitingNothing, nows[0].Activity.WaitingOn, "settled: waiting on nothing")
+	require.NotNil(t, nows[1].Activity, r.stdout)
+	require.Equal(t, operator.WaitingNoWorker, nows[1].Activity.WaitingOn)
+	require.Equal(t, 2, nows[1].Activity.QueuedJobs)
+	require.Zero(t, nows[1].Activity.Workers)
+	require.Contains(t, r.stdout, `"activity":{"workers":0,"running_jobs":0,"queued_jobs":2,`)
 
 	r = c.run("", "status")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	require.Regexp(t, `(?m)^b1\s+enrich\s+3\s+2\s+1\s+0\s+3\s+\S+\s+settled$`, r.stdout)
-	require.Regexp(t, `(?m)^b2\s+enrich\s+2\s+0\s+0\s+2\s+0\s+\S+\s+running$`, r.stdout)
+	require.Regexp(t, `(?m)^BATCH\s+PIPELINE\s+TOTAL\s+COMPLETED\s+DEAD\s+PENDING\s+CALLS\s+SPEND_USD\s+STATE\s+ACTIVITY$`, r.stdout)
+	require.Regexp(t, `(?m)^b1\s+enrich\s+3\s+2\s+1\s+0\s+3\s+\S+\s+settled\s+-$`, r.stdout)
+	require.Regexp(t, `(?m)^b2\s+enrich\s+2\s+0\s+0\s+2\s+0\s+\S+\s+running\s+waiting: no worker on key main$`, r.stdout)
 
 	r = c.run("", "status", "b1")
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -153,8 +164,8 @@ func TestStatusBudgetAndWhyPaused(t *testing.T) {
 	// The table reads each batch's key from its status, with no look-up.
 	r = c.run("", "status")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	require.Regexp(t, `(?m)^b1\s.*\spaused_exhausted$`, r.stdout, "the breaker is the truth while it is open")
-	require.Regexp(t, `(?m)^b2\s.*\spaused_exhausted$`, r.stdout)
+	require.Regexp(t, `(?m)^b1\s.*\spaused_exhausted\s+waiting: key main exhausted$`, r.stdout, "the breaker is the truth while it is open")
+	require.Regexp(t, `(?m)^b2\s.*\spaused_exhausted\s+waiting: key main exhausted$`, r.stdout)
 }
 
 func TestPausedWhy(t *testing.T) {

@@ -1,9 +1,12 @@
 package config
 
 import (
+	"encoding/json"
 	"slices"
 	"text/template"
 	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/triage-dev/triage/classify"
 )
@@ -272,8 +275,21 @@ type Pipeline struct {
 	// Prompt is a text/template over the record's fields, with a json function:
 	// "Record: {{json .}}". Required. Render executes it.
 	Prompt string `toml:"prompt"`
-	// Output is json or text. Default OutputDefault (json).
+	// Output is json, json_schema or text. Default OutputDefault (json).
 	Output Output `toml:"output"`
+	// SchemaFile, with output = "json_schema", is the JSON Schema file the
+	// answer must follow (relative to triage.toml's folder): sent in the
+	// vendor's structured-output form and checked on every answer (see
+	// OutputJSONSchema). Required with json_schema, refused without.
+	SchemaFile string `toml:"schema_file"`
+	// Schema is the schema's text, read from SchemaFile by Load and Parse
+	// (set it directly in a Config built in Go). Validate compacts it.
+	Schema json.RawMessage `toml:"-"`
+	// SchemaStrict is OpenAI's json_schema.strict: the vendor holds the
+	// answer to the schema, and refuses a schema outside its strict subset
+	// (every property required, additionalProperties false). Default nil:
+	// true. See Strict.
+	SchemaStrict *bool `toml:"schema_strict"`
 	// MaxAttempts is River's max attempts per record. Default
 	// MaxAttemptsDefault (6).
 	MaxAttempts int `toml:"max_attempts"`
@@ -354,4 +370,6 @@ type Pipeline struct {
 
 	ambiguousRetriesSet bool
 	tmpl                *template.Template
+	// schema is Schema compiled by Validate (CheckSchema).
+	schema *jsonschema.Schema
 }

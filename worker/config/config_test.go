@@ -207,7 +207,7 @@ func TestValidationErrors(t *testing.T) {
 		{"prompt missing", rep(`prompt = "Record: {{json .}}"`, ``), `triage.toml: pipelines[0] "enrich": prompt is required`},
 		{"prompt template", rep(`prompt = "Record: {{json .}}"`, `prompt = "Record: {{json .}"`), `triage.toml: pipelines[0] "enrich": prompt is not a valid text/template`},
 		{"prompt unknown func", rep(`prompt = "Record: {{json .}}"`, `prompt = "Record: {{yaml .}}"`), `function "yaml" not defined`},
-		{"output", addPipe(`output = "xml"`), `triage.toml: pipelines[0] "enrich": output "xml" is not one of: json, text`},
+		{"output", addPipe(`output = "xml"`), `triage.toml: pipelines[0] "enrich": output "xml" is not one of: json, json_schema, text`},
 		{"max_attempts", addPipe(`max_attempts = -1`), `triage.toml: pipelines[0] "enrich": max_attempts must be at least 1, got -1`},
 		{"budget", addPipe(`budget_usd = -5.0`), `triage.toml: pipelines[0] "enrich": budget_usd must be 0 (no cap) or positive, got -5`},
 		{"max_tokens", addPipe(`max_tokens = -3`), `triage.toml: pipelines[0] "enrich": max_tokens must be at least 1, got -3`},

@@ -31,6 +31,10 @@ func (c *Config) validateFallback(v *validator) {
 				// one could serve none, and the jobs of an exhausted key
 				// would wait on it, silently, for ever.
 				v.addf(at, "fallback %q can serve no record of an output = \"json\" pipeline: set json_mode = true on [[models]] %q if it supports the vendor's JSON mode, or remove it from fallback", name, name)
+			case p.Output == OutputJSONSchema && !c.Models[slices.IndexFunc(c.Models, func(m Model) bool { return m.Name == name })].JSONMode:
+				v.addf(at, "fallback %q can serve no record of an output = \"json_schema\" pipeline: set json_mode = true on [[models]] %q if it supports the vendor's structured output, or remove it from fallback", name, name)
+			case p.Output == OutputJSONSchema && schemaRefusedFor(c, name) != "":
+				v.addf(at, "fallback %q cannot take output = \"json_schema\": %s", name, schemaRefusedFor(c, name))
 			}
 		}
 		if x := p.FallbackMaxShare; !finiteNonNeg(x) || x > 1 {
@@ -40,6 +44,20 @@ func (c *Config) validateFallback(v *validator) {
 			v.addf(at, "fallback_grace must be a positive duration, got %s", p.FallbackGrace)
 		}
 	}
+}
+
+// schemaRefusedFor says why model name's key cannot carry a JSON Schema
+// ("" if it can).
+func schemaRefusedFor(c *Config, name string) string {
+	m, err := c.Model(name)
+	if err != nil {
+		return ""
+	}
+	k, err := c.Key(m.Key)
+	if err != nil {
+		return ""
+	}
+	return schemaVendorsRefused[k.Vendor]
 }
 
 // Fallbacks returns the pipeline's fallback models in order (after

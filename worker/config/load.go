@@ -22,13 +22,18 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return Parse(data, filepath.Base(path))
+	return parse(data, filepath.Base(path), filepath.Dir(path))
 }
 
 // Parse parses data as triage.toml, rejects unknown keys, fills defaults
 // (WithDefaults) and validates (Validate). name is used as the prefix of every
 // error message, e.g. "triage.toml".
-func Parse(data []byte, name string) (*Config, error) {
+// A pipeline's schema_file is read relative to the working directory.
+func Parse(data []byte, name string) (*Config, error) { return parse(data, name, "") }
+
+// parse is Parse with dir, the folder schema_file paths are relative to
+// ("": the working directory).
+func parse(data []byte, name, dir string) (*Config, error) {
 	if name == "" {
 		name = "triage.toml"
 	}
@@ -42,6 +47,9 @@ func Parse(data []byte, name string) (*Config, error) {
 	}
 	cfg, err := raw.config(name)
 	if err != nil {
+		return nil, err
+	}
+	if err := raw.readSchemas(cfg, name, dir); err != nil {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
@@ -106,6 +114,8 @@ type rawPipeline struct {
 	System           string   `toml:"system"`
 	Prompt           string   `toml:"prompt"`
 	Output           string   `toml:"output"`
+	SchemaFile       string   `toml:"schema_file"`
+	SchemaStrict     *bool    `toml:"schema_strict"`
 	MaxAttempts      *int     `toml:"max_attempts"`
 	BudgetUSD        float64  `toml:"budget_usd"`
 	MaxTokens        int      `toml:"max_tokens"`
@@ -236,6 +246,7 @@ func (r rawFile) config(name string) (*Config, error) {
 		p := Pipeline{
 			Name: rp.Name, Model: rp.Model, System: rp.System, Prompt: rp.Prompt,
 			Output: Output(rp.Output), BudgetUSD: rp.BudgetUSD,
+			SchemaFile: rp.SchemaFile, SchemaStrict: rp.SchemaStrict,
 			MaxTokens: rp.MaxTokens, Temperature: rp.Temperature,
 			OnOverflow: Overflow(rp.OnOverflow),
 			Fallback:   rp.Fallback, FallbackMaxShare: rp.FallbackMaxShare,

@@ -264,10 +264,11 @@ func (c *Config) Validate() error {
 			p.tmpl = t
 		}
 		switch p.Output {
-		case OutputJSON, OutputText:
+		case OutputJSON, OutputJSONSchema, OutputText:
 		default:
-			v.addf(at, "output %q is not one of: json, text", p.Output)
+			v.addf(at, "output %q is not one of: json, json_schema, text", p.Output)
 		}
+		c.validateSchema(&v, at, p)
 		if p.MaxAttempts < 1 {
 			v.addf(at, "max_attempts must be at least 1, got %d", p.MaxAttempts)
 		}

@@ -40,9 +40,12 @@ type nightChart struct {
 	Bars, Holds []nightRect
 	// SpendPath is the spend adding up, an SVG path.
 	SpendPath string
-	// PaceY and LimitY are the key's pace and limit lines (nil: none).
+	// PaceY and LimitY are the key's pace and limit lines now (nil: none),
+	// drawn when the pace has no history; PacePath and LimitPath are the
+	// pace and limit over the night from its history ("" : none).
 	PaceY, LimitY         *float64
 	PaceLabel, LimitLabel string
+	PacePath, LimitPath   string
 	Ticks                 []nightTick
 	// RateMax and SpendMax label the axes; Per is the bucket width.
 	RateMax, SpendMax, Per string
@@ -96,7 +99,14 @@ func newNightChart(t operator.Timeline) *nightChart {
 	bw := c.PlotW / float64(len(t.Buckets))
 
 	rateMax := t.MaxRatePerS
-	for _, p := range []*float64{t.PaceRatePerS, t.LimitPerS} {
+	lines := []*float64{t.PaceRatePerS, t.LimitPerS}
+	if t.PaceHistory {
+		lines = nil
+		for _, b := range t.Buckets {
+			lines = append(lines, b.PaceRatePerS, b.LimitPerS)
+		}
+	}
+	for _, p := range lines {
 		if p != nil {
 			rateMax = max(rateMax, *p)
 		}
@@ -120,11 +130,26 @@ func newNightChart(t operator.Timeline) *nightChart {
 			base += rate
 		}
 	}
-	if t.PaceRatePerS != nil {
+	if t.PaceHistory {
+		// One level per bucket with a recorded pace; a gap where no worker
+		// paced the key.
+		var pace, limit strings.Builder
+		for _, b := range t.Buckets {
+			x0, x1 := x(b.At), x(b.At.Add(t.Width))
+			if b.PaceRatePerS != nil {
+				fmt.Fprintf(&pace, "M%.1f %.1f H%.1f ", x0, y(*b.PaceRatePerS), x1)
+			}
+			if b.LimitPerS != nil {
+				fmt.Fprintf(&limit, "M%.1f %.1f H%.1f ", x0, y(*b.LimitPerS), x1)
+			}
+		}
+		c.PacePath, c.LimitPath = strings.TrimSpace(pace.String()), strings.TrimSpace(limit.String())
+	}
+	if t.PaceRatePerS != nil && !t.PaceHistory {
 		v := y(*t.PaceRatePerS)
 		c.PaceY, c.PaceLabel = &v, fmt.Sprintf("pace %.2f/s", *t.PaceRatePerS)
 	}
-	if t.LimitPerS != nil {
+	if t.LimitPerS != nil && !t.PaceHistory {
 		v := y(*t.LimitPerS)
 		c.LimitY, c.LimitLabel = &v, fmt.Sprintf("limit %.2f/s", *t.LimitPerS)
 	}

@@ -217,8 +217,33 @@ func TestBrowserBatchPageNight(t *testing.T) {
 	require.LessOrEqual(t, geom["holdTo"], geom["firstLateOK"]+geom["bucket"]+1)
 	screenshot(t, tc, "batch-night")
 
-	// A batch with no call yet has no picture.
+	// The pace a worker recorded over the night (its pace history) is
+	// drawn bucket by bucket, in place of the line of the pace now: a past
+	// night shows the pace it ran at.
+	_, err = b.db.Pool.Exec(ctx, `INSERT INTO triage_pace_history (key, at, source, rate_per_s, limit_per_s)
+		SELECT 'main', now() - make_interval(mins => m), 'headers', 0.4, 2 FROM generate_series(20, 38) m`)
+	require.NoError(t, err)
+	run(t, tc, chromedp.Navigate(b.url+"/batches/b1"), chromedp.WaitVisible(css(`#night`)))
+	history := settled(t, tc, `#night`, chromedp.Evaluate[map[string]int](`(() => {
+		const n = s => document.querySelectorAll(s).length;
+		const d = document.querySelector("#night-pace-history");
+		return {history: n("#night-pace-history"), limitHistory: n("#night-limit-history"), pace: n("#night-pace"), limit: n("#night-limit"),
+			levels: d ? d.getAttribute("d").split("M").length - 1 : 0};
+	})()`))
+	require.Equal(t, 1, history["history"])
+	require.Equal(t, 1, history["limitHistory"])
+	require.Zero(t, history["pace"]+history["limit"], "the lines of the pace now give way to the history")
+	require.Equal(t, 19, history["levels"], "one level per 30 s bucket holding a recorded point (one a minute for 19 minutes), none elsewhere")
+	require.Contains(t, texts(t, tc, `#night`, `#night-legend`)[0], "key pace and limit")
+
+	// A batch with no call yet has no picture. (b1's page reloads itself
+	// while it runs: about:blank first, so that no reload of it lands
+	// after the navigation to b2.)
 	b.enqueue(t, "b2", workertest.Records(1, nil))
-	navigate(t, tc, b.url+"/batches/b2", `#batch`) // the running b1's page may be reloading
-	require.True(t, get(t, tc, chromedp.Evaluate[bool](`!document.querySelector("#night")`)))
+	// b1's page reloads itself: leave it first, and open b2's again if a
+	// reload aborts the navigation.
+	run(t, tc, chromedp.Navigate("about:blank"))
+	navigate(t, tc, b.url+"/batches/b2", `#batch`)
+	at := get(t, tc, chromedp.Evaluate[map[string]any](`({path: location.pathname, night: !!document.querySelector("#night")})`))
+	require.Equal(t, map[string]any{"path": "/batches/b2", "night": false}, at)
 }

@@ -35,13 +35,19 @@ func classifyErr(err error) (int, string) {
 // --- batches ------------------------------------------------------------------
 
 func (s *Server) batches(w http.ResponseWriter, r *http.Request) {
+	if wantsJSON(r) {
+		// `triage status --json`: every batch with its activity.
+		views, err := operator.ListBatchesNow(r.Context(), s.opts.Pool, operator.ActivityOptions{Schema: s.opts.Schema, Config: s.opts.Config})
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, operator.Nows(views))
+		return
+	}
 	views, err := operator.ListBatches(r.Context(), s.opts.Pool)
 	if err != nil {
 		s.fail(w, r, err)
-		return
-	}
-	if wantsJSON(r) {
-		writeJSON(w, http.StatusOK, operator.Statuses(views)) // `triage status --json`
 		return
 	}
 	running := slices.ContainsFunc(views, func(v operator.BatchView) bool { return v.Status.State == ledger.BatchRunning })

@@ -317,9 +317,10 @@ func TestPagesJSONShapes(t *testing.T) {
 
 	st, err := ledger.BatchStatus(ctx, b.db.Pool, "b1")
 	require.NoError(t, err)
-	require.Equal(t, asJSON([]ledger.Status{st}), string(get("/?format=json", 200)))
 	v, err := operator.GetBatchNow(ctx, b.db.Pool, "b1", operator.ActivityOptions{Schema: b.db.Schema, Config: b.cfg})
 	require.NoError(t, err)
+	require.Equal(t, asJSON([]operator.BatchNow{{Status: st, Activity: v.Activity}}), string(get("/?format=json", 200)),
+		"`triage status --json`: every batch with its activity")
 	require.Equal(t, asJSON(operator.BatchNow{Status: st, Activity: v.Activity}), string(get("/batches/b1?format=json", 200)),
 		"`triage status B --json`: the status and its activity")
 	require.Equal(t, operator.Activity{}, *v.Activity, "settled: nothing works it, nothing waits")

@@ -345,3 +345,31 @@ func TestPacersServiceSetsTheShare(t *testing.T) {
 	require.Equal(t, 1, pa.State().Live, "a stopped process's share is taken up at the next heartbeat")
 	sa.Stop(ctx)
 }
+
+// The Pacers service gives a paced key's state to Record once a step (the
+// pace history), not at every heartbeat.
+func TestPacersRecordOnceAStep(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	clk := &fakeNow{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	paced := newPacer(PacerConfig{}, clk.now)
+	paced.Observe(PaceOutcome{At: clk.t, Answered: true, OK: true, RateLimit: provider.ParseRateLimit("openai",
+		map[string]string{"x-ratelimit-limit-requests": "600"}, clk.t)})
+	var got []string
+	var rates []float64
+	s := NewPacers(b.store, map[string]*Pacer{"main": paced}, PacersConfig{Owner: "a", Heartbeat: time.Hour,
+		Record: func(_ context.Context, key string, st PaceState) error {
+			got, rates = append(got, key), append(rates, st.FleetRate)
+			return nil
+		}})
+	require.NoError(t, s.Sync(ctx))
+	require.NoError(t, s.Sync(ctx))
+	clk.t = clk.t.Add(PaceRecordEveryDefault - time.Second)
+	require.NoError(t, s.Sync(ctx))
+	require.Equal(t, []string{"main"}, got, "once a step")
+	require.InDelta(t, 10*PacerHeadroomDefault, rates[0], 1e-9)
+	clk.t = clk.t.Add(time.Second)
+	require.NoError(t, s.Sync(ctx))
+	require.Equal(t, []string{"main", "main"}, got, "the next step")
+}

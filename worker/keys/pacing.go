@@ -196,7 +196,18 @@ type PacersConfig struct {
 	Heartbeat time.Duration
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+	// Record, when set, is given a paced key's state (FleetRate above 0)
+	// at most once per RecordEvery, after its heartbeat: the pace history
+	// (the worker writes ledger.RecordPace). An error is logged and tried
+	// again at the next heartbeat. Default nil: nothing recorded.
+	Record func(ctx context.Context, key string, st PaceState) error
+	// RecordEvery: see Record. Default PaceRecordEveryDefault.
+	RecordEvery time.Duration
 }
+
+// PaceRecordEveryDefault is PacersConfig.RecordEvery's default, the pace
+// history's step.
+const PaceRecordEveryDefault = 10 * time.Second
 
 // Pacers keeps this process's Pacers in step with the fleet: every
 // heartbeat it renews one row per key in triage_pacer and gives each Pacer
@@ -210,6 +221,10 @@ type Pacers struct {
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// recorded is when each key's state was last given to cfg.Record.
+	recMu    sync.Mutex
+	recorded map[string]time.Time
 }
 
 // NewPacers returns the service for pacers (by key name).
@@ -223,7 +238,10 @@ func NewPacers(store *Store, pacers map[string]*Pacer, cfg PacersConfig) *Pacers
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Pacers{store: store, pacers: pacers, cfg: cfg}
+	if cfg.RecordEvery <= 0 {
+		cfg.RecordEvery = PaceRecordEveryDefault
+	}
+	return &Pacers{store: store, pacers: pacers, cfg: cfg, recorded: map[string]time.Time{}}
 }
 
 // Owner is the name of this process's heartbeat rows.
@@ -242,8 +260,35 @@ func (ps *Pacers) Sync(ctx context.Context) error {
 			continue
 		}
 		p.adopt(peers)
+		ps.record(ctx, key, p)
 	}
 	return first
+}
+
+// record gives key's state to cfg.Record when a step has passed since the
+// last time and the key is paced.
+func (ps *Pacers) record(ctx context.Context, key string, p *Pacer) {
+	if ps.cfg.Record == nil {
+		return
+	}
+	now := p.now()
+	ps.recMu.Lock()
+	last, ok := ps.recorded[key]
+	ps.recMu.Unlock()
+	if ok && now.Sub(last) < ps.cfg.RecordEvery {
+		return
+	}
+	st := p.State()
+	if st.FleetRate <= 0 {
+		return
+	}
+	if err := ps.cfg.Record(ctx, key, st); err != nil {
+		ps.cfg.Logger.WarnContext(ctx, "pace history not recorded", "key", key, "err", err)
+		return
+	}
+	ps.recMu.Lock()
+	ps.recorded[key] = now
+	ps.recMu.Unlock()
 }
 
 // Start syncs once, so that the fleet counts this process before it makes

@@ -206,24 +206,122 @@ type ActivityOptions struct {
 // BatchActivity gathers the facts about v now (the key's live worker
 // processes, the batch's River jobs) and decides its Activity.
 func BatchActivity(ctx context.Context, pool *pgxpool.Pool, v BatchView, opts ActivityOptions) (Activity, error) {
-	f := ActivityFacts{Status: v.Status, Batch: v.Batch, Key: v.Key}
-	pacing, err := keys.NewStore(pool, keys.StoreConfig{}).ListPacing(ctx)
+	live, err := liveWorkers(ctx, pool)
 	if err != nil {
 		return Activity{}, err
 	}
-	for _, p := range pacing {
-		if p.Key == v.Status.Key {
-			f.Workers = p.Live
-		}
+	return batchActivity(ctx, pool, v, opts, live)
+}
+
+// liveWorkers is the worker processes with a live heartbeat, by key.
+func liveWorkers(ctx context.Context, pool *pgxpool.Pool) (map[string]int, error) {
+	pacing, err := keys.NewStore(pool, keys.StoreConfig{}).ListPacing(ctx)
+	if err != nil {
+		return nil, err
 	}
-	if f.Jobs, err = worker.BatchJobsRunning(ctx, pool, opts.Schema, v.Status.Batch); err != nil {
-		return Activity{}, err
+	live := make(map[string]int, len(pacing))
+	for _, p := range pacing {
+		live[p.Key] = p.Live
+	}
+	return live, nil
+}
+
+// batchActivity is BatchActivity with the live workers read. A settled
+// batch has no unfinished job: its River jobs are not read.
+func batchActivity(ctx context.Context, pool *pgxpool.Pool, v BatchView, opts ActivityOptions, live map[string]int) (Activity, error) {
+	f := ActivityFacts{Status: v.Status, Batch: v.Batch, Key: v.Key, Workers: live[v.Status.Key]}
+	if v.Status.State != ledger.BatchSettled {
+		var err error
+		if f.Jobs, err = worker.BatchJobsRunning(ctx, pool, opts.Schema, v.Status.Batch); err != nil {
+			return Activity{}, err
+		}
 	}
 	if opts.Config != nil {
 		h := worker.ConfigHorizon(opts.Config)
 		f.Horizon = &h
 	}
 	return f.Activity(), nil
+}
+
+// ListBatchesNow is ListBatches with every batch's Activity read too (the
+// live workers once), for `triage status` without a batch.
+func ListBatchesNow(ctx context.Context, pool *pgxpool.Pool, opts ActivityOptions) ([]BatchView, error) {
+	views, err := ListBatches(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	live, err := liveWorkers(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	for i := range views {
+		a, err := batchActivity(ctx, pool, views[i], opts, live)
+		if err != nil {
+			return nil, err
+		}
+		views[i].Activity = &a
+	}
+	return views, nil
+}
+
+// Nows is the `triage status --json` shape of views (every batch with its
+// activity): [] when empty.
+func Nows(views []BatchView) []BatchNow {
+	out := make([]BatchNow, len(views))
+	for i, v := range views {
+		out[i] = v.Now()
+	}
+	return out
+}
+
+// ShortActivity is the ACTIVITY column of `triage status`: "-" for a
+// settled batch, "waiting: <what>" when pending records make no progress,
+// else who works it ("1 worker, 4 running, 10 queued").
+func ShortActivity(a *Activity, st ledger.Status) string {
+	if a == nil || st.State == ledger.BatchSettled {
+		return "-"
+	}
+	if a.WaitingOn != WaitingNothing {
+		return "waiting: " + shortWaiting(a.WaitingOn, st.Key)
+	}
+	s := plural(a.Workers, "worker", "workers")
+	if a.RunningJobs > 0 {
+		s += fmt.Sprintf(", %d running", a.RunningJobs)
+	}
+	if a.QueuedJobs > 0 {
+		s += fmt.Sprintf(", %d queued", a.QueuedJobs)
+	}
+	return s
+}
+
+// shortWaiting names a WaitingOn in a few words; `triage status B` says
+// the whole reason.
+func shortWaiting(w WaitingOn, key string) string {
+	switch w {
+	case WaitingCancelled:
+		return "cancelled, calls in flight finishing"
+	case WaitingPaused:
+		return "paused by hand"
+	case WaitingBudget:
+		return "budget reached"
+	case WaitingKeyHeld:
+		return "key " + key + " exhausted"
+	case WaitingKeyBad:
+		return "key " + key + " invalid"
+	case WaitingSuspect:
+		return "key " + key + " held by the safety net"
+	case WaitingStorm:
+		return "storm on key " + key
+	case WaitingKeyPause:
+		return "key " + key + " paused"
+	case WaitingNoWorker:
+		return "no worker on key " + key
+	case WaitingRescuer:
+		return "jobs left for River's rescuer"
+	case WaitingProvider:
+		return "provider batches"
+	}
+	return string(w)
 }
 
 // GetBatchNow is GetBatch with the batch's Activity read too.

@@ -151,3 +151,24 @@ func TestBatchActivityFromTheDatabase(t *testing.T) {
 	require.NotNil(t, a.RescueAt)
 	require.Contains(t, a.Why, "due back now")
 }
+
+// TestShortActivity: the ACTIVITY column of `triage status` in a few words.
+func TestShortActivity(t *testing.T) {
+	t.Parallel()
+	running := ledger.Status{Key: "main", State: ledger.BatchRunning}
+	for _, tc := range []struct {
+		a    *operator.Activity
+		st   ledger.Status
+		want string
+	}{
+		{nil, running, "-"},
+		{&operator.Activity{}, ledger.Status{Key: "main", State: ledger.BatchSettled}, "-"},
+		{&operator.Activity{QueuedJobs: 2, WaitingOn: operator.WaitingNoWorker}, running, "waiting: no worker on key main"},
+		{&operator.Activity{WaitingOn: operator.WaitingKeyBad}, running, "waiting: key main invalid"},
+		{&operator.Activity{WaitingOn: operator.WaitingPaused}, running, "waiting: paused by hand"},
+		{&operator.Activity{Workers: 1, RunningJobs: 4, QueuedJobs: 10}, running, "1 worker, 4 running, 10 queued"},
+		{&operator.Activity{Workers: 2}, running, "2 workers"},
+	} {
+		require.Equal(t, tc.want, operator.ShortActivity(tc.a, tc.st))
+	}
+}

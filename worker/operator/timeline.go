@@ -65,7 +65,10 @@ type Timeline struct {
 	// LimitPerS the provider's limit from its rate-limit headers, while a
 	// worker reports them (nil: none recorded).
 	PaceRatePerS, LimitPerS *float64
-	Holds                   []HoldPeriod
+	// PaceHistory: some bucket has the key's pace from its history
+	// (AttachPace); the buckets' PaceRatePerS and LimitPerS draw it.
+	PaceHistory bool
+	Holds       []HoldPeriod
 }
 
 // TimelineBucket is one bucket: calls started in [At, At+Width).
@@ -79,6 +82,31 @@ type TimelineBucket struct {
 	// SpendUSD is what the bucket's calls cost (billed and possibly
 	// billed); CumSpendUSD the spend up to the bucket's end.
 	SpendUSD, CumSpendUSD float64
+	// PaceRatePerS and LimitPerS are the key's pace and limit in the
+	// bucket from its pace history (the latest point in it); nil: none
+	// recorded (no worker paced the key then).
+	PaceRatePerS, LimitPerS *float64
+}
+
+// AttachPace puts the key's pace history (ledger.PaceHistory, oldest
+// first) into t's buckets: each bucket gets the latest point within it.
+func AttachPace(t Timeline, points []ledger.PacePoint) Timeline {
+	if t.Width <= 0 {
+		return t
+	}
+	for _, p := range points {
+		if p.At.Before(t.Start) {
+			continue
+		}
+		i := int(p.At.Sub(t.Start) / t.Width)
+		if i >= len(t.Buckets) {
+			continue
+		}
+		r := p.RatePerS
+		t.Buckets[i].PaceRatePerS, t.Buckets[i].LimitPerS = &r, p.LimitPerS
+		t.PaceHistory = true
+	}
+	return t
 }
 
 // BuildTimeline lays rows (ledger.BatchTimeline with origin start and this
@@ -309,6 +337,11 @@ func BatchTimeline(ctx context.Context, pool *pgxpool.Pool, v BatchView) (Timeli
 		return Timeline{}, err
 	}
 	t.Holds = HoldPeriods(HoldFacts{Alerts: alerts, Timeline: t, HeldNow: HeldNow(v)})
+	points, err := ledger.PaceHistory(ctx, pool, v.Status.Key, t.Start, t.End)
+	if err != nil {
+		return Timeline{}, err
+	}
+	t = AttachPace(t, points)
 	pacing, err := keys.NewStore(pool, keys.StoreConfig{}).ListPacing(ctx)
 	if err != nil {
 		return Timeline{}, err

@@ -114,3 +114,28 @@ func TestHoldPeriods(t *testing.T) {
 		})
 	}
 }
+
+// The key's pace history goes into the buckets, the latest point of each;
+// points outside the timeline are left out, and a bucket with none has
+// no pace (no worker paced the key then).
+func TestAttachPace(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
+	tl := operator.BuildTimeline(start, start.Add(3*time.Minute), time.Minute, nil)
+	require.False(t, tl.PaceHistory)
+	limit := 10.0
+	tl = operator.AttachPace(tl, []ledger.PacePoint{
+		{At: start.Add(-10 * time.Second), RatePerS: 1},
+		{At: start.Add(10 * time.Second), RatePerS: 4, LimitPerS: &limit},
+		{At: start.Add(50 * time.Second), RatePerS: 5, LimitPerS: &limit},
+		{At: start.Add(2*time.Minute + 10*time.Second), RatePerS: 3},
+		{At: start.Add(time.Hour), RatePerS: 9},
+	})
+	require.True(t, tl.PaceHistory)
+	require.Len(t, tl.Buckets, 3)
+	require.Equal(t, 5.0, *tl.Buckets[0].PaceRatePerS, "the latest point in the bucket")
+	require.Equal(t, 10.0, *tl.Buckets[0].LimitPerS)
+	require.Nil(t, tl.Buckets[1].PaceRatePerS, "no worker paced the key then")
+	require.Equal(t, 3.0, *tl.Buckets[2].PaceRatePerS)
+	require.Nil(t, tl.Buckets[2].LimitPerS)
+}

@@ -3,12 +3,14 @@ package provider
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -172,6 +174,10 @@ func (c *Client) Do(ctx context.Context, r Request) (res Result, err error) {
 	return res, nil
 }
 
+// schemaNameRE is the schema name both vendors accept (OpenAI's
+// json_schema.name, Anthropic's tool name).
+var schemaNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
 func (r Request) validate() error {
 	var missing []string
 	if r.Model == "" {
@@ -194,6 +200,18 @@ func (r Request) validate() error {
 	}
 	if t := r.Temperature; t != nil && (math.IsNaN(*t) || math.IsInf(*t, 0) || *t < 0) {
 		return fmt.Errorf("%w: Temperature must be a non-negative number", ErrInvalidRequest)
+	}
+	if r.Schema != nil {
+		if !r.JSON {
+			return fmt.Errorf("%w: Schema needs JSON", ErrInvalidRequest)
+		}
+		if !schemaNameRE.MatchString(r.SchemaName) {
+			return fmt.Errorf("%w: SchemaName must be 1 to 64 letters, digits, '_' or '-', got %q", ErrInvalidRequest, r.SchemaName)
+		}
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(r.Schema, &obj) != nil {
+			return fmt.Errorf("%w: Schema must be a JSON object", ErrInvalidRequest)
+		}
 	}
 	for name, v := range map[string]string{"IdempotencyKey": r.IdempotencyKey, "RecordID": r.RecordID} {
 		if strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {

@@ -24,7 +24,7 @@ func IdempotencyKey(batch, recordID, pipeline, requestHash string) string {
 
 // RequestHash is a hex SHA-256 over everything a Request sends that affects
 // what the model is asked and how it answers: model, system, prompt,
-// max_tokens, temperature, JSON mode and streaming. IdempotencyKey and
+// max_tokens, temperature, JSON mode and its schema, and streaming. IdempotencyKey and
 // RecordID are not part of it.
 func RequestHash(r Request) string {
 	content := struct {
@@ -35,7 +35,11 @@ func RequestHash(r Request) string {
 		Temperature *float64 `json:"temperature"`
 		JSON        bool     `json:"json"`
 		Stream      bool     `json:"stream"`
-	}{r.Model, r.System, r.Prompt, r.MaxTokens, r.Temperature, r.JSON, r.Stream}
+		// omitempty: a request without a schema hashes as it always did.
+		Schema       string `json:"schema,omitempty"`
+		SchemaName   string `json:"schema_name,omitempty"`
+		SchemaStrict bool   `json:"schema_strict,omitempty"`
+	}{r.Model, r.System, r.Prompt, r.MaxTokens, r.Temperature, r.JSON, r.Stream, string(r.Schema), r.SchemaName, r.SchemaStrict}
 	b, _ := json.Marshal(content) // cannot fail: strings, ints, bools, *float64
 	h := sha256.New()
 	writeField(h, "triage-request-v1")

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -87,6 +88,20 @@ type Request struct {
 	// JSON asks for one JSON object: OpenAI response_format json_object.
 	// Anthropic has no such switch; the system prompt must ask for JSON.
 	JSON bool
+	// Schema, with JSON, asks for one JSON object that follows this JSON
+	// Schema, in the vendor's structured-output form: OpenAI
+	// response_format {type: "json_schema", json_schema: {name, schema,
+	// strict}}; Anthropic, which has no such switch in messages, one tool
+	// named SchemaName with the schema as its input_schema and tool_choice
+	// forcing it, whose tool_use input becomes Result.Content. nil: none.
+	Schema json.RawMessage
+	// SchemaName names the schema (OpenAI json_schema.name, the Anthropic
+	// tool's name): letters, digits, '_' and '-', at most 64. Required with
+	// Schema.
+	SchemaName string
+	// SchemaStrict is OpenAI's json_schema.strict: the vendor holds the
+	// answer to the schema (and refuses schemas outside its strict subset).
+	SchemaStrict bool
 	// Stream asks for a server-sent-event stream; Result.Content is assembled
 	// from the deltas.
 	Stream bool

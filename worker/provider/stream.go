@@ -125,9 +125,10 @@ type anthropicEventData struct {
 		Usage *anthropicUsage `json:"usage"`
 	} `json:"message"`
 	Delta *struct {
-		Type       string  `json:"type"`
-		Text       string  `json:"text"`
-		StopReason *string `json:"stop_reason"`
+		Type        string  `json:"type"`
+		Text        string  `json:"text"`
+		PartialJSON string  `json:"partial_json"`
+		StopReason  *string `json:"stop_reason"`
 	} `json:"delta"`
 	Usage *anthropicUsage `json:"usage"`
 }
@@ -150,6 +151,11 @@ func anthropicEvent(event, data string, st *streamState, res *Result) {
 	case "content_block_delta":
 		if ev.Delta != nil && ev.Delta.Type == "text_delta" {
 			st.content.WriteString(ev.Delta.Text)
+		}
+		// The forced tool's input (Request.Schema) arrives in pieces of
+		// JSON text; triage asks for no text besides it.
+		if ev.Delta != nil && ev.Delta.Type == "input_json_delta" {
+			st.content.WriteString(ev.Delta.PartialJSON)
 		}
 	case "message_delta":
 		if ev.Delta != nil && ev.Delta.StopReason != nil {

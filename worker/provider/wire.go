@@ -11,20 +11,28 @@ import (
 
 // OpenAI chat completions, request side.
 type openaiRequest struct {
-	Model          string          `json:"model"`
-	Messages       []openaiMessage `json:"messages"`
-	MaxTokens      int             `json:"max_tokens"`
-	Temperature    *float64        `json:"temperature,omitempty"`
-	ResponseFormat *struct {
-		Type string `json:"type"`
-	} `json:"response_format,omitempty"`
-	Stream        bool `json:"stream,omitempty"`
-	StreamOptions *struct {
+	Model          string                `json:"model"`
+	Messages       []openaiMessage       `json:"messages"`
+	MaxTokens      int                   `json:"max_tokens"`
+	Temperature    *float64              `json:"temperature,omitempty"`
+	ResponseFormat *openaiResponseFormat `json:"response_format,omitempty"`
+	Stream         bool                  `json:"stream,omitempty"`
+	StreamOptions  *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options,omitempty"`
 	// Store and Metadata: a stored completion (Request.Store).
 	Store    bool              `json:"store,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// openaiResponseFormat is json_object, or json_schema with its schema.
+type openaiResponseFormat struct {
+	Type       string `json:"type"`
+	JSONSchema *struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict bool            `json:"strict"`
+	} `json:"json_schema,omitempty"`
 }
 
 type openaiMessage struct {
@@ -59,6 +67,21 @@ type anthropicRequest struct {
 	MaxTokens   int                `json:"max_tokens"`
 	Temperature *float64           `json:"temperature,omitempty"`
 	Stream      bool               `json:"stream,omitempty"`
+	// Tools and ToolChoice carry Request.Schema: one tool whose
+	// input_schema is the schema, forced, so its input is the answer.
+	Tools      []anthropicTool      `json:"tools,omitempty"`
+	ToolChoice *anthropicToolChoice `json:"tool_choice,omitempty"`
+}
+
+type anthropicTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+type anthropicToolChoice struct {
+	Type string `json:"type"` // "tool": this tool must be called
+	Name string `json:"name"`
 }
 
 type anthropicMessage struct {
@@ -74,12 +97,17 @@ type anthropicUsage struct {
 type anthropicResponse struct {
 	Type    string `json:"type"`
 	Content []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
+		Type  string          `json:"type"`
+		Text  string          `json:"text"`
+		Input json.RawMessage `json:"input"` // a tool_use block's
 	} `json:"content"`
 	StopReason *string         `json:"stop_reason"`
 	Usage      *anthropicUsage `json:"usage"`
 }
+
+// SchemaToolDescription is the description of the tool that carries a
+// schema to Anthropic (Request.Schema).
+const SchemaToolDescription = "Give the answer as this tool's input, following its input schema."
 
 // RequestBody renders r's JSON body in format f exactly as Client.Do sends
 // it, for callers that send the request another way (a Batch API line). It
@@ -110,10 +138,15 @@ func encodeBody(f Format, r Request) []byte {
 	var v any
 	switch f {
 	case FormatAnthropic:
-		v = anthropicRequest{
+		ar := anthropicRequest{
 			Model: r.Model, System: r.System, MaxTokens: r.MaxTokens, Temperature: r.Temperature,
 			Messages: []anthropicMessage{{Role: "user", Content: r.Prompt}}, Stream: r.Stream,
 		}
+		if r.JSON && r.Schema != nil {
+			ar.Tools = []anthropicTool{{Name: r.SchemaName, Description: SchemaToolDescription, InputSchema: r.Schema}}
+			ar.ToolChoice = &anthropicToolChoice{Type: "tool", Name: r.SchemaName}
+		}
+		v = ar
 	default:
 		or := openaiRequest{Model: r.Model, MaxTokens: r.MaxTokens, Temperature: r.Temperature, Stream: r.Stream}
 		if r.Store {
@@ -123,10 +156,17 @@ func encodeBody(f Format, r Request) []byte {
 			or.Messages = append(or.Messages, openaiMessage{Role: "system", Content: r.System})
 		}
 		or.Messages = append(or.Messages, openaiMessage{Role: "user", Content: r.Prompt})
-		if r.JSON {
-			or.ResponseFormat = &struct {
-				Type string `json:"type"`
-			}{"json_object"}
+		switch {
+		case r.JSON && r.Schema != nil:
+			rf := &openaiResponseFormat{Type: "json_schema"}
+			rf.JSONSchema = &struct {
+				Name   string          `json:"name"`
+				Schema json.RawMessage `json:"schema"`
+				Strict bool            `json:"strict"`
+			}{r.SchemaName, r.Schema, r.SchemaStrict}
+			or.ResponseFormat = rf
+		case r.JSON:
+			or.ResponseFormat = &openaiResponseFormat{Type: "json_object"}
 		}
 		if r.Stream {
 			or.StreamOptions = &struct {
@@ -198,6 +238,14 @@ func decodeBody(f Format, b []byte, res *Result) {
 			}
 		}
 		res.Content = sb.String()
+		// triage sends a tool only to carry a schema (Request.Schema), and
+		// forces it: its input is the answer, whatever text came with it.
+		for _, blk := range ar.Content {
+			if blk.Type == "tool_use" && len(blk.Input) > 0 {
+				res.Content = string(blk.Input)
+				break
+			}
+		}
 		if ar.StopReason != nil {
 			res.FinishReason = *ar.StopReason
 		}

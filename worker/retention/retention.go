@@ -138,7 +138,7 @@ func (s *Service) RunOnce(ctx context.Context) (Result, error) {
 	if p.Total() > 0 {
 		s.cfg.Logger.InfoContext(ctx, "retention pruned finished work",
 			"stripped_lines", p.Stripped, "provider_batches", p.ProviderBatches, "lines", p.Lines,
-			"alerts", p.Alerts, "dead_letters", p.DeadLetters)
+			"alerts", p.Alerts, "dead_letters", p.DeadLetters, "pace_history", p.PaceHistory)
 	}
 	return res, err
 }

@@ -50,6 +50,8 @@ func fixture(t *testing.T, db *dbtest.DB) {
 	pb(3, day)
 	line(3, 5, "applied", `{"model":"m"}`)
 	exec(`INSERT INTO triage_alert (kind, created_at) VALUES ('old', now() - interval '40 days'), ('new', now() - interval '1 day')`)
+	exec(`INSERT INTO triage_pace_history (key, at, source, rate_per_s) VALUES
+		('k', now() - interval '40 days', 'headers', 5), ('k', now() - interval '1 day', 'headers', 6)`)
 	dl := func(rec string, created, requeued *time.Duration) {
 		var c, r *string
 		if created != nil {
@@ -83,7 +85,7 @@ func TestRunOncePrunesOldFinishedWork(t *testing.T) {
 	res, err := svc.RunOnce(context.Background())
 	require.NoError(t, err)
 	require.True(t, res.Ran)
-	require.Equal(t, ledger.Pruned{Stripped: 2, ProviderBatches: 1, Lines: 2, Alerts: 1, DeadLetters: 1}, res.Pruned)
+	require.Equal(t, ledger.Pruned{Stripped: 2, ProviderBatches: 1, Lines: 2, Alerts: 1, DeadLetters: 1, PaceHistory: 1}, res.Pruned)
 
 	ids := func(sql string) []string {
 		t.Helper()
@@ -104,6 +106,7 @@ func TestRunOncePrunesOldFinishedWork(t *testing.T) {
 		ids(`SELECT job_id || ':' || state || ':' || body::text FROM triage_provider_batch_line ORDER BY job_id`),
 		"an open line keeps its body; a closed one of a collected batch loses it")
 	require.Equal(t, []string{"new"}, ids(`SELECT kind FROM triage_alert`))
+	require.Equal(t, []string{"6"}, ids(`SELECT rate_per_s::text FROM triage_pace_history`), "the pace of a day ago stays")
 	require.Equal(t, []string{"never-requeued", "recent-requeued"}, ids(`SELECT record_id FROM triage_dead_letter ORDER BY 1`))
 
 	res, err = svc.RunOnce(context.Background())

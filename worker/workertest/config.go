@@ -47,7 +47,8 @@ type ConfigOptions struct {
 	// configuration's own default applies (config.MaxAttemptsDefault) and a
 	// test may still add the line itself.
 	MaxAttempts int
-	// Output of the pipeline ("json" or "text"). Default "": the line is left
+	// Output of the pipeline ("json", "json_schema" with a schema_file line in
+	// ExtraPipeline, or "text"). Default "": the line is left
 	// out (config.OutputDefault applies).
 	Output string
 	// WebhookURL of the [alerts] table, e.g. a Webhook's server. Default "":
