@@ -426,3 +426,15 @@ func KeyHasOpenBatchWork(ctx context.Context, db DBTX, key string) (bool, error)
 	}
 	return open, nil
 }
+
+// ProviderBatchRecorded reports whether the provider batch id is recorded
+// on a provider batch row of key other than except: the batch is that row's,
+// so a look-up for except's batch (batchapi.Client.Find) must not take it.
+func ProviderBatchRecorded(ctx context.Context, db DBTX, key, providerID string, except int64) (bool, error) {
+	var ok bool
+	if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM triage_provider_batch
+		WHERE key = $1 AND provider_batch_id = $2 AND id <> $3)`, key, providerID, except).Scan(&ok); err != nil {
+		return false, fmt.Errorf("ledger: is provider batch %s recorded: %w", providerID, err)
+	}
+	return ok, nil
+}

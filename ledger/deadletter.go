@@ -15,6 +15,9 @@ import (
 // has at most one dead letter not yet requeued, and dead-lettering it again
 // returns that one's id and changes nothing (a worker that dies between the
 // dead letter and cancelling its job may dead-letter the same record twice).
+// A record that already has a result is done: nothing is written and the
+// error wraps ErrHasResult (a late run of a record, such as a rescued run
+// past its bounds, must not also dead-letter it).
 func AddDeadLetter(ctx context.Context, db DBTX, row DeadLetterRow) (int64, error) {
 	var request []byte
 	if len(row.Request) > 0 {
@@ -23,13 +26,19 @@ func AddDeadLetter(ctx context.Context, db DBTX, row DeadLetterRow) (int64, erro
 	args := []any{row.Batch, row.RecordID, row.JobID, row.Pipeline, row.Key, row.Class.String(), row.Reason,
 		nullInt(row.HTTPStatus), nullString(row.VendorCode), row.Attempts, request,
 		Redact(row.ErrorExcerpt), nowArg(row.Now), row.Rule, row.Unknown}
-	var id int64
-	err := db.QueryRow(ctx, addDeadLetterSQL, args...).Scan(&id)
+	var (
+		id        int64
+		hasResult bool
+	)
+	err := db.QueryRow(ctx, addDeadLetterSQL, args...).Scan(&id, &hasResult)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// A concurrent insert of the same record committed after this
 		// statement's snapshot was taken: the conflict was seen, the row
 		// was not. A new statement sees it.
-		err = db.QueryRow(ctx, addDeadLetterSQL, args...).Scan(&id)
+		err = db.QueryRow(ctx, addDeadLetterSQL, args...).Scan(&id, &hasResult)
+	}
+	if err == nil && hasResult {
+		err = ErrHasResult
 	}
 	if err != nil {
 		return 0, fmt.Errorf("ledger: dead letter %s/%s: %w", row.Batch, row.RecordID, err)
@@ -37,18 +46,24 @@ func AddDeadLetter(ctx context.Context, db DBTX, row DeadLetterRow) (int64, erro
 	return id, nil
 }
 
-const addDeadLetterSQL = `WITH ins AS (
+const addDeadLetterSQL = `WITH done AS (
+		SELECT EXISTS (SELECT 1 FROM triage_result WHERE batch = $1 AND record_id = $2) AS has
+	), ins AS (
 		INSERT INTO triage_dead_letter
 			(batch, record_id, job_id, pipeline, key, class, reason, http_status, vendor_code,
 			 attempts, request, error_excerpt, created_at, rule, unknown)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, coalesce($13, now()), $14, $15)
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, coalesce($13, now()), $14, $15
+		WHERE NOT (SELECT has FROM done)
 		ON CONFLICT (batch, record_id) WHERE requeued_at IS NULL DO NOTHING
 		RETURNING id
 	)
-	SELECT id FROM ins
+	SELECT id, false FROM ins
 	UNION ALL
-	SELECT id FROM triage_dead_letter
-	WHERE batch = $1 AND record_id = $2 AND requeued_at IS NULL AND NOT EXISTS (SELECT 1 FROM ins)`
+	SELECT id, false FROM triage_dead_letter
+	WHERE batch = $1 AND record_id = $2 AND requeued_at IS NULL AND NOT EXISTS (SELECT 1 FROM ins)
+	  AND NOT (SELECT has FROM done)
+	UNION ALL
+	SELECT 0, true FROM done WHERE has`
 
 const deadLetterColumns = `id, batch, record_id, job_id, pipeline, key, class, reason,
 	coalesce(http_status, 0), coalesce(vendor_code, ''), attempts, request, error_excerpt, requeued_at, created_at,

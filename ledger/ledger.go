@@ -38,6 +38,9 @@ var (
 	// ErrAttemptFinished: FinishAttempt on an attempt that is no longer an
 	// intent (finished already, or resolved by a later attempt).
 	ErrAttemptFinished = errors.New("ledger: attempt already finished")
+	// ErrHasResult: AddDeadLetter on a record that already has a result. The
+	// record is done; nothing was written.
+	ErrHasResult = errors.New("ledger: the record has a result")
 )
 
 // BatchState is a batch's state as `triage status` prints it.

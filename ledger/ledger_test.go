@@ -677,3 +677,28 @@ func TestUsageByClass(t *testing.T) {
 	require.Equal(t, ledger.ClassUsage{}, total)
 	require.Empty(t, byClass)
 }
+
+// A record that has a result is done: a late run (one past its bounds, a
+// second job of the same record) cannot also dead-letter it, or the batch
+// would count it twice and `dlq requeue` would send a paid record again.
+func TestDeadLetterRefusesARecordWithAResult(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.batch(t, "b1", 2)
+	id, err := ledger.BeginAttempt(b.ctx, b.db.Pool, intent("b1", "r1", 1))
+	require.NoError(t, err)
+	require.NoError(t, ledger.StoreResult(b.ctx, b.db.Pool, "b1", "r1", id, json.RawMessage(`{"x":1}`)))
+
+	_, err = ledger.AddDeadLetter(b.ctx, b.db.Pool, deadLetterRow("b1", "r1"))
+	require.ErrorIs(t, err, ledger.ErrHasResult)
+	dls, err := ledger.ListDeadLetters(b.ctx, b.db.Pool, ledger.DeadLetterFilter{Batch: "b1"})
+	require.NoError(t, err)
+	require.Empty(t, dls, "a record with a result has no dead letter")
+
+	_, err = ledger.AddDeadLetter(b.ctx, b.db.Pool, deadLetterRow("b1", "r2"))
+	require.NoError(t, err, "a record without a result is dead-lettered as before")
+	st, err := ledger.BatchStatus(b.ctx, b.db.Pool, "b1")
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Completed)
+	require.Equal(t, 1, st.DeadLettered)
+}

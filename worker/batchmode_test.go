@@ -64,6 +64,21 @@ func (b *testBundle) lineStates(t testing.TB) map[string]int {
 	return b.countBy(t, "SELECT state, count(*) FROM triage_provider_batch_line GROUP BY 1")
 }
 
+// sendTogether makes the n lines the test's jobs write go in one provider
+// batch: with b.opts.Batch.Gather set to an hour before start, it waits
+// until n lines wait, then ages them so the submitter sends them at once.
+// (The 200 ms gather of batchTuning splits the lines of a test over several
+// provider batches when a loaded machine runs the jobs slowly.)
+func (b *testBundle) sendTogether(t testing.TB, n int) {
+	t.Helper()
+	eventually(t, 30*time.Second, fmt.Sprintf("%d lines wait for a provider batch", n), func() bool {
+		return b.lineStates(t)["pending"] == n
+	})
+	_, err := b.db.Pool.Exec(context.Background(),
+		`UPDATE triage_provider_batch_line SET pending_since = now() - interval '1 day' WHERE state = 'pending'`)
+	require.NoError(t, err)
+}
+
 // ledgerBill sums the ledger: cost, what it would have cost sync, attempts
 // by mode.
 func (b *testBundle) ledgerBill(t testing.TB) (costUSD, syncUSD float64, byMode map[string]int) {
@@ -109,7 +124,9 @@ func TestBatchModeRunBillsAtBatchPricesAndDeadLettersThePoisoned(t *testing.T) {
 	b.enqueue(t, "b1", records(n, poisoned(10)))
 	b.start(t)
 
-	st := b.waitSettled(t, "b1", 120*time.Second)
+	// 2,000 records under -race take about 30 s on a quiet 2-core machine
+	// and over two minutes at load average 30.
+	st := b.waitSettled(t, "b1", 5*time.Minute)
 	require.Equal(t, n-n/10, st.Completed, "every good record completes")
 	require.Equal(t, n/10, st.DeadLettered)
 	dls := b.deadLetters(t, "b1")
@@ -254,9 +271,13 @@ func TestBatchModeExpiredLinesAreResubmitted(t *testing.T) {
 	// Under load the 30 expired lines may gather into more than one
 	// provider batch: wait until every one of them is in a batch the
 	// provider created, so the next hour's advance finishes them all.
+	// Every first batch must be collected first: one still to be polled
+	// holds its expired lines as submitted, and they would go into a batch
+	// created after the next advance, which never finishes.
 	eventually(t, 30*time.Second, "the expired lines are in provider batches again", func() bool {
-		ls := b.lineStates(t)
-		return ls["pending"] == 0 && ls["not_run"] == 0 && b.providerBatches(t)["intent"] == 0 && b.fake.Stats().Batches.Created > created
+		ls, pb := b.lineStates(t), b.providerBatches(t)
+		return pb["collected"] == created && ls["pending"] == 0 && ls["not_run"] == 0 && pb["intent"] == 0 &&
+			pb["uploaded"] == 0 && b.fake.Stats().Batches.Created > created
 	})
 	clock.Advance(2 * time.Hour)
 	st := b.waitSettled(t, "b1", 60*time.Second)
@@ -396,9 +417,11 @@ func TestBatchIntentRowIsFoundNotResubmitted(t *testing.T) {
 			b, _ := setupBatch(t, fakeprovider.Scenario{}, "batch", tweaks{vendor: vendor})
 			lossy := &lossyCreate{}
 			b.opts.HTTPClient = &http.Client{Transport: lossy}
+			b.opts.Batch.Gather = time.Hour
 			const n = 20
 			b.enqueue(t, "b1", records(n, nil))
 			b.start(t)
+			b.sendTogether(t, n)
 			st := b.waitSettled(t, "b1", 30*time.Second)
 			require.Equal(t, n, st.Completed)
 			require.True(t, lossy.hasLost(), "the create's answer was lost")
@@ -418,13 +441,18 @@ func TestBatchValidationFailureDeadLettersTheNamedLine(t *testing.T) {
 	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{ValidateFor: fakeprovider.Duration(time.Hour),
 		FailValidation: &fakeprovider.BatchError{Code: "invalid_json_line", Line: 2, Message: "This line is not parseable as valid JSON."}}}
 	b, clock := setupBatch(t, sc, "batch", tweaks{})
+	// Lines are sent when the test ages them, so each provider batch holds
+	// every line waiting (a 200 ms gather splits them on a loaded machine).
+	b.opts.Batch.Gather = time.Hour
 	const n = 10
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
+	b.sendTogether(t, n)
 	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
 	// The next batch validates.
 	require.NoError(t, b.fake.SetScenario(fakeprovider.Scenario{APIKey: workertest.APIKey, NoReplay: true, Now: clock.Now}))
 	clock.Advance(2 * time.Hour)
+	b.sendTogether(t, n-1)
 	st := b.waitSettled(t, "b1", 30*time.Second)
 	require.Equal(t, n-1, st.Completed)
 	require.Equal(t, 1, st.DeadLettered)
@@ -605,9 +633,11 @@ func TestBatchCreateRejectedDeadLettersItsLines(t *testing.T) {
 	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{
 		FailValidation: &fakeprovider.BatchError{Code: "invalid_request_error", Message: "requests: too many"}}}
 	b, _ := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic"})
+	b.opts.Batch.Gather = time.Hour
 	const n = 64
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
+	b.sendTogether(t, n)
 	st := b.waitSettled(t, "b1", 30*time.Second)
 	require.Equal(t, n, st.DeadLettered)
 	for _, d := range b.deadLetters(t, "b1") {
@@ -837,4 +867,45 @@ func TestBatchCountsInTheVendorsWords(t *testing.T) {
 			require.Equal(t, counts, got)
 		})
 	}
+}
+
+// Anthropic's batches are found by their custom_ids, and a line sent again
+// (its first provider batch expired) keeps its custom_id. A process that
+// dies between the intent row of the second batch and its create leaves a
+// row whose lines match the first, ended batch: that batch is another row's
+// and must not be taken for this one's (night 60014: the row was "found"
+// as an already recorded batch on every lease, its records never settled).
+func TestAnthropicIntentRowIsNotMatchedToAnEarlierBatchOfItsLines(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour),
+		ExpireShare: 1, ExpireAfter: fakeprovider.Duration(2 * time.Hour)}}
+	b, clock := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic"})
+	b.opts.Batch.Gather = time.Hour // lines are sent when the test ages them
+	const n = 3
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	ctx := context.Background()
+	b.sendTogether(t, n)
+	eventually(t, 30*time.Second, "the first provider batch is submitted", func() bool {
+		return b.lineStates(t)["submitted"] == n && b.providerBatches(t)["submitted"] == 1
+	})
+	// The first batch expires with every line unfinished; the lines wait
+	// for the next one.
+	require.NoError(t, b.fake.SetScenario(fakeprovider.Scenario{APIKey: workertest.APIKey, NoReplay: true, Now: clock.Now}))
+	clock.Advance(3 * time.Hour)
+	eventually(t, 30*time.Second, "the expired lines wait again", func() bool { return b.lineStates(t)["pending"] == n })
+	// A process wrote the next batch's intent row and died before the
+	// create: the row is due, its lease long gone.
+	var key, model string
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT key, model FROM triage_provider_batch LIMIT 1`).Scan(&key, &model))
+	_, err := b.db.Pool.Exec(ctx, `WITH r AS (
+			INSERT INTO triage_provider_batch (key, vendor, model, lines, next_poll_at)
+			VALUES ($1, 'anthropic', $2, $3, $4) RETURNING id)
+		UPDATE triage_provider_batch_line SET provider_batch = (SELECT id FROM r), state = 'submitted' WHERE state = 'pending'`,
+		key, model, n, clock.Now().Add(-time.Minute))
+	require.NoError(t, err)
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.Completed)
+	require.Equal(t, 2, b.fake.Stats().Batches.Created, "the row's batch was created, the expired one not taken for it")
+	b.requireBilledOnce(t)
 }

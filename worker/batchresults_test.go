@@ -170,9 +170,11 @@ func TestBatchCollectionCutMidwayIsResumed(t *testing.T) {
 	b, _ := setupBatch(t, fakeprovider.Scenario{}, "batch", tweaks{})
 	cut := &cutResults{}
 	b.opts.HTTPClient = &http.Client{Transport: cut}
+	b.opts.Batch.Gather = time.Hour
 	const n = 20
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
+	b.sendTogether(t, n)
 	st := b.waitSettled(t, "b1", 30*time.Second)
 	require.Equal(t, n, st.Completed)
 	cut.mu.Lock()

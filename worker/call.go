@@ -729,8 +729,9 @@ func (r *Runtime) deadLetter(ctx context.Context, c *call, rx decide.Reaction) e
 		row.ErrorExcerpt = c.key.redact.Excerpt(row.ErrorExcerpt)
 	}
 	var (
-		id  int64
-		err error
+		id        int64
+		hasResult bool
+		err       error
 	)
 	// A failed write is tried again here rather than by River: a River retry
 	// would find only this call's intent and send the request again.
@@ -749,6 +750,12 @@ func (r *Runtime) deadLetter(ctx context.Context, c *call, rx decide.Reaction) e
 			}
 			var err error
 			id, err = ledger.AddDeadLetter(ctx, tx, row)
+			if errors.Is(err, ledger.ErrHasResult) {
+				// Another run of the record stored its result: the
+				// record is done, this call's outcome is kept, and
+				// nothing is dead-lettered.
+				hasResult, err = true, nil
+			}
 			return err
 		})
 		if err == nil || ctx.Err() != nil {
@@ -758,6 +765,11 @@ func (r *Runtime) deadLetter(ctx context.Context, c *call, rx decide.Reaction) e
 	}
 	if err != nil {
 		return fmt.Errorf("dead letter: %w", err)
+	}
+	if hasResult {
+		r.log.InfoContext(ctx, "not dead-lettered: the record already has a result", "batch", job.Args.Batch,
+			"record_id", job.Args.RecordID, "class", rx.Class.String(), "reason", rx.Reason)
+		return nil
 	}
 	r.log.WarnContext(ctx, "dead letter", "dead_letter_id", id, "batch", job.Args.Batch, "record_id", job.Args.RecordID,
 		"class", rx.Class.String(), "reason", rx.Reason, "status", c.res.Observation.Status, "code", deref(c.verdict.Code))

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -75,6 +76,9 @@ func (r *Runtime) sweepNow(ctx context.Context, stuck bool, quiet time.Duration)
 		seen[[2]string{o.batch, o.recordID}] = true
 		row := r.orphanDeadLetter(o)
 		id, err := ledger.AddDeadLetter(ctx, r.pool, row)
+		if errors.Is(err, ledger.ErrHasResult) {
+			continue // completed since it was found
+		}
 		if err != nil {
 			r.log.WarnContext(ctx, "dead-letter a finished job", "job_id", o.jobID, "batch", o.batch, "record_id", o.recordID, "err", err)
 			continue

@@ -71,7 +71,7 @@ func (c *Client) anthropicCreate(ctx context.Context, lines []Line) (Batch, erro
 // anthropicFind pages through the batches created since since (newest
 // first) for one with as many requests as customIDs, then confirms it by the
 // custom_ids in its results, which exist only once it has ended.
-func (c *Client) anthropicFind(ctx context.Context, since time.Time, customIDs []string) (Batch, bool, error) {
+func (c *Client) anthropicFind(ctx context.Context, since time.Time, customIDs []string, known Known) (Batch, bool, error) {
 	want := make(map[string]struct{}, len(customIDs))
 	for _, id := range customIDs {
 		want[id] = struct{}{}
@@ -97,6 +97,18 @@ func (c *Client) anthropicFind(ctx context.Context, since time.Time, customIDs [
 			}
 			if b.Counts.Total != len(want) {
 				continue
+			}
+			if known != nil {
+				// A line sent again keeps its custom_id: an earlier
+				// batch of the same lines (one that expired) matches
+				// them too, and it is another row's.
+				k, err := known(ctx, b.ID)
+				if err != nil {
+					return Batch{}, false, err
+				}
+				if k {
+					continue
+				}
 			}
 			if !b.Ended {
 				if pending == nil {

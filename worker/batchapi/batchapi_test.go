@@ -1,6 +1,7 @@
 package batchapi
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -344,18 +345,18 @@ func TestFindOpenAI(t *testing.T) {
 		b.submit(t, ctx, b.client, linesFor(t, "openai", []string{"x" + strings.Repeat("y", i%3)}, nil), "row-other")
 	}
 	fresh := b.newClient(t, testKey) // a restarted process
-	got, found, err := fresh.Find(ctx, "row-42", since, nil)
+	got, found, err := fresh.Find(ctx, "row-42", since, nil, nil)
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Equal(t, target.ID, got.ID)
 	require.Equal(t, "row-42", got.Tag)
 
-	_, found, err = fresh.Find(ctx, "row-43", since, nil)
+	_, found, err = fresh.Find(ctx, "row-43", since, nil, nil)
 	require.NoError(t, err)
 	require.False(t, found)
 
 	// Batches older than since (less the clock skew) are not looked at.
-	_, found, err = fresh.Find(ctx, "row-42", b.clock.Now().Add(FindClockSkew+time.Minute), nil)
+	_, found, err = fresh.Find(ctx, "row-42", b.clock.Now().Add(FindClockSkew+time.Minute), nil, nil)
 	require.NoError(t, err)
 	require.False(t, found)
 }
@@ -375,31 +376,49 @@ func TestFindAnthropic(t *testing.T) {
 	fresh := b.newClient(t, testKey)
 
 	// Running batches of the right size cannot be told apart yet.
-	cand, found, err := fresh.Find(ctx, "", since, customIDsOf(linesA))
+	cand, found, err := fresh.Find(ctx, "", since, customIDsOf(linesA), nil)
 	require.ErrorIs(t, err, ErrUnconfirmed)
 	require.False(t, found)
 	require.Contains(t, []string{batchA.ID, batchB.ID}, cand.ID)
 	// No running batch of that size: nothing to wait for.
-	_, found, err = fresh.Find(ctx, "", since, []string{"z1"})
+	_, found, err = fresh.Find(ctx, "", since, []string{"z1"}, nil)
 	require.NoError(t, err)
 	require.False(t, found)
 
 	b.clock.Advance(2 * time.Hour)
-	got, found, err := fresh.Find(ctx, "", since, customIDsOf(linesA))
+	got, found, err := fresh.Find(ctx, "", since, customIDsOf(linesA), nil)
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Equal(t, batchA.ID, got.ID)
-	got, found, err = fresh.Find(ctx, "", since, reversed(customIDsOf(linesB)))
+	got, found, err = fresh.Find(ctx, "", since, reversed(customIDsOf(linesB)), nil)
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Equal(t, batchB.ID, got.ID)
 
-	_, found, err = fresh.Find(ctx, "", since, customIDsOf(linesFor(t, "anthropic", []string{"a1", "a2", "z9"}, nil)))
+	_, found, err = fresh.Find(ctx, "", since, customIDsOf(linesFor(t, "anthropic", []string{"a1", "a2", "z9"}, nil)), nil)
 	require.NoError(t, err)
 	require.False(t, found, "same size, other lines")
-	_, found, err = fresh.Find(ctx, "", b.clock.Now().Add(FindClockSkew+time.Minute), customIDsOf(linesA))
+	_, found, err = fresh.Find(ctx, "", b.clock.Now().Add(FindClockSkew+time.Minute), customIDsOf(linesA), nil)
 	require.NoError(t, err)
 	require.False(t, found, "created before since")
+
+	// The same lines sent again in a new batch: the earlier batch of them
+	// is recorded already (known), the new one is found, and while the
+	// new one runs, only it is a candidate.
+	recorded := func(_ context.Context, id string) (bool, error) { return id == batchA.ID, nil }
+	_, found, err = fresh.Find(ctx, "", since, customIDsOf(linesA), recorded)
+	require.NoError(t, err)
+	require.False(t, found, "the only batch of these lines is recorded: nothing to find, safe to send")
+	again := b.submit(t, ctx, b.client, linesA, "")
+	cand, found, err = fresh.Find(ctx, "", since, customIDsOf(linesA), recorded)
+	require.ErrorIs(t, err, ErrUnconfirmed)
+	require.False(t, found)
+	require.Equal(t, again.ID, cand.ID)
+	b.clock.Advance(2 * time.Hour)
+	got, found, err = fresh.Find(ctx, "", since, customIDsOf(linesA), recorded)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, again.ID, got.ID)
 }
 
 // Find pages through the account's batches, newest first, to one created
@@ -415,7 +434,7 @@ func TestFindAnthropicPaginates(t *testing.T) {
 		b.clock.Advance(time.Second)
 		b.submit(t, ctx, b.client, linesFor(t, "anthropic", []string{"x"}, nil), "")
 	}
-	got, found, err := b.newClient(t, testKey).Find(ctx, "", since, customIDsOf(lines))
+	got, found, err := b.newClient(t, testKey).Find(ctx, "", since, customIDsOf(lines), nil)
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Equal(t, target.ID, got.ID)

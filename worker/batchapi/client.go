@@ -103,6 +103,10 @@ func (c *Client) cancel(ctx context.Context, id string) (Batch, error) {
 	return c.openAIBatchCall(ctx, "cancel", http.MethodPost, c.endpoint(nil, "batches", id, "cancel"), nil)
 }
 
+// Known reports whether a provider batch id is recorded already, as the
+// batch of another provider batch row: Find skips it.
+type Known func(ctx context.Context, id string) (bool, error)
+
 // find looks for a batch an earlier process created but crashed before
 // recording. OpenAI: the batch whose metadata.triage_provider_batch is tag,
 // among those created since since (zero: all). Anthropic, which has no
@@ -111,13 +115,14 @@ func (c *Client) cancel(ctx context.Context, id string) (Batch, error) {
 // cannot be checked, and Find returns it with ErrUnconfirmed (found false):
 // neither resubmit nor record it yet, ask again later. Found false with a
 // nil error means no such batch exists: resubmitting is safe. See doc.go for
-// the limits.
-func (c *Client) find(ctx context.Context, tag string, since time.Time, customIDs []string) (Batch, bool, error) {
+// the limits. A batch known reports as recorded already (another row's) is
+// never a candidate; known may be nil.
+func (c *Client) find(ctx context.Context, tag string, since time.Time, customIDs []string, known Known) (Batch, bool, error) {
 	if c.format == provider.FormatAnthropic {
 		if len(customIDs) == 0 {
 			return Batch{}, false, fmt.Errorf("%w: find needs the custom_ids of the batch", ErrInvalidLines)
 		}
-		return c.anthropicFind(ctx, since, customIDs)
+		return c.anthropicFind(ctx, since, customIDs, known)
 	}
 	if tag == "" {
 		return Batch{}, false, fmt.Errorf("%w: find needs the tag the batch was created with", ErrInvalidLines)

@@ -81,9 +81,10 @@
 // twice) nor record it (it may be another's); asking again once it has ended
 // settles it. Limits: results are kept 29 days, so a batch older than that
 // cannot be confirmed; a batch another client created with the same number
-// of requests delays the answer until it ends; a batch this caller already
-// recorded, holding the same custom_ids and created within FindClockSkew of
-// since, matches too, so compare the id found with those recorded.
+// of requests delays the answer until it ends. A batch this caller already
+// recorded holds the same custom_ids when lines are sent again (a line keeps
+// its custom_id when its first batch expired): pass Known, and batches it
+// reports as recorded are neither candidates nor matches.
 //
 // # Limits and timeouts
 //

@@ -108,8 +108,8 @@ func (c *Client) Cancel(ctx context.Context, id string) (Batch, error) {
 }
 
 // Find: see find.
-func (c *Client) Find(ctx context.Context, tag string, since time.Time, customIDs []string) (Batch, bool, error) {
-	b, ok, err := c.find(ctx, tag, since, customIDs)
+func (c *Client) Find(ctx context.Context, tag string, since time.Time, customIDs []string, known Known) (Batch, bool, error) {
+	b, ok, err := c.find(ctx, tag, since, customIDs, known)
 	return c.safeBatch(b), ok, c.safeErr(err)
 }
 

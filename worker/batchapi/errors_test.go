@@ -41,7 +41,7 @@ func everyCall(ctx context.Context, c *Client, lines []Line) map[string]error {
 	_, errs["create"] = c.Create(ctx, "file-abc", lines, "row-1")
 	_, errs["get"] = c.Get(ctx, "batch_abc")
 	_, errs["cancel"] = c.Cancel(ctx, "batch_abc")
-	_, _, errs["find"] = c.Find(ctx, "row-1", time.Time{}, customIDsOf(lines))
+	_, _, errs["find"] = c.Find(ctx, "row-1", time.Time{}, customIDsOf(lines), nil)
 	b := Batch{ID: "msgbatch_abc", Ended: true, OutputFileID: "file-out"}
 	for _, err := range c.Results(ctx, b) {
 		errs["results"] = err

@@ -592,7 +592,12 @@ func (s *Submitter) recover(ctx context.Context, r *row) error {
 	// provider's clock may differ from it by minutes, which the client's
 	// margin (batchapi.FindClockSkew) covers. No host clock is involved.
 	hctx, stop := s.hold(ctx, r)
-	b, found, err := s.cfg.Client.Find(hctx, r.tag(), r.createdAt, ids)
+	// A line sent again keeps its custom_id, so an Anthropic batch of the
+	// same lines may be another row's: recorded batches are not this one.
+	known := func(ctx context.Context, id string) (bool, error) {
+		return ledger.ProviderBatchRecorded(ctx, s.cfg.Pool, s.key, id, r.id)
+	}
+	b, found, err := s.cfg.Client.Find(hctx, r.tag(), r.createdAt, ids, known)
 	if lost := stop(); lost != nil {
 		return lost
 	}
