@@ -41,9 +41,12 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./worker/config
 	$(GO) test -run='^$$' -fuzz='^FuzzBoundary$$' -fuzztime=$(FUZZTIME) ./ledger/redact
 
-## bench: benchmarks (the worker ones need a database)
+## bench: benchmarks (the worker ones need a database). The night benchmark
+## (BenchmarkNight) takes TRIAGE_BENCH_NIGHT records (100000), and
+## TRIAGE_BENCH_NIGHT_ROUNDS, _LATENCY and _RPM; BENCH=regexp runs only some
+BENCH ?= .
 bench:
-	.ci/with-test-db $(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+	.ci/with-test-db $(GO) test -run='^$$' -bench='$(BENCH)' -benchmem -timeout 0 $(PKGS)
 
 ## soak: the night simulator (worker/nightsim) over SEEDS seeds from FIRST,
 ## or for SOAK_TIME; a failing night prints the -seed that replays it

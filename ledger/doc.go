@@ -49,6 +49,12 @@
 // younger intents as reservations in flight. A capped batch therefore either
 // has room, waits for calls really in flight, or pauses.
 //
+// QueuePriorOutcomeAndIntent is the read before a call and the intent of a
+// first send of an uncapped batch in one statement, to be queued next to the
+// breakers' admission: one round trip before a first call instead of two.
+// The intent is then written before the caller's decision, and a caller that
+// decides not to call withdraws it (WithdrawIntent).
+//
 // # Open lines
 //
 // A record's provider-batch line that is in a live provider batch, or holds

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 // use is touched: open lines and the provider batches that hold them,
 // attempts not finished, dead letters not requeued; a paid answer held
 // for a requeue (its job gone by hand) is kept for the age, then closed.
+// Of the attempts only failed calls that billed nothing go (pruneAttempts),
+// so what the ledger reports as spent and the tokens never change.
 
 // PruneChunk is how many rows one prune statement deletes at most.
 const PruneChunk = 1000
@@ -35,17 +38,21 @@ type Pruned struct {
 	// PaceHistory: a key's pace points (triage_pace_history) older than
 	// the age.
 	PaceHistory int
+	// Attempts: failed calls that billed nothing, of records answered
+	// before the cutoff (pruneAttempts).
+	Attempts int
 }
 
 // Total is the number of rows changed.
 func (p Pruned) Total() int {
-	return p.Stripped + p.ProviderBatches + p.Lines + p.Alerts + p.DeadLetters + p.HeldAnswers + p.PaceHistory
+	return p.Stripped + p.ProviderBatches + p.Lines + p.Alerts + p.DeadLetters + p.HeldAnswers + p.PaceHistory + p.Attempts
 }
 
 // PruneCutoffs are the moments before which rows are old enough to go.
 type PruneCutoffs struct {
-	// Finished applies to alerts, provider batches (their end) and the
-	// keys' pace history.
+	// Finished applies to alerts, provider batches (their end), the
+	// keys' pace history and attempts (their end, and their record's
+	// result).
 	Finished time.Time
 	// Requeued applies to dead letters, by when they were requeued.
 	Requeued time.Time
@@ -168,7 +175,68 @@ func Prune(ctx context.Context, db DBTX, cut PruneCutoffs) (Pruned, error) {
 			}
 		}
 	}
-	return p, nil
+	n, err := pruneAttempts(ctx, db, cut.Finished)
+	p.Attempts += n
+	return p, err
+}
+
+// pruneAttemptsSQL deletes, of one page of PruneChunk candidates after
+// the key ($3, $4) in the order of the triage_attempt_failed_unbilled
+// index, the attempts nothing needs any more: failed calls that billed
+// nothing (no cost, no tokens), finished before $1, of a record whose
+// result was stored before $1, with no attempt in flight or possibly
+// billed (an unsettled intent, a lost answer a look-up may still settle)
+// and no provider-batch line referring to them. The call that answered
+// (the result's attempt), calls that billed, lost answers and every
+// attempt of a record without a result (a requeue of its dead letter
+// reads its history) stay. It returns how many went, the page's size and
+// its last key.
+const pruneAttemptsSQL = `WITH page AS (
+		SELECT id, finished_at FROM triage_attempt
+		WHERE status = 'failed' AND cost_usd = 0 AND input_tokens = 0 AND output_tokens = 0
+		  AND finished_at < $1 AND (finished_at, id) > ($3, $4)
+		ORDER BY finished_at, id LIMIT $2
+	), gone AS (
+		DELETE FROM triage_attempt a USING page
+		WHERE a.id = page.id
+		  AND EXISTS (SELECT 1 FROM triage_result r
+			WHERE r.batch = a.batch AND r.record_id = a.record_id AND r.completed_at < $1)
+		  AND NOT EXISTS (SELECT 1 FROM triage_attempt o
+			WHERE o.batch = a.batch AND o.record_id = a.record_id AND o.status IN ('intent', 'possibly_billed'))
+		  AND NOT EXISTS (SELECT 1 FROM triage_provider_batch_line l WHERE l.attempt_id = a.id)
+		RETURNING a.id
+	), last AS (
+		SELECT finished_at, id FROM page ORDER BY finished_at DESC, id DESC LIMIT 1
+	)
+	SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM page), last.finished_at, last.id
+	FROM last`
+
+// pruneAttempts walks the candidate attempts finished before cutoff in
+// pages of PruneChunk (keyset order, so candidates kept are read once a
+// pass), each page's delete its own transaction, and returns how many went.
+func pruneAttempts(ctx context.Context, db DBTX, cutoff time.Time) (int, error) {
+	var (
+		total  int
+		lastAt time.Time // before every finished_at
+		lastID int64
+	)
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		var gone, seen int
+		err := db.QueryRow(ctx, pruneAttemptsSQL, cutoff, PruneChunk, lastAt, lastID).Scan(&gone, &seen, &lastAt, &lastID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return total, nil // an empty page
+		}
+		if err != nil {
+			return total, fmt.Errorf("ledger: prune attempts: %w", err)
+		}
+		total += gone
+		if seen < PruneChunk {
+			return total, nil
+		}
+	}
 }
 
 // TableSize is the disk one ledger table uses.

@@ -76,16 +76,25 @@ func peakRSS() float64 {
 	return 0
 }
 
+// benchEnqueueRounds is how many rounds BenchmarkEnqueueVsInsertManyFast
+// runs: TRIAGE_BENCH_ENQUEUE_ROUNDS, default 3.
+func benchEnqueueRounds() int {
+	if n, err := strconv.Atoi(os.Getenv("TRIAGE_BENCH_ENQUEUE_ROUNDS")); err == nil && n > 0 {
+		return n
+	}
+	return 3
+}
+
 // BenchmarkEnqueueVsInsertManyFast streams TRIAGE_BENCH_ENQUEUE records
 // (default 1,000,000 of about 120 B) through worker.EnqueueJSONL, and
 // inserts the same jobs with River's InsertManyFast (COPY, one call) into a
-// schema of its own, three rounds in the same run. It reports the median
+// schema of its own, TRIAGE_BENCH_ENQUEUE_ROUNDS rounds (default 3) in the
+// same run. It reports the median
 // rows/s ratio (enqueue/InsertManyFast) with its lowest and highest, and
 // the enqueue's peak RSS (the process's VmHWM, reset before each enqueue;
 // the highest of the rounds).
 func BenchmarkEnqueueVsInsertManyFast(b *testing.B) {
-	n := benchEnqueueRecords()
-	const rounds = 3
+	n, rounds := benchEnqueueRecords(), benchEnqueueRounds()
 	for b.Loop() {
 		var ratios, enqRates, bareRates []float64
 		var rss float64

@@ -1,7 +1,8 @@
 // Package retention is the background service that prunes the ledger's
 // rows of finished work (ledger.Prune): collected provider batches and
-// their lines, alerts, requeued dead letters, and the request bodies of
-// closed batch lines. Every `triage work` process runs one; a session
+// their lines, alerts, requeued dead letters, the request bodies of
+// closed batch lines, and the failed calls that billed nothing of records
+// answered long ago. Every `triage work` process runs one; a session
 // advisory lock lets one at a time do a pass, the others skip it.
 package retention
 
@@ -20,8 +21,8 @@ import (
 type Config struct {
 	// Pool reaches the ledger. Required.
 	Pool *pgxpool.Pool
-	// Age: alerts and provider batches (with their lines) that ended
-	// longer ago are pruned. Required (config.Retention.Age).
+	// Age: alerts, provider batches (with their lines) and failed
+	// attempts that ended longer ago are pruned. Required (config.Retention.Age).
 	Age time.Duration
 	// DeadLetterAge: dead letters requeued longer ago are pruned.
 	// Required (config.Retention.DeadLetterAge).
@@ -138,7 +139,7 @@ func (s *Service) RunOnce(ctx context.Context) (Result, error) {
 	if p.Total() > 0 {
 		s.cfg.Logger.InfoContext(ctx, "retention pruned finished work",
 			"stripped_lines", p.Stripped, "provider_batches", p.ProviderBatches, "lines", p.Lines,
-			"alerts", p.Alerts, "dead_letters", p.DeadLetters, "pace_history", p.PaceHistory)
+			"alerts", p.Alerts, "dead_letters", p.DeadLetters, "pace_history", p.PaceHistory, "attempts", p.Attempts)
 	}
 	return res, err
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -214,4 +215,165 @@ func TestTableSizes(t *testing.T) {
 		require.Contains(t, byName, name)
 		require.Positive(t, byName[name].Bytes, name)
 	}
+}
+
+// attemptsFixture writes two batches: "old", whose records finished 40
+// days ago, and "new", finished yesterday. Each record has a failed call
+// before the one that answered; only the old records' failed calls that
+// billed nothing, and that nothing still needs, may go.
+func attemptsFixture(t *testing.T, db *dbtest.DB) {
+	t.Helper()
+	ctx := context.Background()
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		_, err := db.Pool.Exec(ctx, sql, args...)
+		require.NoError(t, err)
+	}
+	exec(`INSERT INTO triage_batch (id, pipeline, key, total) VALUES ('old', 'p', 'k', 7), ('new', 'p', 'k', 1)`)
+	var id int64
+	attempt := func(batch, rec, status string, ago time.Duration, cost float64, tokens int) int64 {
+		t.Helper()
+		id++
+		class := map[string]any{"ok": "ok", "failed": "throttled", "possibly_billed": "ambiguous", "intent": nil}[status]
+		exec(`INSERT INTO triage_attempt (id, batch, record_id, job_id, attempt, key, model, idempotency_key, request_hash,
+				status, class, cost_usd, input_tokens, output_tokens, est_cost_usd, is_retry, started_at, finished_at)
+			VALUES ($1::bigint, $2, $3, $1::bigint, $1::int, 'k', 'm', $2 || '/' || $3, 'h', $4, $5, $6, $7, $7, 0.001, $1::bigint > 1,
+				now() - $8::interval, CASE WHEN $4 <> 'intent' THEN now() - $8::interval END)`,
+			id, batch, rec, status, class, cost, tokens, ago.String())
+		return id
+	}
+	record := func(batch, rec string, ago time.Duration, failed ...func()) {
+		t.Helper()
+		exec(`INSERT INTO triage_record (batch, record_id, line, data) VALUES ($1, $2, 1, '{}')`, batch, rec)
+		for _, f := range failed {
+			f()
+		}
+	}
+	result := func(batch, rec string, ago time.Duration) {
+		t.Helper()
+		ok := attempt(batch, rec, "ok", ago, 0.002, 10)
+		exec(`INSERT INTO triage_result (batch, record_id, output, attempt_id, completed_at)
+			VALUES ($1, $2, '{}', $3, now() - $4::interval)`, batch, rec, ok, ago.String())
+	}
+	failed := func(batch, rec string, ago time.Duration) func() {
+		return func() { attempt(batch, rec, "failed", ago, 0, 0) }
+	}
+	old := 40 * day
+	// pruned: a failed call of a record answered 40 days ago.
+	record("old", "gone", old, failed("old", "gone", old), failed("old", "gone", old))
+	result("old", "gone", old)
+	// kept: a failed call that billed (an answer that failed validation).
+	record("old", "billed", old, func() { attempt("old", "billed", "failed", old, 0.003, 20) })
+	result("old", "billed", old)
+	// kept: the record has no result (its dead letter is in force, a
+	// requeue reads its history).
+	record("old", "dead", old, failed("old", "dead", old))
+	exec(`INSERT INTO triage_dead_letter (batch, record_id, job_id, pipeline, key, class, reason, created_at)
+		VALUES ('old', 'dead', 1, 'p', 'k', 'rejected', 'x', now() - interval '40 days')`)
+	// kept: the record has a call whose answer was lost, still possibly
+	// billed, and one still in flight (an unsettled intent).
+	record("old", "ambiguous", old, failed("old", "ambiguous", old), func() { attempt("old", "ambiguous", "possibly_billed", old, 0, 0) })
+	result("old", "ambiguous", old)
+	record("old", "inflight", old, failed("old", "inflight", old), func() { attempt("old", "inflight", "intent", old, 0, 0) })
+	result("old", "inflight", old)
+	// kept: a provider-batch line still refers to the failed call.
+	record("old", "lined", old, func() {
+		a := attempt("old", "lined", "failed", old, 0, 0)
+		exec(`INSERT INTO triage_provider_batch_line (key, job_id, batch, record_id, custom_id, attempt_id, body, state)
+			VALUES ('k', $1, 'old', 'lined', 'c', $1, 'null', 'applied')`, a)
+	})
+	result("old", "lined", old)
+	// kept: a failed call 40 days ago of a record answered only yesterday.
+	record("old", "late", old, failed("old", "late", old))
+	result("old", "late", day)
+	// kept: the new batch, its failed call yesterday.
+	record("new", "recent", day, failed("new", "recent", day))
+	result("new", "recent", day)
+}
+
+// Retention prunes the failed calls that billed nothing of records
+// answered longer ago than the age, and nothing else: not a call that
+// billed, not the call that answered, not a record without a result, with
+// a lost answer or a call in flight, nor a call a provider-batch line
+// refers to. What `triage ledger` reports as spent and the tokens are
+// unchanged, and so is everything it reports for the records kept.
+func TestRunOncePrunesOldFailedAttempts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t)
+	attemptsFixture(t, db)
+	usage := func(batch string) ledger.ClassUsage {
+		t.Helper()
+		total, _, err := ledger.UsageByClass(ctx, db.Pool, ledger.AttemptFilter{Batch: batch})
+		require.NoError(t, err)
+		return total
+	}
+	beforeAll, beforeNew := usage(""), usage("new")
+
+	res, err := newService(db).RunOnce(ctx)
+	require.NoError(t, err)
+	require.True(t, res.Ran)
+	require.Equal(t, 2, res.Pruned.Attempts)
+
+	type row struct {
+		Batch, Record, Status string
+	}
+	rows, err := db.Pool.Query(ctx, `SELECT batch, record_id, status FROM triage_attempt ORDER BY id`)
+	require.NoError(t, err)
+	left, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
+	require.NoError(t, err)
+	require.Equal(t, []row{
+		{"old", "gone", "ok"},
+		{"old", "billed", "failed"}, {"old", "billed", "ok"},
+		{"old", "dead", "failed"},
+		{"old", "ambiguous", "failed"}, {"old", "ambiguous", "possibly_billed"}, {"old", "ambiguous", "ok"},
+		{"old", "inflight", "failed"}, {"old", "inflight", "intent"}, {"old", "inflight", "ok"},
+		{"old", "lined", "failed"}, {"old", "lined", "ok"},
+		{"old", "late", "failed"}, {"old", "late", "ok"},
+		{"new", "recent", "failed"}, {"new", "recent", "ok"},
+	}, left, "only the two failed calls of the old answered record go")
+
+	afterAll := usage("")
+	require.Equal(t, beforeNew, usage("new"), "the kept records' ledger is unchanged")
+	require.Equal(t, beforeAll.SpendUSD, afterAll.SpendUSD, "spend unchanged")
+	require.Equal(t, beforeAll.PossiblyBilledUSD, afterAll.PossiblyBilledUSD, "possibly billed unchanged")
+	require.Equal(t, beforeAll.InputTokens+beforeAll.OutputTokens, afterAll.InputTokens+afterAll.OutputTokens, "tokens unchanged")
+	require.Equal(t, beforeAll.Records, afterAll.Records, "every record still counted")
+	require.Equal(t, beforeAll.Calls-2, afterAll.Calls, "the two pruned calls are no longer counted")
+
+	res, err = newService(db).RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, retention.Result{Ran: true}, res, "nothing left to prune")
+}
+
+// Candidates that must stay never hide the ones behind them: with more
+// than a chunk of old failed calls of a record without a result first,
+// the failed call of an answered record after them still goes.
+func TestRunOncePrunesAttemptsBehindAChunkOfKeptOnes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		_, err := db.Pool.Exec(ctx, sql, args...)
+		require.NoError(t, err)
+	}
+	exec(`INSERT INTO triage_batch (id, pipeline, key, total) VALUES ('b', 'p', 'k', 2)`)
+	exec(`INSERT INTO triage_record (batch, record_id, line, data) VALUES ('b', 'dead', 1, '{}'), ('b', 'done', 2, '{}')`)
+	insert := `INSERT INTO triage_attempt (batch, record_id, job_id, attempt, key, model, idempotency_key, request_hash,
+			status, class, started_at, finished_at)
+		SELECT 'b', $1, 1, 1, 'k', 'm', 'i', 'h', $2, $3, now() - $4::interval, now() - $4::interval
+		FROM generate_series(1, $5::int)`
+	exec(insert, "dead", "failed", "throttled", (41 * day).String(), ledger.PruneChunk+5)
+	exec(insert, "done", "failed", "throttled", (40 * day).String(), 1)
+	exec(insert, "done", "ok", "ok", (40 * day).String(), 1)
+	exec(`INSERT INTO triage_result (batch, record_id, output, attempt_id, completed_at)
+		SELECT 'b', 'done', '{}', max(id), now() - interval '40 days' FROM triage_attempt`)
+
+	res, err := newService(db).RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Pruned.Attempts)
+	var left int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM triage_attempt WHERE record_id = 'done'`).Scan(&left))
+	require.Equal(t, 1, left, "only the answer is left of the answered record")
 }
