@@ -37,7 +37,11 @@ func AddDeadLetter(ctx context.Context, db DBTX, row DeadLetterRow) (int64, erro
 	return id, nil
 }
 
-const addDeadLetterSQL = `WITH ins AS (
+const addDeadLetterSQL = `WITH lost AS (
+		UPDATE triage_attempt SET resolution = 'dead_lettered'
+		WHERE batch = $1 AND record_id = $2 AND ` + lostSQL + `
+			AND (resolution IS NULL OR resolution = 'unknown')
+	), ins AS (
 		INSERT INTO triage_dead_letter
 			(batch, record_id, job_id, pipeline, key, class, reason, http_status, vendor_code,
 			 attempts, request, error_excerpt, created_at, rule, unknown)

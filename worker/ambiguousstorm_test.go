@@ -151,6 +151,9 @@ func TestStormyBatchLookupNeverBillsTwice(t *testing.T) {
 	require.InDelta(t, s.stats.BilledUSD, s.st.SpendUSD, 1e-9, "the ledger equals the provider's bill")
 	require.GreaterOrEqual(t, s.amb.FoundByLookup, len(s.hung), "each hung call found by look-up")
 	require.Zero(t, s.amb.PossiblyDoubleBilled)
+	lost := lostAnswers(t, s.b)
+	require.Equal(t, s.amb.FoundByLookup, lost["found"], "each found call's attempt says so: %v", lost)
+	require.Zero(t, lost["resent"]+lost["dead_lettered"]+lost["unknown"], "%v", lost)
 }
 
 // The stormy batch with ambiguous = "dead_letter": nothing is billed twice;
@@ -177,6 +180,7 @@ func TestStormyBatchDeadLetterNeverBillsTwice(t *testing.T) {
 	require.Equal(t, s.n-len(s.poisoned)-unresolved, s.st.Completed, "every other good record completed")
 	require.Equal(t, unresolved, s.amb.Unanswered, "each unresolved record has its one lost attempt")
 	require.Zero(t, s.amb.PossiblyDoubleBilled)
+	require.Equal(t, map[string]int{"dead_lettered": unresolved}, lostAnswers(t, s.b), "each lost attempt says it was dead-lettered")
 }
 
 // The stormy batch with ambiguous = "retry": a lost call is resent and,
@@ -189,4 +193,7 @@ func TestStormyBatchRetryCountsTheDoubleBills(t *testing.T) {
 	require.Equal(t, s.stats.DoubleBilledRecords, s.amb.PossiblyDoubleBilled, "the ledger reports every double bill as a number")
 	require.Positive(t, s.st.PossiblyBilledUSD, "the lost bills are in the ledger as possibly billed")
 	require.Zero(t, s.amb.FoundByLookup)
+	lost := lostAnswers(t, s.b)
+	require.Zero(t, lost["found"])
+	require.GreaterOrEqual(t, lost["resent"], s.stats.DoubleBilledRecords, "every second bill follows a resent lost answer: %v", lost)
 }
