@@ -12,7 +12,7 @@ RACE      ?=
 # PARALLEL nights at once: a night mostly waits on its schedule.
 PARALLEL  ?= 8
 
-.PHONY: test tidy-check build lint fuzz bench soak demo clean
+.PHONY: test tidy-check build lint fuzz bench soak stormy demo clean
 
 ## test: gofmt and go mod tidy clean, then vet and race-test everything
 ## (browser tests included: Chromium is installed with apt when missing)
@@ -53,6 +53,11 @@ bench:
 soak:
 	.ci/with-test-db sh -c 'NIGHTSIM_SEEDS=$(SEEDS) NIGHTSIM_FIRST=$(FIRST) NIGHTSIM_SOAK_TIME=$(SOAK_TIME) NIGHTSIM_PARALLEL=$(PARALLEL) \
 		$(GO) test $(RACE) -count=1 -timeout 0  -run "^TestNight$$" ./worker/nightsim'
+
+## stormy: the stormy overnight batch (600 records, replay off) under each
+## ambiguous policy; `make test` runs it with 200 records
+stormy:
+	.ci/with-test-db sh -c 'TRIAGE_STORMY_RECORDS=600 $(GO) test -race -count=1 -timeout 20m -run "^TestStormyBatch" ./worker'
 
 ## demo: the embedded default (private cluster in .triage/pg, in-process fake provider);
 ## ends by printing the batch's dead-letter page and serves it until Ctrl-C.

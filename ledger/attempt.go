@@ -36,10 +36,13 @@ func nullInt(n int) *int {
 // BeginAttempt writes the intent row for a call and returns its id. Call it
 // before the request is sent, and commit it (do not hold it in a transaction
 // across the call): if the process dies mid-call, the intent row is what
-// tells the next attempt that the provider may have billed.
+// tells the next attempt that the provider may have billed. A retry
+// (Intent.IsRetry) marks the earlier lost answers under its idempotency key
+// ResolutionResent: the call is sent again.
 func BeginAttempt(ctx context.Context, db DBTX, in Intent) (int64, error) {
 	var id int64
-	err := db.QueryRow(ctx, `INSERT INTO triage_attempt
+	err := db.QueryRow(ctx, `WITH resent AS (`+resentSQL+`)
+	INSERT INTO triage_attempt
 		(batch, record_id, job_id, attempt, key, model, idempotency_key, request_hash, is_retry, est_cost_usd, started_at, change, mode)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11, now()), $12, $13)
 		RETURNING id`,
@@ -75,6 +78,7 @@ func FinishAttempt(ctx context.Context, db DBTX, attemptID int64, out Outcome) e
 			status = $2, class = $3, http_status = $4, vendor_code = $5, reason = $6,
 			input_tokens = $7, output_tokens = $8, cost_usd = $9,
 			finished_at = coalesce($10, now()),
+			resolution = CASE WHEN $2 = 'possibly_billed' THEN coalesce(resolution, 'unknown') END,
 			partial_text = $11, est_cost_usd = coalesce($12, est_cost_usd),
 			sync_cost_usd = coalesce($13, sync_cost_usd)
 		WHERE id = $1 AND status = 'intent'
@@ -201,7 +205,8 @@ func ListAttempts(ctx context.Context, db DBTX, f AttemptFilter) ([]Attempt, err
 	}
 	rows, err := db.Query(ctx, `SELECT id, batch, record_id, job_id, attempt, key, model, idempotency_key,
 			request_hash, status, class, http_status, vendor_code, reason, input_tokens, output_tokens,
-			cost_usd::float8, est_cost_usd::float8, partial_text, is_retry, started_at, finished_at, change, mode
+			cost_usd::float8, est_cost_usd::float8, partial_text, is_retry, started_at, finished_at, change, mode,
+			coalesce(resolution, '')
 		FROM triage_attempt
 		WHERE ($1 = '' OR batch = $1) AND ($2 = '' OR key = $2) AND ($4 = '' OR record_id = $4)
 		ORDER BY id DESC
@@ -213,7 +218,8 @@ func ListAttempts(ctx context.Context, db DBTX, f AttemptFilter) ([]Attempt, err
 		var a Attempt
 		err := r.Scan(&a.ID, &a.Batch, &a.RecordID, &a.JobID, &a.Attempt, &a.Key, &a.Model, &a.IdempotencyKey,
 			&a.RequestHash, &a.Status, &a.Class, &a.HTTPStatus, &a.VendorCode, &a.Reason, &a.InputTokens,
-			&a.OutputTokens, &a.CostUSD, &a.EstCostUSD, &a.PartialText, &a.IsRetry, &a.StartedAt, &a.FinishedAt, &a.Change, &a.Mode)
+			&a.OutputTokens, &a.CostUSD, &a.EstCostUSD, &a.PartialText, &a.IsRetry, &a.StartedAt, &a.FinishedAt, &a.Change, &a.Mode,
+			&a.Resolution)
 		return a, err
 	})
 	if err != nil {
@@ -295,7 +301,7 @@ func UsageByClass(ctx context.Context, db DBTX, f AttemptFilter) (total ClassUsa
 }
 
 // ReasonLookupFound is the reason of an attempt settled by SettleFound: its
-// answer was lost, and the provider's store had it.
+// answer was lost, and the provider's store had it (ResolutionFound).
 const ReasonLookupFound = "lookup_found"
 
 // SettleFound settles the job's latest unanswered attempt (possibly billed,
@@ -310,7 +316,7 @@ func SettleFound(ctx context.Context, db DBTX, idempotencyKey string, jobID int6
 		WHERE idempotency_key = $1 AND job_id = $2 AND status IN ('possibly_billed', 'intent')
 		ORDER BY id DESC LIMIT 1 FOR UPDATE
 	), upd AS (
-		UPDATE triage_attempt a SET status = 'ok', class = 'ok', http_status = 200, vendor_code = NULL, reason = $3,
+		UPDATE triage_attempt a SET status = 'ok', class = 'ok', http_status = 200, vendor_code = NULL, reason = $3, resolution = 'found',
 			input_tokens = $4, output_tokens = $5, cost_usd = $6, finished_at = coalesce(a.finished_at, now())
 		FROM target WHERE a.id = target.id
 		RETURNING a.id, a.batch, a.key, a.cost_usd - target.old_cost AS delta

@@ -81,11 +81,14 @@ func (e *HeldError) Error() string {
 func ReserveAttempt(ctx context.Context, db DBTX, in Intent) (int64, error) {
 	// Most batches have no cap: one statement, no lock.
 	var id int64
-	err := db.QueryRow(ctx, `INSERT INTO triage_attempt
+	err := db.QueryRow(ctx, `WITH b AS (
+			SELECT 1 FROM triage_batch WHERE id = $1 AND budget_usd IS NULL AND state IN ('running', 'paused_exhausted')
+			FOR SHARE
+		), resent AS (`+resentSQL+` AND EXISTS (SELECT 1 FROM b))
+		INSERT INTO triage_attempt
 			(batch, record_id, job_id, attempt, key, model, idempotency_key, request_hash, is_retry, est_cost_usd, started_at, change, mode)
 		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11, now()), $12, $13
-		FROM (SELECT 1 FROM triage_batch WHERE id = $1 AND budget_usd IS NULL AND state IN ('running', 'paused_exhausted')
-			FOR SHARE) b
+		FROM b
 		RETURNING id`,
 		in.Batch, in.RecordID, in.JobID, in.Attempt, in.Key, in.Model, in.IdempotencyKey, in.RequestHash,
 		in.IsRetry, in.EstCostUSD, nowArg(in.Now), in.Change, modeArg(in.Mode)).Scan(&id)

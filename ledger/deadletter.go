@@ -48,6 +48,10 @@ func AddDeadLetter(ctx context.Context, db DBTX, row DeadLetterRow) (int64, erro
 
 const addDeadLetterSQL = `WITH done AS (
 		SELECT EXISTS (SELECT 1 FROM triage_result WHERE batch = $1 AND record_id = $2) AS has
+	), lost AS (
+		UPDATE triage_attempt SET resolution = 'dead_lettered'
+		WHERE batch = $1 AND record_id = $2 AND ` + lostSQL + `
+			AND (resolution IS NULL OR resolution = 'unknown') AND NOT (SELECT has FROM done)
 	), ins AS (
 		INSERT INTO triage_dead_letter
 			(batch, record_id, job_id, pipeline, key, class, reason, http_status, vendor_code,

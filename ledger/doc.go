@@ -30,6 +30,11 @@
 // their estimated cost (est_cost_usd, set at intent) is reported as
 // possibly_billed_usd, apart from the billed spend_usd.
 //
+// How each lost answer came out is its Resolution (triage_attempt.resolution),
+// set only by this package's statements: FinishAttempt of a possibly billed
+// attempt (unknown), SettleFound (found by a look-up), the intent of a retry
+// under the same key (resent) and AddDeadLetter (dead_lettered).
+//
 // # Spend counters
 //
 // FinishAttempt does not add a cost to its batch's row: that row would then

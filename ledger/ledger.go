@@ -235,6 +235,9 @@ type Attempt struct {
 	// own) or ModeBatch (a line of a provider batch, billed at the batch
 	// price).
 	Mode string `json:"mode"`
+	// Resolution is how the call came out when its answer was lost; ""
+	// (omitted) when its answer arrived.
+	Resolution Resolution `json:"resolution,omitempty"`
 }
 
 // AttemptFilter selects attempts for ListAttempts; empty fields match all.

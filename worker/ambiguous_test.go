@@ -57,6 +57,15 @@ func TestAmbiguousDeadLetterNeverBillsTwice(t *testing.T) {
 	require.Len(t, amb, 1)
 	require.Zero(t, amb[0].PossiblyDoubleBilled)
 	require.Equal(t, 2, amb[0].Unanswered)
+	require.Equal(t, map[string]int{"dead_lettered": 2}, lostAnswers(t, b),
+		"each lost call's attempt says it was dead-lettered, not resent")
+}
+
+// lostAnswers counts the attempts whose answer was lost by how each was
+// resolved (triage_attempt.resolution).
+func lostAnswers(t *testing.T, b *testBundle) map[string]int {
+	t.Helper()
+	return b.countBy(t, "SELECT resolution, count(*) FROM triage_attempt WHERE resolution IS NOT NULL GROUP BY 1")
 }
 
 // With ambiguous = "lookup" a call that hangs after the provider billed it
@@ -95,6 +104,7 @@ func TestAmbiguousLookupNeverBillsTwice(t *testing.T) {
 	require.Equal(t, 2, amb[0].FoundByLookup)
 	require.Equal(t, 2, amb[0].Unanswered)
 	require.Zero(t, amb[0].PossiblyDoubleBilled)
+	require.Equal(t, map[string]int{"found": 2}, lostAnswers(t, b), "each lost call's attempt says it was found by look-up")
 }
 
 // With ambiguous = "retry" (the default) a hung call is resent: against a
@@ -128,4 +138,5 @@ func TestAmbiguousRetryCountsTheDoubleBills(t *testing.T) {
 	require.Len(t, amb, 1)
 	require.Equal(t, stats.DoubleBilledRecords, amb[0].PossiblyDoubleBilled, "the ledger reports the double bills as a number")
 	require.Zero(t, amb[0].FoundByLookup)
+	require.Equal(t, map[string]int{"resent": 2}, lostAnswers(t, b), "each lost call's attempt says it was sent again")
 }

@@ -26,11 +26,11 @@ type callWorker struct {
 	rt *Runtime
 }
 
-// Timeout bounds one run of a job: the key's call timeout plus time for the
-// ledger writes around it.
+// Timeout bounds one run of a job: the key's longest call (its timeout, or
+// its streams' ceiling) plus time for the ledger writes around it.
 func (w *callWorker) Timeout(job *river.Job[Args]) time.Duration {
 	if _, _, k, err := w.rt.lookup(job.Args); err == nil {
-		return k.cfg.Timeout + w.rt.opts.JobMargin
+		return k.callMax + w.rt.opts.JobMargin
 	}
 	return 0
 }
@@ -289,7 +289,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	c.attemptID, err = ledger.ReserveAttempt(ctx, rt.pool, ledger.Intent{
 		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: prior.JobCalls + 1,
 		Key: k.cfg.Name, Model: m.Name, IdempotencyKey: c.req.IdempotencyKey, RequestHash: c.hash,
-		IsRetry: c.retry, Change: changeLabel(c.change), EstCostUSD: estimateCost(m, c.req), InFlightFor: k.cfg.Timeout + rt.opts.JobMargin,
+		IsRetry: c.retry, Change: changeLabel(c.change), EstCostUSD: estimateCost(m, c.req), InFlightFor: k.callMax + rt.opts.JobMargin,
 	})
 	var budgetErr *ledger.BudgetError
 	var held *ledger.HeldError
@@ -394,7 +394,7 @@ func (c *call) render() decide.Reaction {
 	c.setCacheKey()
 	// How the answer is carried is not part of the request's identity: a
 	// streamed and a plain call for the same prompt are the same request.
-	c.req.Stream, c.req.IdleTimeout = p.Stream, p.StreamIdleTimeout
+	c.req.Stream, c.req.IdleTimeout, c.req.StreamMax = p.Stream, p.StreamIdleTimeout, p.StreamMax
 	// A key that looks lost calls up keeps its calls at the provider,
 	// tagged with the idempotency key.
 	c.req.Store = c.key != nil && c.key.cfg.Ambiguous == config.AmbiguousLookup
@@ -431,11 +431,11 @@ func (r *Runtime) readmit(ctx context.Context, c *call, done *keys.Done, b *deci
 }
 
 // callRoom is how much of its run's deadline a call needs when it starts:
-// the key's call timeout, and a quarter of the job margin for the ledger
+// the key's longest call (callMax), and a quarter of the job margin for the ledger
 // writes after it. River's deadline for a run is the timeout plus the whole
 // margin (callWorker.Timeout).
 func (r *Runtime) callRoom(k *keyRuntime) time.Duration {
-	return k.cfg.Timeout + r.opts.JobMargin/4
+	return k.callMax + r.opts.JobMargin/4
 }
 
 // spareTime is how long a run may still wait before its call (for a slot,

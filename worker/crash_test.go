@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/triage-dev/triage/fakeprovider"
+	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/submitter"
@@ -129,4 +130,53 @@ func TestCrashMidBatchLosesNothingAndHidesNoDoubleBill(t *testing.T) {
 	if stats.DoubleBilledRecords > 0 {
 		require.Positive(t, st.PossiblyBilledUSD, "the ledger shows the possible double bills")
 	}
+}
+
+// One of two workers killed (SIGKILL) with calls in flight, after sending
+// and before recording their answers, with ambiguous = "lookup" and replay
+// off: the other worker rescues the dead one's jobs, finds each lost call
+// in the provider's store by its idempotency key instead of sending it
+// again, and nothing is billed twice; the ledger's spend is the provider's
+// bill.
+func TestKilledWorkerLookupBillsNothingTwice(t *testing.T) {
+	t.Parallel()
+	// Each answer takes 400 ms to generate and is billed when it ends,
+	// whether or not its client is still there to read it.
+	b := setup(t, fakeprovider.Scenario{GenerationTime: fakeprovider.Duration(400 * time.Millisecond), NoReplay: true,
+		StoreLag: fakeprovider.Duration(100 * time.Millisecond)},
+		tweaks{concurrency: 5, timeout: "3s", extraKey: "ambiguous = \"lookup\"\nlookup_wait = \"20s\"\n"})
+	const n = 60
+	b.enqueue(t, "b1", records(n, nil))
+
+	spec, _ := json.Marshal(helperSpec{DatabaseURL: b.db.URL, ConfigTOML: b.tomlText})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+string(spec))
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	b.opts.RescueAfter = 3 * time.Second
+	b.opts.JobMargin = time.Second
+	b.start(t)
+
+	// More calls in flight than the in-process worker's concurrency: the
+	// other process has some of them.
+	eventually(t, 60*time.Second, "both workers mid-batch with calls in flight", func() bool {
+		return b.status(t, "b1").Completed >= n/6 && b.fake.Stats().InFlight > 5
+	})
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	require.Less(t, b.status(t, "b1").Completed, n, "killed before the end")
+
+	st := b.waitSettled(t, "b1", 120*time.Second)
+	stats := b.fake.Stats()
+	require.Zero(t, stats.DoubleBilledRecords, "records billed twice")
+	require.Equal(t, n, st.Completed, "no record lost")
+	require.Zero(t, st.DeadLettered)
+	amb, err := ledger.AmbiguityByKey(context.Background(), b.db.Pool, ledger.AttemptFilter{Batch: "b1"})
+	require.NoError(t, err)
+	require.Len(t, amb, 1)
+	require.Positive(t, amb[0].FoundByLookup, "the dead worker's calls were found by look-up")
+	require.Zero(t, amb[0].PossiblyDoubleBilled)
+	require.Zero(t, st.PossiblyBilledUSD, "every lost answer was found")
+	require.InDelta(t, stats.BilledUSD, st.SpendUSD, 1e-9, "the ledger equals the provider's bill")
 }

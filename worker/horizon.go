@@ -9,7 +9,8 @@ import (
 // Horizon is how long a run of a job may take and how long River waits
 // before it takes a running job for dead and hands it to another worker.
 type Horizon struct {
-	// JobTimeout is River's Config.JobTimeout: the longest key timeout plus
+	// JobTimeout is River's Config.JobTimeout: the longest call of any key
+	// (config.CallMax: its timeout, or its streams' ceiling) plus
 	// Options.JobMargin.
 	JobTimeout time.Duration
 	// RescueAfter is River's Config.RescueStuckJobsAfter.
@@ -24,8 +25,8 @@ type Horizon struct {
 // billed) twice.
 func fleetHorizon(cfg *config.Config, margin, rescueAfter time.Duration) Horizon {
 	var longest time.Duration
-	for _, k := range cfg.Keys {
-		longest = max(longest, k.Timeout)
+	for i := range cfg.Keys {
+		longest = max(longest, cfg.CallMax(&cfg.Keys[i]))
 	}
 	h := Horizon{JobTimeout: longest + margin, RescueAfter: rescueAfter}
 	if h.RescueAfter <= 0 {

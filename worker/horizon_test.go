@@ -33,3 +33,14 @@ timeout = "10m"
 	require.GreaterOrEqual(t, h.JobTimeout, 10*time.Minute, "job timeout from the slow key")
 	require.Greater(t, h.RescueAfter, 10*time.Minute, "rescue waits out the slow key's longest run")
 }
+
+// A streamed call may run to its pipeline's stream_max, past the key's
+// timeout: the job's run and River's rescue wait it out, so a live stream
+// is never rescued and sent a second time.
+func TestRescueHorizonCoversAStreamsCeiling(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakeprovider.Scenario{}, tweaks{timeout: "2s", extraPipeline: "stream = true\nstream_idle_timeout = \"1s\"\nstream_max = \"7m\"\n"})
+	h := b.newRuntime(t).Horizon()
+	require.GreaterOrEqual(t, h.JobTimeout, 7*time.Minute, "job timeout from the stream's ceiling")
+	require.Greater(t, h.RescueAfter, 7*time.Minute)
+}

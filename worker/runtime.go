@@ -179,6 +179,9 @@ type CallEvent struct {
 type keyRuntime struct {
 	cfg    *config.Key
 	client *provider.Client
+	// callMax is the longest one call may take (config.CallMax): the
+	// key's timeout, or its streams' ceiling when longer.
+	callMax time.Duration
 	// apiKey is only used to strip the key from dead-letter excerpts, in case
 	// an endpoint echoes it back in an error body.
 	apiKey  string
@@ -333,7 +336,7 @@ func New(opts Options) (*Runtime, error) {
 			return nil, fmt.Errorf("worker: key %q: %w", k.Name, err)
 		}
 		r.keys[k.Name] = &keyRuntime{
-			cfg: k, client: client, apiKey: apiKey, redact: redact.New(apiKey),
+			cfg: k, client: client, callMax: cfg.CallMax(k), apiKey: apiKey, redact: redact.New(apiKey),
 			limiter:       keys.NewLimiter(keys.LimiterConfig{Max: k.Concurrency}),
 			pacer:         newPacer(opts.Pacing, k),
 			watch:         keys.NewWatch(WatchSettings(k)),
@@ -341,7 +344,7 @@ func New(opts Options) (*Runtime, error) {
 		}
 		queues[keys.QueueName(k.Name)] = river.QueueConfig{MaxWorkers: k.Concurrency, FetchCooldown: queueFetchCooldown(*k, opts)}
 		queues[keys.ProbeQueueName(k.Name)] = river.QueueConfig{MaxWorkers: 1}
-		maxTimeout = max(maxTimeout, k.Timeout)
+		maxTimeout = max(maxTimeout, cfg.CallMax(k))
 	}
 
 	lease := opts.ProbeLease

@@ -220,3 +220,25 @@ func TestStopMidStreamFinishesStreamsAndKeepsThePartial(t *testing.T) {
 	require.Equal(t, 1, fs.ByRecord["r003"].Billed)
 	require.GreaterOrEqual(t, st.SpendUSD+st.PossiblyBilledUSD, fs.BilledUSD-1e-9, "the ledger covers what the provider billed")
 }
+
+// A slow generation that keeps streaming (Anthropic, every chunk 250 ms
+// after the last, the whole stream longer than the key's 1 s timeout) is
+// not cut by the per-attempt timeout: its silence decides, not the clock
+// (issue 23). One call, billed once, the record completed with the whole
+// answer.
+func TestSteadyStreamIsNotCutByTheCallTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakeprovider.Scenario{NoReplay: true, ChunkLatency: fakeprovider.Duration(250 * time.Millisecond)},
+		tweaks{vendor: "anthropic", timeout: "1s", extraPipeline: "stream = true\nstream_idle_timeout = \"900ms\"\nambiguous_retries = 0\n"})
+	b.enqueue(t, "b1", records(1, nil))
+	b.start(t)
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, 1, st.Completed, "dead letters: %+v", b.deadLetters(t, "b1"))
+	stats := b.fake.Stats()
+	require.Equal(t, 1, stats.Requests, "not cut, so not resent")
+	require.Equal(t, 1, stats.BilledCalls)
+	as := attemptsOf(t, b, "b1")
+	require.Len(t, as, 1)
+	require.Equal(t, ledger.AttemptOK, as[0].Status)
+	require.Greater(t, as[0].FinishedAt.Sub(as[0].StartedAt), time.Second, "the stream outlived the call timeout")
+}

@@ -223,8 +223,8 @@ func TestSpendByModeShown(t *testing.T) {
 	require.Contains(t, r.stdout, `"mode":"sync"`)
 	r = c.run("", "ledger", "--calls", "--batch", "b2")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	require.Regexp(t, `(?m)^ID\s+BATCH\s+RECORD\s+ATTEMPT\s+STATUS\s+CLASS\s+REASON\s+CHANGE\s+COST USD\s+MODE$`, r.stdout)
-	require.Regexp(t, `(?m)^\d+\s+b2\s+r001\s+1\s+ok\s+ok\s+-\s+-\s+0\.250000\s+batch$`, r.stdout)
+	require.Regexp(t, `(?m)^ID\s+BATCH\s+RECORD\s+ATTEMPT\s+STATUS\s+LOST ANSWER\s+CLASS\s+REASON\s+CHANGE\s+COST USD\s+MODE$`, r.stdout)
+	require.Regexp(t, `(?m)^\d+\s+b2\s+r001\s+1\s+ok\s+-\s+ok\s+-\s+-\s+0\.250000\s+batch$`, r.stdout)
 
 	r = c.run("", "ledger", "--batch", "b2", "--json")
 	require.Equal(t, exitOK, r.code, r.stderr)

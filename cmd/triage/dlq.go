@@ -243,13 +243,17 @@ func writeDLQCalls(w io.Writer, calls []ledger.Attempt) {
 	}
 	fmt.Fprintln(w, "\ncalls (oldest first):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  ATTEMPT\tSTATUS\tCLASS\tREASON\tHTTP\tCHANGE\tIDEMPOTENCY KEY")
+	fmt.Fprintln(tw, "  ATTEMPT\tSTATUS\tLOST ANSWER\tCLASS\tREASON\tHTTP\tCHANGE\tIDEMPOTENCY KEY")
 	for _, a := range calls {
 		change := a.Change
 		if change == "" {
 			change = "-"
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Status, derefOrDash(a.Class), safe(derefOrDash(a.Reason)),
+		resolution := string(a.Resolution)
+		if resolution == "" {
+			resolution = "-"
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Status, resolution, derefOrDash(a.Class), safe(derefOrDash(a.Reason)),
 			intOrDash(a.HTTPStatus), change, a.IdempotencyKey)
 	}
 	tw.Flush()

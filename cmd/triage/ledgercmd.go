@@ -237,8 +237,8 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 		if policy == "" {
 			policy = "unknown"
 		}
-		fmt.Fprintf(e.stdout, "key %s (ambiguous = %s): %d lost answers, %d found by look-up (billed once), %d records possibly billed twice\n",
-			safe(a.Key), policy, a.Unanswered, a.FoundByLookup, a.PossiblyDoubleBilled)
+		fmt.Fprintf(e.stdout, "key %s (ambiguous = %s): %d lost answers: %d found by look-up (billed once), %d resent, %d dead-lettered, %d still unknown; %d records possibly billed twice\n",
+			safe(a.Key), policy, a.Unanswered, a.FoundByLookup, a.Resent, a.DeadLettered, a.Unknown, a.PossiblyDoubleBilled)
 	}
 	return exitOK
 }
@@ -285,14 +285,18 @@ func ledgerCalls(ctx context.Context, e *env, d *db, f ledger.AttemptFilter, asJ
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tBATCH\tRECORD\tATTEMPT\tSTATUS\tCLASS\tREASON\tCHANGE\tCOST USD\tMODE")
+	fmt.Fprintln(tw, "ID\tBATCH\tRECORD\tATTEMPT\tSTATUS\tLOST ANSWER\tCLASS\tREASON\tCHANGE\tCOST USD\tMODE")
 	for _, a := range rows {
 		change := a.Change
 		if change == "" {
 			change = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%.6f\t%s\n", a.ID, safe(a.Batch), safe(a.RecordID), a.Attempt, a.Status,
-			derefOrDash(a.Class), safe(derefOrDash(a.Reason)), change, a.CostUSD, a.Mode)
+		resolution := string(a.Resolution)
+		if resolution == "" {
+			resolution = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.6f\t%s\n", a.ID, safe(a.Batch), safe(a.RecordID), a.Attempt, a.Status,
+			resolution, derefOrDash(a.Class), safe(derefOrDash(a.Reason)), change, a.CostUSD, a.Mode)
 	}
 	tw.Flush()
 	if len(rows) == ledger.AttemptLimitDefault {

@@ -52,7 +52,7 @@ func TestOverflowTruncateCLI(t *testing.T) {
 
 	r = c.run("", "ledger", "--batch", "b1", "--calls")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	require.Regexp(t, `r2\s+\d+\s+ok\s+ok\s+ok\s+truncated`, r.stdout)
+	require.Regexp(t, `r2\s+\d+\s+ok\s+-\s+ok\s+ok\s+truncated`, r.stdout)
 	require.Equal(t, exitUsage, c.run("", "ledger", "--record", "r2").code, "--record needs --batch")
 }
 
@@ -75,5 +75,5 @@ func TestOverflowDefaultCLI(t *testing.T) {
 	r = c.run("", "dlq", "show", "1")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.Contains(t, r.stdout, "calls (oldest first):")
-	require.Regexp(t, `1\s+failed\s+rejected\s+context_length\s+400\s+-\s+triage-`, r.stdout)
+	require.Regexp(t, `1\s+failed\s+-\s+rejected\s+context_length\s+400\s+-\s+triage-`, r.stdout)
 }

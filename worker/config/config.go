@@ -337,6 +337,13 @@ type Pipeline struct {
 	// StreamIdleTimeoutDefault (30s) when Stream is set, or half the key's
 	// timeout when that is shorter; it must be shorter than the key's timeout.
 	StreamIdleTimeout time.Duration `toml:"stream_idle_timeout"`
+	// StreamMax is the ceiling of one streamed call: with Stream, the
+	// key's timeout bounds only the wait for the stream to start, and a
+	// stream that keeps delivering runs until it ends, is silent for
+	// StreamIdleTimeout, or has run StreamMax since the send. Default
+	// StreamMaxDefault (10m) when Stream is set, or the key's timeout when
+	// that is longer; it must not be shorter than the key's timeout.
+	StreamMax time.Duration `toml:"stream_max"`
 	// AcceptPartialMinChars, on an output = "text" pipeline with Stream,
 	// completes a record whose stream was cut once at least this many
 	// characters arrived, marked partial. Default 0: a cut stream is never

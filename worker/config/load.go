@@ -129,6 +129,7 @@ type rawPipeline struct {
 	// Streaming: see Pipeline.Stream.
 	Stream                bool     `toml:"stream"`
 	StreamIdleTimeout     string   `toml:"stream_idle_timeout"`
+	StreamMax             string   `toml:"stream_max"`
 	AcceptPartialMinChars int      `toml:"accept_partial_min_chars"`
 	Fallback              []string `toml:"fallback"`
 	FallbackMaxShare      float64  `toml:"fallback_max_share"`
@@ -291,6 +292,9 @@ func (r rawFile) config(name string) (*Config, error) {
 		p.Stream, p.AcceptPartialMinChars = rp.Stream, rp.AcceptPartialMinChars
 		if p.StreamIdleTimeout, err = parseDuration(rp.StreamIdleTimeout); err != nil {
 			return nil, fmt.Errorf("%s: %s: stream_idle_timeout %q: %w", name, elem("pipelines", i, rp.Name), rp.StreamIdleTimeout, err)
+		}
+		if p.StreamMax, err = parseDuration(rp.StreamMax); err != nil {
+			return nil, fmt.Errorf("%s: %s: stream_max %q: %w", name, elem("pipelines", i, rp.Name), rp.StreamMax, err)
 		}
 		cfg.Pipelines = append(cfg.Pipelines, p)
 	}

@@ -1,6 +1,9 @@
 package config
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // StreamIdleTimeoutDefault is Pipeline.StreamIdleTimeout's default. A healthy
 // stream sends a chunk every few tens of milliseconds once its headers are
@@ -9,15 +12,24 @@ import "time"
 // cut well before the whole call's deadline.
 const StreamIdleTimeoutDefault = 30 * time.Second
 
+// StreamMaxDefault is Pipeline.StreamMax's default: a generation that keeps
+// streaming for ten minutes is not one a batch pipeline should wait on
+// longer (max_tokens bounds it well before that at any model's speed).
+const StreamMaxDefault = 10 * time.Minute
+
 // streamDefaults fills StreamIdleTimeout: StreamIdleTimeoutDefault, but at
 // most half the key's call timeout, so that the default always cuts a stall
-// before the call's own deadline would.
+// before the call's own deadline would; and StreamMax: StreamMaxDefault, or
+// the key's timeout when that is longer.
 func (p *Pipeline) streamDefaults(keyTimeout time.Duration) {
 	if p.Stream && p.StreamIdleTimeout == 0 {
 		p.StreamIdleTimeout = StreamIdleTimeoutDefault
 		if keyTimeout > 0 {
 			p.StreamIdleTimeout = min(p.StreamIdleTimeout, keyTimeout/2)
 		}
+	}
+	if p.Stream && p.StreamMax == 0 {
+		p.StreamMax = max(StreamMaxDefault, keyTimeout)
 	}
 }
 
@@ -32,6 +44,15 @@ func (p *Pipeline) validateStream(v *validator, at string, keyTimeout time.Durat
 	}
 	if p.StreamIdleTimeout > 0 && !p.Stream {
 		v.addf(at, "stream_idle_timeout needs stream = true")
+	}
+	if p.StreamMax < 0 {
+		v.addf(at, "stream_max must be positive, got %s", p.StreamMax)
+	}
+	if p.StreamMax > 0 && !p.Stream {
+		v.addf(at, "stream_max needs stream = true")
+	}
+	if p.Stream && keyTimeout > 0 && p.StreamMax > 0 && p.StreamMax < keyTimeout {
+		v.addf(at, "stream_max %s must not be shorter than the key's timeout %s (the timeout bounds the wait for the stream to start)", p.StreamMax, keyTimeout)
 	}
 	if p.AcceptPartialMinChars < 0 {
 		v.addf(at, "accept_partial_min_chars must be 0 (never accept a cut stream) or positive, got %d", p.AcceptPartialMinChars)
@@ -60,4 +81,29 @@ func (c *Config) keyTimeoutOf(p *Pipeline) time.Duration {
 		}
 	}
 	return 0
+}
+
+// CallMax is the longest one call on key k may take: its timeout, or the
+// StreamMax of a streaming pipeline whose model (or a fallback) k serves
+// when that is longer. A job's run, the rescue horizon and the probe
+// lease are sized on it.
+func (c *Config) CallMax(k *Key) time.Duration {
+	longest := k.Timeout
+	onKey := func(model string) bool {
+		for _, m := range c.Models {
+			if m.Name == model {
+				return m.Key == k.Name
+			}
+		}
+		return false
+	}
+	for _, p := range c.Pipelines {
+		if !p.Stream || p.StreamMax <= longest {
+			continue
+		}
+		if onKey(p.Model) || slices.ContainsFunc(p.Fallback, onKey) {
+			longest = p.StreamMax
+		}
+	}
+	return longest
 }

@@ -38,6 +38,25 @@ func TestStreamOptions(t *testing.T) {
 	p, err = cfg.Pipeline("enrich")
 	require.NoError(t, err)
 	require.Equal(t, 5*time.Second, p.StreamIdleTimeout, "the default is at most half a short key timeout")
+	require.Equal(t, StreamMaxDefault, p.StreamMax, "a streamed call's ceiling")
+	k, err := cfg.Key(cfg.Keys[0].Name)
+	require.NoError(t, err)
+	require.Equal(t, StreamMaxDefault, cfg.CallMax(k), "the key's longest call is its streams' ceiling")
+
+	cfg, err = Parse([]byte(short+"stream = true\nstream_max = \"90s\"\n"), "triage.toml")
+	require.NoError(t, err)
+	p, err = cfg.Pipeline("enrich")
+	require.NoError(t, err)
+	require.Equal(t, 90*time.Second, p.StreamMax)
+	k, err = cfg.Key(cfg.Keys[0].Name)
+	require.NoError(t, err)
+	require.Equal(t, 90*time.Second, cfg.CallMax(k))
+
+	cfg, err = Parse([]byte(short), "triage.toml")
+	require.NoError(t, err)
+	k, err = cfg.Key(cfg.Keys[0].Name)
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Second, cfg.CallMax(k), "no stream: the key's timeout")
 }
 
 func TestStreamOptionErrors(t *testing.T) {
@@ -51,6 +70,10 @@ func TestStreamOptionErrors(t *testing.T) {
 		{"accept partial on json", "stream = true\naccept_partial_min_chars = 10\n", at + `accept_partial_min_chars needs output = "text"`},
 		{"idle timeout not below the call timeout", "stream = true\nstream_idle_timeout = \"60s\"\n",
 			at + "stream_idle_timeout 1m0s must be shorter than the key's timeout 1m0s"},
+		{"ceiling without a stream", "stream_max = \"5m\"\n", at + "stream_max needs stream = true"},
+		{"negative ceiling", "stream = true\nstream_max = \"-5m\"\n", at + `stream_max "-5m": must be positive`},
+		{"ceiling below the call timeout", "stream = true\nstream_idle_timeout = \"5s\"\nstream_max = \"30s\"\n",
+			at + "stream_max 30s must not be shorter than the key's timeout 1m0s"},
 		{"negative accept partial", "output = \"text\"\nstream = true\naccept_partial_min_chars = -1\n", at + "accept_partial_min_chars must be 0"},
 	} {
 		_, err := Parse([]byte(minimal+tc.extra), "triage.toml")

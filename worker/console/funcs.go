@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/triage-dev/triage/classify"
+	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/operator"
 )
 
@@ -27,14 +28,16 @@ var funcs = template.FuncMap{
 		}
 		return p
 	},
-	"derefTime": func(t *time.Time) time.Time { return *t },
-	"stamp":     func(t time.Time) string { return t.Local().Format(time.DateTime) },
-	"join":      strings.Join,
-	"classNote": classNote,
-	"workers":   func(a *operator.Activity, key string) string { return operator.DescribeWorkers(*a, key) },
-	"jobs":      func(a *operator.Activity) string { return operator.DescribeJobs(*a) },
-	"plural":    plural,
-	"pretty":    pretty,
+	"derefTime":   func(t *time.Time) time.Time { return *t },
+	"stamp":       func(t time.Time) string { return t.Local().Format(time.DateTime) },
+	"join":        strings.Join,
+	"classNote":   classNote,
+	"workers":     func(a *operator.Activity, key string) string { return operator.DescribeWorkers(*a, key) },
+	"jobs":        func(a *operator.Activity) string { return operator.DescribeJobs(*a) },
+	"plural":      plural,
+	"resolution":  func(r ledger.Resolution) string { return operator.DescribeResolution(r) },
+	"lostAnswers": func(l *ledger.LostAnswers) string { return operator.DescribeLostAnswers(*l) },
+	"pretty":      pretty,
 	"filterURL": func(batch, class, reason string) string {
 		return "/dead-letters?" + query(batch, class, reason).Encode()
 	},

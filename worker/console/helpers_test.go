@@ -36,6 +36,9 @@ type testBundle struct {
 type setupOpts struct {
 	scenario fakeprovider.Scenario
 	token    string
+	// timeout and extraKey are the key's, as workertest.ConfigOptions's.
+	timeout  string
+	extraKey string
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
@@ -43,7 +46,8 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	db := dbtest.New(t, dbtest.Options{MaxConns: 20})
 	o.scenario.APIKey = workertest.APIKey
 	fake, baseURL := workertest.Provider(t, o.scenario)
-	cfg, err := config.Parse([]byte(workertest.Config(workertest.ConfigOptions{BaseURL: baseURL, MaxAttempts: 2})), "test.toml")
+	cfg, err := config.Parse([]byte(workertest.Config(workertest.ConfigOptions{BaseURL: baseURL, MaxAttempts: 2,
+		Timeout: o.timeout, ExtraKey: o.extraKey})), "test.toml")
 	require.NoError(t, err)
 	logs := &workertest.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))

@@ -188,7 +188,7 @@ on_overflow = %q
 		b.WriteString("cache = true\n")
 	}
 	if n.Stream {
-		b.WriteString("stream = true\nstream_idle_timeout = \"500ms\"\n")
+		b.WriteString("stream = true\nstream_idle_timeout = \"500ms\"\nstream_max = \"3s\"\n")
 	}
 	if n.AcceptPartial > 0 {
 		fmt.Fprintf(&b, "accept_partial_min_chars = %d\n", n.AcceptPartial)

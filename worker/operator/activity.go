@@ -343,6 +343,9 @@ func GetBatchNow(ctx context.Context, pool *pgxpool.Pool, id string, opts Activi
 type BatchNow struct {
 	ledger.Status
 	Activity *Activity `json:"activity,omitempty"`
+	// LostAnswers counts the batch's calls whose answer was lost by how
+	// each was resolved; omitted when none was lost.
+	LostAnswers *ledger.LostAnswers `json:"lost_answers,omitempty"`
 }
 
 // DescribeWorkers is "2 worker processes on key main" or "none on key main

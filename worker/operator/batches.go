@@ -21,6 +21,9 @@ type BatchView struct {
 	// Activity is what is happening to it now (BatchActivity); nil when
 	// not read.
 	Activity *Activity
+	// LostAnswers are the batch's lost answers by resolution; nil when
+	// none was lost.
+	LostAnswers *ledger.LostAnswers
 }
 
 // Why says why a batch is paused or not progressing, "" when it is
@@ -33,9 +36,12 @@ func (v BatchView) Why() string {
 }
 
 // Now is the `triage status B --json` shape of the view.
-func (v BatchView) Now() BatchNow { return BatchNow{Status: v.Status, Activity: v.Activity} }
+func (v BatchView) Now() BatchNow {
+	return BatchNow{Status: v.Status, Activity: v.Activity, LostAnswers: v.LostAnswers}
+}
 
-// GetBatch reads one batch's view. An unknown batch is an InputError.
+// GetBatch reads one batch's view, its lost answers included. An unknown
+// batch is an InputError.
 func GetBatch(ctx context.Context, pool *pgxpool.Pool, id string) (BatchView, error) {
 	st, err := ledger.BatchStatus(ctx, pool, id)
 	if errors.Is(err, ledger.ErrNotFound) {
@@ -44,7 +50,18 @@ func GetBatch(ctx context.Context, pool *pgxpool.Pool, id string) (BatchView, er
 	if err != nil {
 		return BatchView{}, err
 	}
-	return viewOf(ctx, pool, keys.NewStore(pool, keys.StoreConfig{}), st)
+	v, err := viewOf(ctx, pool, keys.NewStore(pool, keys.StoreConfig{}), st)
+	if err != nil {
+		return BatchView{}, err
+	}
+	lost, err := ledger.BatchLostAnswers(ctx, pool, id)
+	if err != nil {
+		return BatchView{}, err
+	}
+	if lost.Total() > 0 {
+		v.LostAnswers = &lost
+	}
+	return v, nil
 }
 
 // ListBatches reads every batch's view, oldest first.

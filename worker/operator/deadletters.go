@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -191,4 +192,28 @@ func (d DeadLetterDetail) MarshalJSON() ([]byte, error) {
 	out = append(out, `,"partial":`...)
 	out = append(out, part...)
 	return append(out, '}'), nil
+}
+
+// DescribeResolution says how a call whose answer was lost came out, for a
+// person: "found by look-up, billed once", "resent", "dead-lettered, not
+// resent", "still unknown"; "" for a call whose answer arrived.
+func DescribeResolution(r ledger.Resolution) string {
+	switch r {
+	case ledger.ResolutionFound:
+		return "found by look-up, billed once"
+	case ledger.ResolutionResent:
+		return "resent (possibly billed twice)"
+	case ledger.ResolutionDeadLettered:
+		return "dead-lettered, not resent"
+	case ledger.ResolutionUnknown:
+		return "still unknown"
+	}
+	return ""
+}
+
+// DescribeLostAnswers is "2: 1 found by look-up, 1 resent, 0
+// dead-lettered, 0 still unknown".
+func DescribeLostAnswers(l ledger.LostAnswers) string {
+	return fmt.Sprintf("%d: %d found by look-up, %d resent, %d dead-lettered, %d still unknown",
+		l.Total(), l.Found, l.Resent, l.DeadLettered, l.Unknown)
 }

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/triage-dev/triage/classify"
@@ -111,8 +112,19 @@ func (c *Client) Do(ctx context.Context, r Request) (res Result, err error) {
 	body, url := encodeBody(c.format, r), c.endpoint()
 	res = Result{Observation: classify.Observation{Vendor: c.vendor, Path: c.path}}
 
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	// A streamed call with a ceiling: the whole call is bounded by the
+	// ceiling, and the client's timeout only until the stream starts.
+	limit, startBy := c.timeout, (*time.Timer)(nil)
+	if r.Stream && r.StreamMax > c.timeout {
+		limit = r.StreamMax
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
+	var startTimedOut atomic.Bool
+	if limit > c.timeout {
+		startBy = time.AfterFunc(c.timeout, func() { startTimedOut.Store(true); cancel() })
+		defer startBy.Stop()
+	}
 
 	var tr SendTrace
 	ctx = httptrace.WithClientTrace(ctx, tr.ClientTrace())
@@ -130,6 +142,10 @@ func (c *Client) Do(ctx context.Context, r Request) (res Result, err error) {
 
 	resp, doErr := c.hc.Do(req)
 	if doErr != nil {
+		if startTimedOut.Load() {
+			// Cancelled by the start timer, which is the key's timeout.
+			doErr = context.DeadlineExceeded
+		}
 		res.NetworkError = NetworkError(doErr, c.baseURL.Host)
 		if tr.MaybeWritten() {
 			res.Observation.Phase = classify.PhaseSentNoResponse
@@ -152,6 +168,12 @@ func (c *Client) Do(ctx context.Context, r Request) (res Result, err error) {
 		return res, nil
 	}
 	if r.Stream && isEventStream(resp.Header) {
+		// The stream has started: from here its silence (IdleTimeout) and
+		// the ceiling decide, not the client's timeout. Stop reports false
+		// when the timeout already fired: the read then fails as cut.
+		if startBy != nil {
+			startBy.Stop()
+		}
 		body := io.Reader(resp.Body)
 		if r.IdleTimeout > 0 {
 			idle := newIdleReader(resp.Body, r.IdleTimeout, cancel)

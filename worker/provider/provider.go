@@ -108,6 +108,13 @@ type Request struct {
 	// IdleTimeout, with Stream, cuts the stream when no byte of it arrived
 	// for this long (Result.IdleTimedOut). Zero: only the client's Timeout.
 	IdleTimeout time.Duration
+	// StreamMax, with Stream, is the ceiling of a streamed call: the
+	// client's Timeout then bounds only the wait for the stream to start
+	// (its 200 and event-stream headers); from there a stream that keeps
+	// delivering runs until it ends, IdleTimeout of silence or StreamMax
+	// since the send, whichever comes first. Zero, or not longer than
+	// the client's Timeout: the Timeout bounds the whole call.
+	StreamMax time.Duration
 	// Store, in the OpenAI format, asks the provider to keep the completion
 	// (store: true) tagged with IdempotencyKey in its metadata
 	// (MetadataIdempotencyKey), so that Client.Lookup can find it after a

@@ -1,0 +1,58 @@
+package migrations_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/triage-dev/triage/ledger/dbtest"
+	"github.com/triage-dev/triage/migrations"
+)
+
+// Migration 019 gives the lost answers written before it their resolution:
+// found by look-up, resent (another attempt under the key after it),
+// dead-lettered (the record's dead letter), else unknown; an answered
+// attempt has none.
+func TestAttemptResolutionBackfill(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t, dbtest.Options{NoMigrate: true})
+	all, err := migrations.All()
+	require.NoError(t, err)
+	at := -1
+	for i, m := range all {
+		if m.Name == "attempt_resolution" {
+			at = i
+		}
+	}
+	require.Positive(t, at)
+	_, err = migrations.MigrateThese(ctx, db.Pool, db.Schema, all[:at])
+	require.NoError(t, err)
+
+	_, err = db.Pool.Exec(ctx, `INSERT INTO triage_attempt
+		(batch, record_id, job_id, attempt, key, model, idempotency_key, request_hash, status, reason) VALUES
+		('b1', 'resent', 1, 1, 'k', 'm', 'i-resent', 'h', 'possibly_billed', NULL),
+		('b1', 'resent', 1, 2, 'k', 'm', 'i-resent', 'h', 'ok', NULL),
+		('b1', 'found', 2, 1, 'k', 'm', 'i-found', 'h', 'ok', 'lookup_found'),
+		('b1', 'dead', 3, 1, 'k', 'm', 'i-dead', 'h', 'possibly_billed', NULL),
+		('b1', 'lost', 4, 1, 'k', 'm', 'i-lost', 'h', 'possibly_billed', NULL),
+		('b1', 'replayed', 5, 1, 'k', 'm', 'i-replayed', 'h', 'resolved', NULL);
+	INSERT INTO triage_dead_letter (batch, record_id, job_id, pipeline, key, class, reason)
+		VALUES ('b1', 'dead', 3, 'p', 'k', 'ambiguous', 'ambiguous_unresolved')`)
+	require.NoError(t, err)
+	_, err = migrations.Migrate(ctx, db.Pool, db.Schema)
+	require.NoError(t, err)
+
+	rows, err := db.Pool.Query(ctx, `SELECT record_id || '/' || attempt, coalesce(resolution, '') FROM triage_attempt`)
+	require.NoError(t, err)
+	got := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		require.NoError(t, rows.Scan(&k, &v))
+		got[k] = v
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, map[string]string{"resent/1": "resent", "resent/2": "", "found/1": "found", "dead/1": "dead_lettered",
+		"lost/1": "unknown", "replayed/1": "resent"}, got)
+}
