@@ -58,6 +58,17 @@ func setupBatch(t *testing.T, sc fakeprovider.Scenario, mode string, tw tweaks) 
 	return b, clock
 }
 
+// oneGather makes the first n lines one provider batch on any machine: it
+// forms once n lines are pending (Tuning.MaxLines), not when no line
+// arrived for the 200 ms gather window, which a loaded machine leaves
+// between two jobs' lines often enough to split them over two provider
+// batches (a test expecting one: expected 1, got 2). Lines pending again
+// together later (a validation failure's others) form after gather.
+func (b *testBundle) oneGather(n int, gather time.Duration) {
+	b.opts.Batch.MaxLines = n
+	b.opts.Batch.Gather = gather
+}
+
 // lineStates counts the batch lines by state.
 func (b *testBundle) lineStates(t testing.TB) map[string]int {
 	t.Helper()
@@ -397,6 +408,7 @@ func TestBatchIntentRowIsFoundNotResubmitted(t *testing.T) {
 			lossy := &lossyCreate{}
 			b.opts.HTTPClient = &http.Client{Transport: lossy}
 			const n = 20
+			b.oneGather(n, time.Hour)
 			b.enqueue(t, "b1", records(n, nil))
 			b.start(t)
 			st := b.waitSettled(t, "b1", 30*time.Second)
@@ -419,6 +431,7 @@ func TestBatchValidationFailureDeadLettersTheNamedLine(t *testing.T) {
 		FailValidation: &fakeprovider.BatchError{Code: "invalid_json_line", Line: 2, Message: "This line is not parseable as valid JSON."}}}
 	b, clock := setupBatch(t, sc, "batch", tweaks{})
 	const n = 10
+	b.oneGather(n, 2*time.Second)
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
 	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
@@ -826,6 +839,7 @@ func TestBatchCountsInTheVendorsWords(t *testing.T) {
 		t.Run(vendor, func(t *testing.T) {
 			t.Parallel()
 			b, _ := setupBatch(t, fakeprovider.Scenario{Poison: fakeprovider.Poison{InvalidMarker: "POISON"}}, "batch", tweaks{vendor: vendor})
+			b.oneGather(20, time.Hour)
 			b.enqueue(t, "b1", records(20, poisoned(10)))
 			b.start(t)
 			b.waitSettled(t, "b1", 60*time.Second)
