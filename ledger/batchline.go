@@ -114,11 +114,6 @@ func (l BatchLine) Hold() LineHold {
 	return HoldNone
 }
 
-// NoOpenLineOfJob1SQL is the condition "the job whose id is $1 has no
-// open line", for a statement that moves a job (worker's fallback mover):
-// the move and the check land together.
-const NoOpenLineOfJob1SQL = `NOT EXISTS (SELECT 1 FROM triage_provider_batch_line ol WHERE ol.job_id = $1 AND ol.state <> 'applied')`
-
 // BatchLine is a job's open line (not applied), with its triage batch's
 // deadline.
 type BatchLine struct {

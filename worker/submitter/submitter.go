@@ -348,9 +348,7 @@ func (s *Submitter) deadlines(ctx context.Context) error {
 	if err != nil || len(jobs) == 0 {
 		return err
 	}
-	_, err = s.cfg.Pool.Exec(ctx, `UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` SET state = 'available', scheduled_at = now()
-		WHERE state = 'scheduled' AND id = ANY($1)`, jobs)
-	if err != nil {
+	if _, err := rivertable.WakeJobs(ctx, s.cfg.Pool, s.cfg.RiverSchema, jobs); err != nil {
 		return fmt.Errorf("submitter: wake jobs near their deadline: %w", err)
 	}
 	return nil
@@ -370,9 +368,7 @@ func (s *Submitter) wakeAnswered(ctx context.Context) error {
 	if s.cfg.CollectOnly {
 		states = append(states, ledger.LinePending)
 	}
-	_, err := s.cfg.Pool.Exec(ctx, `UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` SET state = 'available', scheduled_at = now()
-		WHERE state = 'scheduled' AND id IN (SELECT job_id FROM triage_provider_batch_line
-			WHERE key = $1 AND state = ANY($2))`, s.key, states)
+	err := rivertable.WakeJobsOfLines(ctx, s.cfg.Pool, s.cfg.RiverSchema, s.key, states)
 	if err != nil {
 		return fmt.Errorf("submitter: wake answered jobs: %w", err)
 	}
@@ -1185,11 +1181,17 @@ func (s *Submitter) markRest(ctx context.Context, tx pgx.Tx, id int64) error {
 }
 
 // wakeJobs runs a line update returning job ids and makes those jobs
-// available now, in tx, as WakeBatch does for a batch.
+// available now, in tx (rivertable.WakeJobs).
 func (s *Submitter) wakeJobs(ctx context.Context, tx pgx.Tx, update string, args ...any) error {
-	_, err := tx.Exec(ctx, `WITH l AS (`+update+`)
-		UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` j SET state = 'available', scheduled_at = now()
-		FROM l WHERE j.id = l.job_id AND j.state = 'scheduled'`, args...)
+	rows, err := tx.Query(ctx, update, args...)
+	if err != nil {
+		return err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return err
+	}
+	_, err = rivertable.WakeJobs(ctx, tx, s.cfg.RiverSchema, ids)
 	return err
 }
 
