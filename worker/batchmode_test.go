@@ -664,6 +664,15 @@ func TestBatchLineOfACancelledJobIsNotSent(t *testing.T) {
 	stats := b.fake.Stats()
 	require.Equal(t, n-1, stats.Batches.Lines, "the cancelled job's line was not sent")
 	b.requireBilledOnce(t)
+	// Its line is closed and its attempt settled as not run ($0), not left
+	// an intent the ledger would count as possibly billed.
+	eventually(t, 30*time.Second, "the cancelled job's line is closed, its attempt not run", func() bool {
+		var line, status, reason string
+		var cost float64
+		require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT l.state, a.status, coalesce(a.reason, ''), a.cost_usd::float8
+			FROM triage_provider_batch_line l JOIN triage_attempt a ON a.id = l.attempt_id WHERE l.record_id = 'r003'`).Scan(&line, &status, &reason, &cost))
+		return line == "applied" && status == "failed" && reason == "batch_not_run" && cost == 0
+	})
 }
 
 // Lines of an auto pipeline still waiting for a provider batch when the

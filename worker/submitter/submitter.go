@@ -375,13 +375,7 @@ func (s *Submitter) wakeAnswered(ctx context.Context) error {
 	// Lines that will not be sent again because their job was cancelled
 	// or deleted by hand: closed, their attempt settled as not run ($0),
 	// so the ledger does not carry them as possibly billed.
-	_, err = s.cfg.Pool.Exec(ctx, `WITH orphan AS (
-			UPDATE triage_provider_batch_line l SET `+ledger.CloseLineSQL+`
-			WHERE l.key = $1 AND l.state IN ('pending', 'not_run') AND NOT `+s.liveJobSQL()+`
-			RETURNING l.attempt_id)
-		UPDATE triage_attempt a SET status = 'failed', class = 'throttled', reason = $2, cost_usd = 0, finished_at = now()
-		FROM orphan WHERE a.id = orphan.attempt_id AND a.status = 'intent'`, s.key, ledger.ReasonBatchNotRun)
-	if err != nil {
+	if err := ledger.CloseLinesOfGoneJobs(ctx, s.cfg.Pool, rivertable.Job(s.cfg.RiverSchema), s.key); err != nil {
 		return fmt.Errorf("submitter: close lines of cancelled jobs: %w", err)
 	}
 	return s.settleAnsweredOrphans(ctx)
