@@ -21,7 +21,7 @@ func TestAmbiguousDeadLetterNeverBillsTwice(t *testing.T) {
 	t.Parallel()
 	hang := steps(act(fakeprovider.ActionHang))
 	b := setup(t, fakeprovider.Scenario{RecordScripts: map[string][]fakeprovider.Step{"r001": hang, "r004": hang}, NoReplay: true},
-		tweaks{timeout: "300ms", extraKey: "ambiguous = \"dead_letter\"\n"})
+		tweaks{timeout: "3s", extraKey: "ambiguous = \"dead_letter\"\n"})
 	const n = 6
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
@@ -68,7 +68,7 @@ func TestAmbiguousLookupNeverBillsTwice(t *testing.T) {
 	hang := steps(act(fakeprovider.ActionHang))
 	b := setup(t, fakeprovider.Scenario{RecordScripts: map[string][]fakeprovider.Step{"r001": hang, "r004": hang}, NoReplay: true,
 		StoreLag: fakeprovider.Duration(200 * time.Millisecond)},
-		tweaks{timeout: "300ms", extraKey: "ambiguous = \"lookup\"\nlookup_wait = \"10s\"\n"})
+		tweaks{timeout: "3s", extraKey: "ambiguous = \"lookup\"\nlookup_wait = \"10s\"\n"})
 	const n = 6
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)

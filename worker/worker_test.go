@@ -136,7 +136,7 @@ func TestSingleThrottleSnoozesOnlyItsJob(t *testing.T) {
 func TestAmbiguousRetryReusesIdempotencyKeyAndBillsOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, fakeprovider.Scenario{RecordScripts: map[string][]fakeprovider.Step{"r001": steps(act(fakeprovider.ActionHang))}},
-		tweaks{timeout: "300ms", extraKey: "idempotent_replay = true\n"})
+		tweaks{timeout: "3s", extraKey: "idempotent_replay = true\n"})
 	b.enqueue(t, "b1", records(1, nil))
 	b.start(t)
 
@@ -245,7 +245,7 @@ func TestGarbage200IsInvalidOutputAndPossiblyBilled(t *testing.T) {
 func TestAmbiguousSendStaysPossiblyBilledWithoutKnownReplay(t *testing.T) {
 	t.Parallel()
 	b := setup(t, fakeprovider.Scenario{RecordScripts: map[string][]fakeprovider.Step{"r001": steps(act(fakeprovider.ActionHang))}, NoReplay: true},
-		tweaks{timeout: "300ms"})
+		tweaks{timeout: "3s"})
 	b.enqueue(t, "b1", records(1, nil))
 	b.start(t)
 
