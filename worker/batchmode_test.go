@@ -338,6 +338,7 @@ func TestAutoModeMissingTheDeadlineGoesSync(t *testing.T) {
 	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(10 * time.Hour)}}
 	b, clock := setupBatch(t, sc, "auto", tweaks{})
 	const n = 100
+	b.oneGather(n, time.Hour)
 	b.enqueue(t, "b1", records(n, nil))
 	deadline := clock.Now().Add(6 * time.Hour)
 	b.setDeadline(t, "b1", deadline)
@@ -463,6 +464,7 @@ func TestBatchCancelRequestedCancelsAndRequeues(t *testing.T) {
 	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(10 * time.Hour)}}
 	b, clock := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic"})
 	const n = 40
+	b.oneGather(n, 2*time.Second)
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
 	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
@@ -516,6 +518,7 @@ func TestBatchModeExhaustedBalanceTripsTheKeyAndResumes(t *testing.T) {
 	// Room for about half of the lines at batch prices.
 	sc := fakeprovider.Scenario{Balance: &fakeprovider.Balance{USD: 20 * 7.5e-6}}
 	b, _ := setupBatch(t, sc, "batch", tweaks{})
+	b.oneGather(n, 2*time.Second)
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
 	eventually(t, 30*time.Second, "the key trips, with its alert", func() bool { return b.hooks.count("key_exhausted") >= 1 })
@@ -568,6 +571,7 @@ func TestBatchIntentRowWaitsForAnUnconfirmedCandidate(t *testing.T) {
 	lossy := &lossyCreate{}
 	b.opts.HTTPClient = &http.Client{Transport: lossy}
 	const n = 20
+	b.oneGather(n, time.Hour)
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
 	eventually(t, 30*time.Second, "the create went out and its answer was lost", func() bool {
@@ -619,6 +623,7 @@ func TestBatchCreateRejectedDeadLettersItsLines(t *testing.T) {
 		FailValidation: &fakeprovider.BatchError{Code: "invalid_request_error", Message: "requests: too many"}}}
 	b, _ := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic"})
 	const n = 64
+	b.oneGather(n, time.Hour)
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
 	st := b.waitSettled(t, "b1", 30*time.Second)
@@ -786,6 +791,7 @@ func TestBatchLineOfAJobCancelledInFlightIsBilledNotStored(t *testing.T) {
 	b, clock := setupBatch(t, sc, "batch", tweaks{})
 	b.opts.SpendCheck = 20 * time.Millisecond // the sweep that settles stopped jobs' records
 	const n = 10
+	b.oneGather(n, time.Hour)
 	b.enqueue(t, "b1", records(n, nil))
 	rt := b.start(t)
 	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
