@@ -83,6 +83,30 @@ func (t Tuning) ForKey(k *config.Key) Tuning {
 	return t
 }
 
+// Validate refuses a negative setting, naming it: zero takes the default,
+// a negative wait or count is a mistake rather than the default.
+func (t Tuning) Validate() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"Tick", t.Tick}, {"Gather", t.Gather}, {"PollMin", t.PollMin}, {"PollMax", t.PollMax}, {"Lease", t.Lease},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("submitter: Tuning.%s must not be negative, got %s (0 takes the default)", d.name, d.v)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    int
+	}{{"MaxLines", t.MaxLines}, {"MaxRefusals", t.MaxRefusals}} {
+		if d.v < 0 {
+			return fmt.Errorf("submitter: Tuning.%s must not be negative, got %d (0 takes the default)", d.name, d.v)
+		}
+	}
+	return nil
+}
+
 func (t Tuning) withDefaults() Tuning {
 	def := func(v *time.Duration, d time.Duration) {
 		if *v <= 0 {
@@ -178,6 +202,9 @@ type Submitter struct {
 func New(cfg Config) (*Submitter, error) {
 	if cfg.Key == nil || cfg.Config == nil || cfg.Client == nil || cfg.Pool == nil || cfg.Store == nil || cfg.Gate == nil {
 		return nil, errors.New("submitter: Key, Config, Client, Pool, Store and Gate are required")
+	}
+	if err := cfg.Tuning.Validate(); err != nil {
+		return nil, err
 	}
 	s := &Submitter{cfg: cfg, t: cfg.Tuning.withDefaults(), log: cfg.Logger, key: cfg.Key.Name, limit: cfg.Client.Limits()}
 	if s.log == nil {
