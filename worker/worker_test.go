@@ -203,7 +203,10 @@ func TestExhaustedKeyStopsCallsAndResumesAfterTopUp(t *testing.T) {
 // sent a third time.
 func TestAmbiguousRetriesExhaustedDeadLetters(t *testing.T) {
 	t.Parallel()
-	b := setup(t, fakeprovider.Scenario{Latency: fakeprovider.Duration(5 * time.Second), NoReplay: true}, tweaks{timeout: "200ms"})
+	// The timeout is well under the provider's latency, yet long enough for
+	// each send to reach it on a loaded machine (at 200 ms a resend was cut
+	// before the provider saw it: expected 2 requests, actual 1).
+	b := setup(t, fakeprovider.Scenario{Latency: fakeprovider.Duration(30 * time.Second), NoReplay: true}, tweaks{timeout: "2s"})
 	b.enqueue(t, "b1", records(1, nil))
 	b.start(t)
 
