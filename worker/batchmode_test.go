@@ -63,7 +63,9 @@ func setupBatch(t *testing.T, sc fakeprovider.Scenario, mode string, tw tweaks) 
 // arrived for the 200 ms gather window, which a loaded machine leaves
 // between two jobs' lines often enough to split them over two provider
 // batches (a test expecting one: expected 1, got 2). Lines pending again
-// together later (a validation failure's others) form after gather.
+// later (a validation failure's others, a cancelled batch's) form after
+// gather, a few seconds: long against the gaps between jobs' lines, short
+// enough that no line waits out the test.
 func (b *testBundle) oneGather(n int, gather time.Duration) {
 	b.opts.Batch.MaxLines = n
 	b.opts.Batch.Gather = gather
@@ -338,7 +340,7 @@ func TestAutoModeMissingTheDeadlineGoesSync(t *testing.T) {
 	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(10 * time.Hour)}}
 	b, clock := setupBatch(t, sc, "auto", tweaks{})
 	const n = 100
-	b.oneGather(n, time.Hour)
+	b.oneGather(n, 5*time.Second)
 	b.enqueue(t, "b1", records(n, nil))
 	deadline := clock.Now().Add(6 * time.Hour)
 	b.setDeadline(t, "b1", deadline)
@@ -409,7 +411,7 @@ func TestBatchIntentRowIsFoundNotResubmitted(t *testing.T) {
 			lossy := &lossyCreate{}
 			b.opts.HTTPClient = &http.Client{Transport: lossy}
 			const n = 20
-			b.oneGather(n, time.Hour)
+			b.oneGather(n, 5*time.Second)
 			b.enqueue(t, "b1", records(n, nil))
 			b.start(t)
 			st := b.waitSettled(t, "b1", 30*time.Second)
@@ -571,7 +573,7 @@ func TestBatchIntentRowWaitsForAnUnconfirmedCandidate(t *testing.T) {
 	lossy := &lossyCreate{}
 	b.opts.HTTPClient = &http.Client{Transport: lossy}
 	const n = 20
-	b.oneGather(n, time.Hour)
+	b.oneGather(n, 5*time.Second)
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
 	eventually(t, 30*time.Second, "the create went out and its answer was lost", func() bool {
@@ -623,7 +625,7 @@ func TestBatchCreateRejectedDeadLettersItsLines(t *testing.T) {
 		FailValidation: &fakeprovider.BatchError{Code: "invalid_request_error", Message: "requests: too many"}}}
 	b, _ := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic"})
 	const n = 64
-	b.oneGather(n, time.Hour)
+	b.oneGather(n, 5*time.Second)
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
 	st := b.waitSettled(t, "b1", 30*time.Second)
@@ -791,7 +793,7 @@ func TestBatchLineOfAJobCancelledInFlightIsBilledNotStored(t *testing.T) {
 	b, clock := setupBatch(t, sc, "batch", tweaks{})
 	b.opts.SpendCheck = 20 * time.Millisecond // the sweep that settles stopped jobs' records
 	const n = 10
-	b.oneGather(n, time.Hour)
+	b.oneGather(n, 5*time.Second)
 	b.enqueue(t, "b1", records(n, nil))
 	rt := b.start(t)
 	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
@@ -854,7 +856,7 @@ func TestBatchCountsInTheVendorsWords(t *testing.T) {
 		t.Run(vendor, func(t *testing.T) {
 			t.Parallel()
 			b, _ := setupBatch(t, fakeprovider.Scenario{Poison: fakeprovider.Poison{InvalidMarker: "POISON"}}, "batch", tweaks{vendor: vendor})
-			b.oneGather(20, time.Hour)
+			b.oneGather(20, 5*time.Second)
 			b.enqueue(t, "b1", records(20, poisoned(10)))
 			b.start(t)
 			b.waitSettled(t, "b1", 60*time.Second)
