@@ -207,6 +207,7 @@ func TestBatchModeSurvivesSIGKILLAfterSubmit(t *testing.T) {
 	t.Parallel()
 	b, clock := setupBatch(t, fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}, "batch", tweaks{})
 	const n = 60
+	b.oneGather(n, 5*time.Second)
 	b.enqueue(t, "b1", records(n, nil))
 	cmd := b.startProcess(t)
 	eventually(t, 30*time.Second, "the worker process submitted its provider batch", func() bool {
