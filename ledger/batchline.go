@@ -114,11 +114,6 @@ func (l BatchLine) Hold() LineHold {
 	return HoldNone
 }
 
-// NoOpenLineOfJob1SQL is the condition "the job whose id is $1 has no
-// open line", for a statement that moves a job (worker's fallback mover):
-// the move and the check land together.
-const NoOpenLineOfJob1SQL = `NOT EXISTS (SELECT 1 FROM triage_provider_batch_line ol WHERE ol.job_id = $1 AND ol.state <> 'applied')`
-
 // BatchLine is a job's open line (not applied), with its triage batch's
 // deadline.
 type BatchLine struct {
@@ -410,6 +405,43 @@ func TakeBackBatchLine(ctx context.Context, db DBTX, lineID, attemptID int64) (b
 		return false, fmt.Errorf("ledger: take back batch line %d: %w", lineID, err)
 	}
 	return took, nil
+}
+
+// CloseLinesOfGoneJobs closes key's lines that will not be sent again
+// because their job was cancelled or deleted by hand (pending or not run,
+// and no job of riverJob, River's job table quoted as rivertable.Job
+// gives it, that can still run has the line's id), and settles their
+// attempts as not run ($0) by FinishAttempt, as TakeBackBatchLine does, so
+// the ledger does not carry them as possibly billed. One transaction.
+func CloseLinesOfGoneJobs(ctx context.Context, db DBTX, riverJob, key string) error {
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `UPDATE triage_provider_batch_line l SET `+CloseLineSQL+`
+			WHERE l.key = $1 AND l.state IN ('pending', 'not_run')
+			  AND NOT EXISTS (SELECT 1 FROM `+riverJob+` j
+				WHERE j.id = l.job_id AND j.state NOT IN ('cancelled', 'completed', 'discarded'))
+			RETURNING l.attempt_id`, key)
+		if err != nil {
+			return err
+		}
+		attempts, err := pgx.CollectRows(rows, pgx.RowTo[*int64])
+		if err != nil {
+			return err
+		}
+		for _, id := range attempts {
+			if id == nil || *id == 0 {
+				continue
+			}
+			err := FinishAttempt(ctx, tx, *id, Outcome{Status: AttemptFailed, Class: classify.Throttled, Reason: ReasonBatchNotRun})
+			if err != nil && !errors.Is(err, ErrAttemptFinished) {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("ledger: close lines of gone jobs of key %q: %w", key, err)
+	}
+	return nil
 }
 
 // KeyHasOpenBatchWork reports whether key has a provider batch not

@@ -2,7 +2,10 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ModelUsage is what the calls on one model came to: with fallback models
@@ -41,4 +44,31 @@ func UsageByModel(ctx context.Context, db DBTX, f AttemptFilter) ([]ModelUsage, 
 		return nil, fmt.Errorf("ledger: usage by model: %w", err)
 	}
 	return out, nil
+}
+
+// FallbackRoom locks batch's row (until tx ends) and reports whether one
+// more job may leave its own model under share (the batch's
+// fallback_max_share, > 0): fallback_jobs + 1 <= floor(share * total).
+// Two moves at once cannot both take the last place. A batch with no row
+// has no room.
+func FallbackRoom(ctx context.Context, tx DBTX, batch string, share float64) (bool, error) {
+	var room bool
+	err := tx.QueryRow(ctx, `SELECT fallback_jobs + 1 <= floor($2::float8 * total) FROM triage_batch WHERE id = $1 FOR UPDATE`,
+		batch, share).Scan(&room)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("ledger: fallback room of batch %q: %w", batch, err)
+	}
+	return room, nil
+}
+
+// CountFallback counts one more job of batch moved off its own model
+// (FallbackRoom), in the move's transaction.
+func CountFallback(ctx context.Context, tx DBTX, batch string) error {
+	if _, err := tx.Exec(ctx, `UPDATE triage_batch SET fallback_jobs = fallback_jobs + 1 WHERE id = $1`, batch); err != nil {
+		return fmt.Errorf("ledger: count a fallback of batch %q: %w", batch, err)
+	}
+	return nil
 }

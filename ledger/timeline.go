@@ -99,3 +99,17 @@ func AlertsAbout(ctx context.Context, db DBTX, key, batch string, from, to time.
 	}
 	return out, nil
 }
+
+// RecordAlert keeps one raised alert as a triage_alert row, with fields
+// (nil: none) as its JSON object.
+func RecordAlert(ctx context.Context, db DBTX, a AlertRow, fields map[string]any) error {
+	if fields == nil {
+		fields = map[string]any{}
+	}
+	if _, err := db.Exec(ctx, `
+INSERT INTO triage_alert (kind, key, batch, message, fields, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
+		a.Kind, a.Key, a.Batch, a.Message, fields, a.CreatedAt); err != nil {
+		return fmt.Errorf("ledger: record alert %s: %w", a.Kind, err)
+	}
+	return nil
+}

@@ -45,6 +45,7 @@ func TestBatchRowLeaseLostDuringUploadIsNotSubmittedTwice(t *testing.T) {
 	fast := b.opts.HTTPClient
 	b.opts.HTTPClient = &http.Client{Transport: slow}
 	const n = 20
+	b.oneGather(n, 5*time.Second)
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
 	select {

@@ -58,6 +58,19 @@ func setupBatch(t *testing.T, sc fakeprovider.Scenario, mode string, tw tweaks) 
 	return b, clock
 }
 
+// oneGather makes the first n lines one provider batch on any machine: it
+// forms once n lines are pending (Tuning.MaxLines), not when no line
+// arrived for the 200 ms gather window, which a loaded machine leaves
+// between two jobs' lines often enough to split them over two provider
+// batches (a test expecting one: expected 1, got 2). Lines pending again
+// later (a validation failure's others, a cancelled batch's) form after
+// gather, a few seconds: long against the gaps between jobs' lines, short
+// enough that no line waits out the test.
+func (b *testBundle) oneGather(n int, gather time.Duration) {
+	b.opts.Batch.MaxLines = n
+	b.opts.Batch.Gather = gather
+}
+
 // lineStates counts the batch lines by state.
 func (b *testBundle) lineStates(t testing.TB) map[string]int {
 	t.Helper()
@@ -211,6 +224,7 @@ func TestBatchModeSurvivesSIGKILLAfterSubmit(t *testing.T) {
 	t.Parallel()
 	b, clock := setupBatch(t, fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}, "batch", tweaks{})
 	const n = 60
+	b.oneGather(n, 5*time.Second)
 	b.enqueue(t, "b1", records(n, nil))
 	cmd := b.startProcess(t)
 	eventually(t, 30*time.Second, "the worker process submitted its provider batch", func() bool {
@@ -348,6 +362,7 @@ func TestAutoModeMissingTheDeadlineGoesSync(t *testing.T) {
 	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(10 * time.Hour)}}
 	b, clock := setupBatch(t, sc, "auto", tweaks{})
 	const n = 100
+	b.oneGather(n, 5*time.Second)
 	b.enqueue(t, "b1", records(n, nil))
 	deadline := clock.Now().Add(6 * time.Hour)
 	b.setDeadline(t, "b1", deadline)
@@ -419,6 +434,7 @@ func TestBatchIntentRowIsFoundNotResubmitted(t *testing.T) {
 			b.opts.HTTPClient = &http.Client{Transport: lossy}
 			b.opts.Batch.Gather = time.Hour
 			const n = 20
+			b.oneGather(n, 5*time.Second)
 			b.enqueue(t, "b1", records(n, nil))
 			b.start(t)
 			b.sendTogether(t, n)
@@ -445,6 +461,7 @@ func TestBatchValidationFailureDeadLettersTheNamedLine(t *testing.T) {
 	// every line waiting (a 200 ms gather splits them on a loaded machine).
 	b.opts.Batch.Gather = time.Hour
 	const n = 10
+	b.oneGather(n, 2*time.Second)
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
 	b.sendTogether(t, n)
@@ -478,6 +495,7 @@ func TestBatchCancelRequestedCancelsAndRequeues(t *testing.T) {
 	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(10 * time.Hour)}}
 	b, clock := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic"})
 	const n = 40
+	b.oneGather(n, 2*time.Second)
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
 	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
@@ -531,6 +549,7 @@ func TestBatchModeExhaustedBalanceTripsTheKeyAndResumes(t *testing.T) {
 	// Room for about half of the lines at batch prices.
 	sc := fakeprovider.Scenario{Balance: &fakeprovider.Balance{USD: 20 * 7.5e-6}}
 	b, _ := setupBatch(t, sc, "batch", tweaks{})
+	b.oneGather(n, 2*time.Second)
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
 	eventually(t, 30*time.Second, "the key trips, with its alert", func() bool { return b.hooks.count("key_exhausted") >= 1 })
@@ -583,6 +602,7 @@ func TestBatchIntentRowWaitsForAnUnconfirmedCandidate(t *testing.T) {
 	lossy := &lossyCreate{}
 	b.opts.HTTPClient = &http.Client{Transport: lossy}
 	const n = 20
+	b.oneGather(n, 5*time.Second)
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
 	eventually(t, 30*time.Second, "the create went out and its answer was lost", func() bool {
@@ -635,6 +655,7 @@ func TestBatchCreateRejectedDeadLettersItsLines(t *testing.T) {
 	b, _ := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic"})
 	b.opts.Batch.Gather = time.Hour
 	const n = 64
+	b.oneGather(n, 5*time.Second)
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
 	b.sendTogether(t, n)
@@ -681,6 +702,15 @@ func TestBatchLineOfACancelledJobIsNotSent(t *testing.T) {
 	stats := b.fake.Stats()
 	require.Equal(t, n-1, stats.Batches.Lines, "the cancelled job's line was not sent")
 	b.requireBilledOnce(t)
+	// Its line is closed and its attempt settled as not run ($0), not left
+	// an intent the ledger would count as possibly billed.
+	eventually(t, 30*time.Second, "the cancelled job's line is closed, its attempt not run", func() bool {
+		var line, status, reason string
+		var cost float64
+		require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT l.state, a.status, coalesce(a.reason, ''), a.cost_usd::float8
+			FROM triage_provider_batch_line l JOIN triage_attempt a ON a.id = l.attempt_id WHERE l.record_id = 'r003'`).Scan(&line, &status, &reason, &cost))
+		return line == "applied" && status == "failed" && reason == "batch_not_run" && cost == 0
+	})
 }
 
 // Lines of an auto pipeline still waiting for a provider batch when the
@@ -794,6 +824,7 @@ func TestBatchLineOfAJobCancelledInFlightIsBilledNotStored(t *testing.T) {
 	b, clock := setupBatch(t, sc, "batch", tweaks{})
 	b.opts.SpendCheck = 20 * time.Millisecond // the sweep that settles stopped jobs' records
 	const n = 10
+	b.oneGather(n, 5*time.Second)
 	b.enqueue(t, "b1", records(n, nil))
 	rt := b.start(t)
 	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
@@ -856,6 +887,7 @@ func TestBatchCountsInTheVendorsWords(t *testing.T) {
 		t.Run(vendor, func(t *testing.T) {
 			t.Parallel()
 			b, _ := setupBatch(t, fakeprovider.Scenario{Poison: fakeprovider.Poison{InvalidMarker: "POISON"}}, "batch", tweaks{vendor: vendor})
+			b.oneGather(20, 5*time.Second)
 			b.enqueue(t, "b1", records(20, poisoned(10)))
 			b.start(t)
 			b.waitSettled(t, "b1", 60*time.Second)

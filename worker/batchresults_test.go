@@ -104,6 +104,7 @@ func TestBatchIntentRowIsNotMatchedWithAnEarlierBatchOfTheSameLines(t *testing.T
 	lossy := &lossyCreate{nth: 2}
 	b.opts.HTTPClient = &http.Client{Transport: lossy}
 	const n = 10
+	b.oneGather(n, 2*time.Second)
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
 	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })

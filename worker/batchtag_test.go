@@ -60,6 +60,7 @@ func TestBatchLookUpIgnoresAnotherInstallationsBatch(t *testing.T) {
 	foreign := &foreignBatch{}
 	b.opts.HTTPClient = &http.Client{Transport: &lossyCreate{afterLoss: foreign.create}}
 	const n = 12
+	b.oneGather(n, 5*time.Second)
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
 	st := b.waitSettled(t, "b1", 30*time.Second)

@@ -108,63 +108,147 @@ type call struct {
 	// found: the result is a lost call's stored answer, found by a look-up
 	// (lookup.go); its attempt is settled, no call is made.
 	found bool
+	// jobKey and jobModel are the job's own key and model (lookUp); key
+	// and model point at an open line's sender instead (lineSender).
+	jobKey   *keyRuntime
+	jobModel *config.Model
+	// prior is what the ledger knew about earlier sends (admit).
+	prior ledger.Prior
+	// done reports the call's outcome to the breakers (admit, readmit);
+	// release gives back the concurrency slot (slot), nil before.
+	done    keys.Done
+	release func()
+	// estTokens is the request's estimated input tokens, paced and then
+	// calibrated with the usage the provider reports (paceStep).
+	estTokens int
 }
 
-// Work runs one job: the checks before the call (decide.Before after each
-// step), the call, the decision after it (decide.After), and apply. Only
-// apply acts on a decision.
+// Work runs one job as its steps, in order: look up, check, render, admit,
+// batch, budget, slot, pace, reserve, send, classify, decide, apply. Each
+// step before the call ends the run with a reaction (decide.Before on what
+// is known so far) or goes on; the call's outcome is decided by
+// decide.After; apply is the only place that acts on a reaction.
 func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	rt := w.rt
-	p, m, k, err := rt.lookup(job.Args)
-	if err != nil {
-		return rt.apply(ctx, &call{job: job}, decide.DeadLetter(classify.Rejected, decide.ReasonConfig, err.Error()), keys.Report{})
+	c, rx := rt.lookUp(job)
+	if rx.Kind != decide.ReactGo {
+		return rt.apply(ctx, c, rx, keys.Report{})
 	}
-	c := &call{job: job, pipeline: p, model: m, key: k}
+	b, rx, err := rt.check(ctx, c)
+	if err != nil {
+		return err
+	}
+	if rx.Kind == decide.ReactGo {
+		rx = c.render()
+	}
+	if rx.Kind != decide.ReactGo {
+		rt.releaseProbe(ctx, c)
+		return rt.apply(ctx, c, rx, keys.Report{})
+	}
+	if err := rt.admit(ctx, c, &b); err != nil {
+		return err
+	}
+	// Every exit reports to the breakers exactly once; this one, for the
+	// exits before the call, gives a probe claim back. The concurrency
+	// slot (slot) is given back before.
+	defer func() { rt.report(ctx, c, c.done, keys.OutcomeNone) }()
+	defer c.releaseSlot()
+	if rx, err := rt.admitted(ctx, c, &b); err != nil || rx.Kind != decide.ReactGo {
+		return rt.end(ctx, c, rx, err)
+	}
+	if handled, err := rt.batch(ctx, c, b); handled {
+		return err
+	}
+	if rx, err := rt.budget(ctx, c, &b); err != nil || rx.Kind != decide.ReactGo {
+		return rt.end(ctx, c, rx, err)
+	}
+	if rx, err := rt.slot(ctx, c, &b); err != nil || rx.Kind != decide.ReactGo {
+		return rt.end(ctx, c, rx, err)
+	}
+	if rx, err := rt.paceStep(ctx, c, &b); err != nil || rx.Kind != decide.ReactGo {
+		return rt.end(ctx, c, rx, err)
+	}
+	if rx, err := rt.reserve(ctx, c, &b); err != nil || rx.Kind != decide.ReactGo {
+		return rt.end(ctx, c, rx, err)
+	}
+	a, sendErr := rt.send(ctx, c)
+	rt.classify(ctx, c, &a, sendErr)
+	rep := rt.report(ctx, c, c.done, breakerOutcome(a))
+	a.Storm = stormFacts(rep.Storm)
+	a.Held = rt.watchCall(ctx, c, a)
+	return rt.apply(ctx, c, decide.After(a), rep)
+}
+
+// end ends a run at a step: its error, or the reaction it decided.
+func (r *Runtime) end(ctx context.Context, c *call, rx decide.Reaction, err error) error {
+	if err != nil {
+		return err
+	}
+	return r.apply(ctx, c, rx, keys.Report{})
+}
+
+// lookUp finds the job's pipeline, model and key (lookup); a job this
+// process cannot run is dead-lettered (config_error).
+func (r *Runtime) lookUp(job *river.Job[Args]) (*call, decide.Reaction) {
+	p, m, k, err := r.lookup(job.Args)
+	if err != nil {
+		return &call{job: job}, decide.DeadLetter(classify.Rejected, decide.ReasonConfig, err.Error())
+	}
+	return &call{job: job, pipeline: p, model: m, key: k, jobModel: m, jobKey: k}, decide.Reaction{Kind: decide.ReactGo}
+}
+
+// check decides on what the job itself says (its runs, age and snoozes)
+// before any round trip; a record about to end reads its open line
+// first (the open-line rule).
+func (r *Runtime) check(ctx context.Context, c *call) (decide.BeforeCall, decide.Reaction, error) {
+	job, p, k := c.job, c.pipeline, c.key
 	b := decide.BeforeCall{
 		Attempt: job.Attempt, MaxAttempts: p.MaxAttempts, AmbiguousRetries: p.AmbiguousRetries, Policy: k.cfg.Ambiguous,
-		Age: time.Since(job.CreatedAt), MaxAge: rt.opts.MaxAge, OwnSnoozes: ownSnoozes(job), MaxSnoozes: p.MaxSnoozes,
-		LineWait: rt.batchWait(),
+		Age: time.Since(job.CreatedAt), MaxAge: r.opts.MaxAge, OwnSnoozes: ownSnoozes(job), MaxSnoozes: p.MaxSnoozes,
+		LineWait: r.batchWait(),
 	}
 	rx := decide.Before(b)
 	if rx.Kind == decide.ReactDeadLetter {
 		// About to end the record before the admission round trip read its
 		// line: an open one decides first (the open-line rule), and a
 		// result another run of the job stored (a rescued run) completes it.
-		l, err := ledger.OpenBatchLine(ctx, rt.pool, job.ID, job.Args.Batch)
+		l, err := ledger.OpenBatchLine(ctx, r.pool, job.ID, job.Args.Batch)
 		if err != nil {
-			return fmt.Errorf("open batch line: %w", err)
+			return b, rx, fmt.Errorf("open batch line: %w", err)
 		}
 		b.Line = lineFacts(l.Hold())
 		c.line = l
-		if b.ResultStored, err = ledger.HasResult(ctx, rt.pool, job.Args.Batch, job.Args.RecordID); err != nil {
-			return err
+		if b.ResultStored, err = ledger.HasResult(ctx, r.pool, job.Args.Batch, job.Args.RecordID); err != nil {
+			return b, rx, err
 		}
 		rx = decide.Before(b)
 	}
-	if rx.Kind == decide.ReactGo {
-		rx = c.render()
-	}
-	if rx.Kind != decide.ReactGo {
-		// A job a Supervisor dispatched as the probe holds a claim made on
-		// its behalf: give it back, or the key stays half-open until the
-		// lease runs out.
-		if job.Queue == keys.ProbeQueueName(k.cfg.Name) {
-			if _, err := rt.store.ReleaseProbeOfJob(context.WithoutCancel(ctx), k.cfg.Name, job.ID); err != nil {
-				rt.log.ErrorContext(ctx, "release probe", "key", k.cfg.Name, "job_id", job.ID, "err", err)
-			}
-		}
-		return rt.apply(ctx, c, rx, keys.Report{})
-	}
+	return b, rx, nil
+}
 
-	// One round trip before the call: the breakers first (a key known to be
-	// exhausted or in a storm gets no call at all), both breakers and the
-	// pause in one statement, and with them what the ledger knows about
-	// this request from earlier sends.
-	var prior ledger.Prior
+// releaseProbe: a job a Supervisor dispatched as the probe holds a claim
+// made on its behalf; one that ends before its admission gives it back, or
+// the key stays half-open until the lease runs out.
+func (r *Runtime) releaseProbe(ctx context.Context, c *call) {
+	k, job := c.key, c.job
+	if job.Queue == keys.ProbeQueueName(k.cfg.Name) {
+		if _, err := r.store.ReleaseProbeOfJob(context.WithoutCancel(ctx), k.cfg.Name, job.ID); err != nil {
+			r.log.ErrorContext(ctx, "release probe", "key", k.cfg.Name, "job_id", job.ID, "err", err)
+		}
+	}
+}
+
+// admit is the one round trip before the call: the breakers first (a key
+// known to be exhausted or in a storm gets no call at all), both breakers
+// and the pause in one statement, and with them what the ledger knows
+// about this request from earlier sends, the response cache, the job's
+// open line and its batch's hold.
+func (r *Runtime) admit(ctx context.Context, c *call, b *decide.BeforeCall) error {
+	job, k := c.job, c.key
 	var hold ledger.BatchState
 	adm, pause, done, err := k.gate.AdmitWith(ctx, job.ID, func(batch *pgx.Batch) {
-		ledger.QueuePriorOutcomeForJob(batch, &prior, c.req.IdempotencyKey, job.ID, job.Args.Batch, job.Args.RecordID)
-		rt.queueCacheLookup(batch, c)
+		ledger.QueuePriorOutcomeForJob(batch, &c.prior, c.req.IdempotencyKey, job.ID, job.Args.Batch, job.Args.RecordID)
+		r.queueCacheLookup(batch, c)
 		// Whatever the pipeline's mode is now: a line written under an
 		// earlier one (a mode switched, a rolling deploy) holds the record
 		// all the same.
@@ -174,168 +258,225 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	if err != nil {
 		return fmt.Errorf("admit and ledger look-up: %w", err)
 	}
+	c.done, c.adm = done, adm
 	b.Hold = holdFacts(hold)
 	if c.line.ID != 0 {
-		batchPrior(&prior, c.line)
+		batchPrior(&c.prior, c.line)
 		// The line's answer is this request's answer; another one from the
 		// cache would leave the line open.
 		c.cached.Hit = false
 		b.Line = lineFacts(c.line.Hold())
 	}
-	// Every exit reports to the breakers exactly once; this one, for the
-	// exits before the call, gives a probe claim back.
-	defer func() { rt.report(ctx, c, done, keys.OutcomeNone) }()
-	if c.line.ID != 0 && !rt.lineSender(c) {
-		// The key that sent the line is not worked here: another process
-		// applies its answer.
-		return rt.apply(ctx, c, decide.Reaction{Kind: decide.ReactPark, After: b.LineWait}, keys.Report{})
-	}
-	if c.key != k {
-		// The line's answer is its sending key's: its outcome is not this
-		// key's breaker's business.
-		rt.report(ctx, c, done, keys.OutcomeNone)
-		done = noDone
-	}
-	c.adm = adm
 	b.Admission = admissionFacts(adm)
-	b.HoldRecheck = rt.opts.BudgetRecheck
+	b.HoldRecheck = r.opts.BudgetRecheck
 	if pause != nil {
 		left := time.Until(pause.Until)
 		b.Pause = &left
 	}
-	b.Prior = priorFacts(prior)
+	b.Prior = priorFacts(c.prior)
 	b.CacheHit = c.cached.Hit
-	c.calls = prior.JobCalls
-	rx = decide.Before(b)
-	if rx.Kind == decide.ReactLookup {
-		rt.lookupStored(ctx, c, &b, prior.JobAmbiguous)
-		rx = decide.Before(b)
-	}
-	if rx.Kind != decide.ReactGo {
-		return rt.apply(ctx, c, rx, keys.Report{})
-	}
-	if p.UsesBatch() || c.line.ID != 0 {
-		if handled, err := rt.workBatch(ctx, c, b, prior, done); handled {
-			return err
-		}
-		if c.key != k {
-			// The line taken back was another key's: the next run calls on
-			// the job's own.
-			return park(ctx, job, time.Millisecond)
-		}
-	}
-	c.hadAmbiguous = prior.Ambiguous > 0
-	// A retry is a resend after a transient, ambiguous or unfinished attempt
-	// of this job; a resend after a throttle or an exhausted key is not (it
-	// costs no attempt either), so it does not draw on the retry budget.
-	c.retry = prior.JobLast.Retry()
-	if c.retry && k.cfg.RetryBudget > 0 {
-		if b.OverRetryBudget, err = rt.overRetryBudget(ctx, k); err != nil {
-			return err
-		}
-		b.RetryDefer = decide.Jitter(rt.opts.RetryDefer, 0.5, 1.5)
-	}
-	if rx := decide.Before(b); rx.Kind != decide.ReactGo {
-		if b.OverRetryBudget {
-			rt.log.DebugContext(ctx, "retry deferred: fleet retry budget spent", "key", k.cfg.Name, "job_id", job.ID)
-		}
-		return rt.apply(ctx, c, rx, keys.Report{})
-	}
+	c.calls = c.prior.JobCalls
+	return nil
+}
 
+// admitted decides on the admission and the ledger's answer: an open
+// line sent by a key not worked here waits for its process; a lost call
+// of a key whose policy is lookup is looked up first.
+func (r *Runtime) admitted(ctx context.Context, c *call, b *decide.BeforeCall) (decide.Reaction, error) {
+	if c.line.ID != 0 && !r.lineSender(c) {
+		// The key that sent the line is not worked here: another process
+		// applies its answer.
+		return decide.Reaction{Kind: decide.ReactPark, After: b.LineWait}, nil
+	}
+	if c.key != c.jobKey {
+		// The line's answer is its sending key's: its outcome is not this
+		// key's breaker's business.
+		r.report(ctx, c, c.done, keys.OutcomeNone)
+		c.done = noDone
+	}
+	rx := decide.Before(*b)
+	if rx.Kind == decide.ReactLookup {
+		r.lookupStored(ctx, c, b, c.prior.JobAmbiguous)
+		rx = decide.Before(*b)
+	}
+	return rx, nil
+}
+
+// batch runs the batch side of a job whose pipeline uses provider batches
+// or that holds an open line (workBatch); handled false: it goes on as a
+// synchronous call on its own key.
+func (r *Runtime) batch(ctx context.Context, c *call, b decide.BeforeCall) (handled bool, err error) {
+	if !c.pipeline.UsesBatch() && c.line.ID == 0 {
+		return false, nil
+	}
+	if handled, err := r.workBatch(ctx, c, b, c.prior, c.done); handled {
+		return true, err
+	}
+	if c.key != c.jobKey {
+		// The line taken back was another key's: the next run calls on
+		// the job's own.
+		return true, r.apply(ctx, c, decide.Reaction{Kind: decide.ReactPark, After: time.Millisecond}, keys.Report{})
+	}
+	return false, nil
+}
+
+// budget: a retry (a resend after a transient, ambiguous or unfinished
+// attempt of this job; not after a throttle or an exhausted key, which
+// cost no attempt either) draws on the key's fleet retry budget, and waits
+// when it is spent.
+func (r *Runtime) budget(ctx context.Context, c *call, b *decide.BeforeCall) (decide.Reaction, error) {
+	k := c.jobKey
+	c.hadAmbiguous = c.prior.Ambiguous > 0
+	c.retry = c.prior.JobLast.Retry()
+	if c.retry && k.cfg.RetryBudget > 0 {
+		var err error
+		if b.OverRetryBudget, err = r.overRetryBudget(ctx, k); err != nil {
+			return decide.Reaction{}, err
+		}
+		b.RetryDefer = decide.Jitter(r.opts.RetryDefer, 0.5, 1.5)
+	}
+	rx := decide.Before(*b)
+	if rx.Kind != decide.ReactGo && b.OverRetryBudget {
+		r.log.DebugContext(ctx, "retry deferred: fleet retry budget spent", "key", k.cfg.Name, "job_id", c.job.ID)
+	}
+	return rx, nil
+}
+
+// slot takes one of the key's concurrency slots in this process (given
+// back when the run ends: releaseSlot), asking the breakers again after a
+// wait for it, and checks the deadline the wait left.
+func (r *Runtime) slot(ctx context.Context, c *call, b *decide.BeforeCall) (decide.Reaction, error) {
+	k := c.jobKey
 	release, ok := k.limiter.TryAcquire()
 	if !ok {
+		var err error
 		if release, err = k.limiter.Acquire(ctx); err != nil {
-			return rt.apply(ctx, c, decide.Reaction{Kind: decide.ReactPark}, keys.Report{})
+			return decide.Reaction{Kind: decide.ReactPark}, nil
 		}
 		// The key may have tripped, or been paused, while this job waited
 		// for a slot: ask again before calling.
-		if err := rt.readmit(ctx, c, &done, &b); err != nil {
+		if err := r.readmit(ctx, c, &c.done, b); err != nil {
 			release()
-			return err
+			return decide.Reaction{}, err
 		}
 	}
-	defer release()
+	c.release = release
 	// A long wait for a slot (the limit was lowered by throttling) must not
 	// eat into the call's own timeout: River's deadline for this run would
 	// cut the call mid-flight and make it ambiguous.
-	b.DeadlineNear = rt.deadlineNear(ctx, k)
-	if rx := decide.Before(b); rx.Kind != decide.ReactGo {
-		return rt.apply(ctx, c, rx, keys.Report{})
+	b.DeadlineNear = r.deadlineNear(ctx, k)
+	return decide.Before(*b), nil
+}
+
+// releaseSlot gives back the concurrency slot the run took, if it took one.
+func (c *call) releaseSlot() {
+	if c.release != nil {
+		c.release()
 	}
-	// pacing: this process's share of the key's rate (worker/pacing.go).
-	estTokens := estimateTokens(c.req)
+}
+
+// paceStep waits for this process's share of the key's rate
+// (worker/pacing.go), asking the breakers again and checking the deadline
+// after a long wait; a key the safety net held meanwhile parks the job.
+func (r *Runtime) paceStep(ctx context.Context, c *call, b *decide.BeforeCall) (decide.Reaction, error) {
+	k := c.jobKey
+	c.estTokens = estimateTokens(c.req)
 	paceStart := time.Now()
-	if d, err := rt.pace(ctx, k, estTokens); err != nil {
-		return park(ctx, job, d)
+	if d, err := r.pace(ctx, k, c.estTokens); err != nil {
+		return decide.Reaction{Kind: decide.ReactPark, After: d}, nil
 	}
 	if time.Since(paceStart) >= readmitAfterPace {
 		// The same after a wait for the pace: the key may have tripped or
 		// been paused meanwhile, and the wait used some of the deadline.
-		if err := rt.readmit(ctx, c, &done, &b); err != nil {
-			return err
+		if err := r.readmit(ctx, c, &c.done, b); err != nil {
+			return decide.Reaction{}, err
 		}
-		b.DeadlineNear = rt.deadlineNear(ctx, k)
-		if rx := decide.Before(b); rx.Kind != decide.ReactGo {
-			return rt.apply(ctx, c, rx, keys.Report{})
+		b.DeadlineNear = r.deadlineNear(ctx, k)
+		if rx := decide.Before(*b); rx.Kind != decide.ReactGo {
+			return rx, nil
 		}
 	}
 	if !c.adm.Probe && k.watch.HeldSince(c.adm.Generation) {
 		// The safety net held the key while this job waited for its pace.
-		return rt.apply(ctx, c, decide.Reaction{Kind: decide.ReactPark, After: k.cfg.ProbeInterval}, keys.Report{})
+		return decide.Reaction{Kind: decide.ReactPark, After: k.cfg.ProbeInterval}, nil
 	}
+	return decide.Reaction{Kind: decide.ReactGo}, nil
+}
 
-	// The intent row is also the call's reservation against the batch's
-	// spend cap.
-	c.attemptID, err = ledger.ReserveAttempt(ctx, rt.pool, ledger.Intent{
-		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: prior.JobCalls + 1,
+// reserve writes the call's intent row, which is also its reservation
+// against the batch's spend cap; a batch held by hand, or at its cap,
+// gets no call.
+func (r *Runtime) reserve(ctx context.Context, c *call, b *decide.BeforeCall) (decide.Reaction, error) {
+	job, k, m := c.job, c.jobKey, c.jobModel
+	var err error
+	c.attemptID, err = ledger.ReserveAttempt(ctx, r.pool, ledger.Intent{
+		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: c.prior.JobCalls + 1,
 		Key: k.cfg.Name, Model: m.Name, IdempotencyKey: c.req.IdempotencyKey, RequestHash: c.hash,
-		IsRetry: c.retry, Change: changeLabel(c.change), EstCostUSD: estimateCost(m, c.req), InFlightFor: k.callMax + rt.opts.JobMargin,
+		IsRetry: c.retry, Change: changeLabel(c.change), EstCostUSD: estimateCost(m, c.req), InFlightFor: k.callMax + r.opts.JobMargin,
 	})
 	var budgetErr *ledger.BudgetError
 	var held *ledger.HeldError
 	if errors.As(err, &held) {
 		// Paused or cancelled since the look-up: no call.
 		b.Hold = holdFacts(held.State)
-		return rt.apply(ctx, c, decide.Before(b), keys.Report{})
+		return decide.Before(*b), nil
 	}
 	if errors.As(err, &budgetErr) {
 		b.OverBudget = true
 		if budgetErr.Wait {
 			// Worst-case reservations of calls in flight fill the cap; most
 			// of them will not be spent. Try again shortly.
-			b.BudgetRecheck = decide.Jitter(rt.opts.BudgetRecheck, 0.1, 0.2)
+			b.BudgetRecheck = decide.Jitter(r.opts.BudgetRecheck, 0.1, 0.2)
 		} else {
-			b.BudgetRecheck = rt.opts.BudgetRecheck
+			b.BudgetRecheck = r.opts.BudgetRecheck
 			if budgetErr.Paused {
-				rt.alerter.Alert(ctx, keys.Alert{Kind: keys.AlertBudgetReached, Key: k.cfg.Name, Batch: job.Args.Batch,
+				r.alerter.Alert(ctx, keys.Alert{Kind: keys.AlertBudgetReached, Key: k.cfg.Name, Batch: job.Args.Batch,
 					Message: "batch spend cap reached: its jobs stay queued; raise it with `triage batch budget`",
 					Fields:  map[string]any{"budget_usd": budgetErr.BudgetUSD, "spent_usd": budgetErr.SpentUSD, "in_flight_usd": budgetErr.ReservedUSD}})
 			}
 		}
-		return rt.apply(ctx, c, decide.Before(b), keys.Report{})
+		return decide.Before(*b), nil
 	}
 	if err != nil {
-		return fmt.Errorf("ledger intent: %w", err)
+		return decide.Reaction{}, fmt.Errorf("ledger intent: %w", err)
 	}
 	c.calls++
+	return decide.Reaction{Kind: decide.ReactGo}, nil
+}
 
+// send makes the call (the one place that sends) and returns what the
+// decision after it will know so far.
+func (r *Runtime) send(ctx context.Context, c *call) (decide.AfterCall, error) {
+	p, m, k := c.pipeline, c.jobModel, c.jobKey
 	a := decide.AfterCall{
-		JobCalls: prior.JobCalls, MaxAttempts: p.MaxAttempts,
-		JobAmbiguous: prior.JobAmbiguous, AmbiguousRetries: p.AmbiguousRetries, Policy: k.cfg.Ambiguous,
+		JobCalls: c.prior.JobCalls, MaxAttempts: p.MaxAttempts,
+		JobAmbiguous: c.prior.JobAmbiguous, AmbiguousRetries: p.AmbiguousRetries, Policy: k.cfg.Ambiguous,
 		NoRetries: k.cfg.RetryBudget == 0, RetryBudget: k.cfg.RetryBudget,
-		Backoff: decide.Backoff(prior.JobCalls+1, rt.opts.BackoffBase, rt.opts.BackoffCap), BackoffCap: rt.opts.BackoffCap,
+		Backoff: decide.Backoff(c.prior.JobCalls+1, r.opts.BackoffBase, r.opts.BackoffCap), BackoffCap: r.opts.BackoffCap,
 		ProbeInterval: k.cfg.ProbeInterval,
 	}
 	if len(p.Fallback) > 0 {
-		a.Fallback.Model = decide.FirstCapable(rt.cfg, p, m.Name, need(c.req))
+		a.Fallback.Model = decide.FirstCapable(r.cfg, p, m.Name, need(c.req))
 	}
 	c.called = true
+	var err error
 	c.res, err = k.client.Do(ctx, c.req)
 	a.Cancelled, a.Phase = ctx.Err() != nil, c.res.Observation.Phase
-	switch {
-	case err != nil:
+	if err != nil {
 		// A request the client refuses to build: configuration, not the provider.
 		a.ClientErr = err.Error()
+	}
+	return a, err
+}
+
+// classify turns the call's result into a verdict and the facts the
+// decision after the call needs: the output checked against the
+// pipeline's contract, a cut stream's partial text, a rejection's changed
+// retry, a throttle's scope.
+func (r *Runtime) classify(ctx context.Context, c *call, a *decide.AfterCall, sendErr error) {
+	p, k := c.pipeline, c.jobKey
+	switch {
+	case sendErr != nil:
 	case a.Stopped():
 		// This run was stopped (shutdown, River's timeout) before an answer
 		// arrived. An answer that did arrive is used, whatever the context
@@ -343,29 +484,25 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		c.verdict = classify.Verdict{Class: classify.Ambiguous, Reason: ledger.ReasonWorkerStopped, Known: true}
 		c.keepPartial()
 	default:
-		c.res, c.verdict = k.observe(c.res, rt.cfg.Classifier())
+		c.res, c.verdict = k.observe(c.res, r.cfg.Classifier())
 		a.Verdict = c.verdict
 		a.PartialChars, a.AcceptPartialMinChars = c.keepPartial(), p.AcceptPartialMinChars
-		rt.observe(ctx, c)
+		r.observe(ctx, c)
 		if c.verdict.Class == classify.OK {
 			var bad string
 			c.output, bad = usableOutput(c)
 			a.Unusable, a.Malformed = bad, c.res.Malformed != ""
 		}
-		rt.observePace(k, c, estTokens)
+		r.observePace(k, c, c.estTokens)
 		if c.verdict.Class == classify.Rejected {
 			a.Change = c.overflowFacts(c.res.Observation)
 		}
 		if c.verdict.Class == classify.Throttled {
 			// keys.ThrottleScopeFor decides whether only this job waits or
 			// the whole key (worker/pacing.go).
-			a.Throttle, a.KeyWide = rt.throttleScope(c)
+			a.Throttle, a.KeyWide = r.throttleScope(c)
 		}
 	}
-	rep := rt.report(ctx, c, done, breakerOutcome(a))
-	a.Storm = stormFacts(rep.Storm)
-	a.Held = rt.watchCall(ctx, c, a)
-	return rt.apply(ctx, c, decide.After(a), rep)
 }
 
 // render builds the request from the record and the pipeline, and its

@@ -25,61 +25,51 @@ func need(r provider.Request) decide.Need {
 	return decide.Need{InputTokens: estimateTokens(r), MaxTokens: r.MaxTokens, JSON: r.JSON}
 }
 
-// moveSQL moves one job to a fallback's key queue and counts the move
-// against the batch's fallback_max_share, in one statement: the count and
-// the move land together or not at all. The batch's row is locked first, so
-// two moves at once cannot both take the last place under the share; the
-// lock order (batch, then job) is that of a job's completion. $6 (share) <= 0
-// is no bound; only a job leaving its own model ($7) is counted. $8: the
-// states the job may be in (running for a job moving itself, available or
-// scheduled for the mover). A job with an open provider-batch line is never
-// moved (ledger.NoOpenLineSQL, checked in the same statement): its answer
-// is its sending key's.
-const moveSQL = `
-WITH b AS (SELECT fallback_jobs, total FROM triage_batch WHERE id = $2 FOR UPDATE),
-moved AS (
-    UPDATE %s SET queue = $3,
-        args = args || jsonb_build_object('model', $4::text),
-        state = CASE WHEN state = 'running' THEN state ELSE 'available'::river_job_state END,
-        scheduled_at = CASE WHEN state = 'running' THEN scheduled_at ELSE now() END
-    WHERE id = $1 AND queue = $5 AND state::text = ANY($8) AND ` + ledger.NoOpenLineOfJob1SQL + `
-      AND (NOT $7 OR $6::float8 <= 0 OR (SELECT fallback_jobs + 1 <= floor($6::float8 * total) FROM b))
-    RETURNING id
-),
-counted AS (
-    UPDATE triage_batch SET fallback_jobs = fallback_jobs + 1
-    WHERE id = $2 AND $7 AND EXISTS (SELECT 1 FROM moved)
-    RETURNING id
-)
-SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM counted)`
-
-// moveJob moves job id (on queue from) to model m's key queue; false when
-// the batch's fallback_max_share refused it, the job was no longer there,
-// or it holds an open line. line is the job's open line as its caller read
-// it: an unsent one is taken back in the same transaction as the move; one
-// that went into a provider batch meanwhile keeps the job where it is.
+// moveJob moves job id (on queue from) to model m's key queue and counts
+// the move against the batch's fallback_max_share, in one transaction: the
+// count and the move land together or not at all. With a share, the
+// batch's row is locked first (ledger.FallbackRoom), so two moves at once
+// cannot both take the last place under it; the lock order (batch, then
+// job) is that of a job's completion. share <= 0 is no bound; only a job
+// leaving its own model (a.Model "") is counted. states: the states the
+// job may be in (running for a job moving itself, available or scheduled
+// for the mover). It returns false when the share refused it, the job was
+// no longer there, or it holds an open line (checked in the move's
+// statement: rivertable.MoveToModel). line is the job's open line as its
+// caller read it: an unsent one is taken back in the same transaction as
+// the move; one that went into a provider batch meanwhile keeps the job
+// where it is.
 func (r *Runtime) moveJob(ctx context.Context, id int64, a Args, from string, m *config.Model, share float64, states []string, line ledger.BatchLine) (bool, error) {
-	q := fmt.Sprintf(moveSQL, rivertable.Job(r.opts.Schema))
-	var moved, counted int
-	if line.Hold() != ledger.HoldUnsent {
-		// One statement: no line to take back.
-		err := r.pool.QueryRow(ctx, q, id, a.Batch, keys.QueueName(m.Key), m.Name, from, share, a.Model == "", states).Scan(&moved, &counted)
-		if err != nil {
-			return false, fmt.Errorf("move job %d to fallback %q: %w", id, m.Name, err)
-		}
-		return moved == 1, nil
-	}
+	count := a.Model == ""
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-		took, err := ledger.TakeBackBatchLine(ctx, tx, line.ID, line.AttemptID)
-		if err != nil || !took {
-			return err // sent meanwhile: it stays
+		if line.Hold() == ledger.HoldUnsent {
+			took, err := ledger.TakeBackBatchLine(ctx, tx, line.ID, line.AttemptID)
+			if err != nil || !took {
+				if err == nil {
+					err = errNotMoved // sent meanwhile: it stays
+				}
+				return err
+			}
 		}
-		if err := tx.QueryRow(ctx, q, id, a.Batch, keys.QueueName(m.Key), m.Name, from, share, a.Model == "", states).Scan(&moved, &counted); err != nil {
+		if count && share > 0 {
+			room, err := ledger.FallbackRoom(ctx, tx, a.Batch, share)
+			if err != nil {
+				return err
+			}
+			if !room {
+				return errNotMoved
+			}
+		}
+		moved, err := rivertable.MoveToModel(ctx, tx, r.opts.Schema, id, from, keys.QueueName(m.Key), m.Name, states)
+		if err != nil {
 			return err
 		}
-		if moved == 0 {
-			// Nothing moved: the line taken back stays the job's.
+		if !moved {
+			// Nothing moved: a line taken back stays the job's.
 			return errNotMoved
+		}
+		if count {
+			return ledger.CountFallback(ctx, tx, a.Batch)
 		}
 		return nil
 	})
@@ -89,7 +79,7 @@ func (r *Runtime) moveJob(ctx context.Context, id int64, a Args, from string, m 
 	if err != nil {
 		return false, fmt.Errorf("move job %d to fallback %q: %w", id, m.Name, err)
 	}
-	return moved == 1, nil
+	return true, nil
 }
 
 var errNotMoved = errors.New("not moved")
@@ -240,9 +230,7 @@ func (r *Runtime) moveFallbacks(ctx context.Context, key string) error {
 		}
 	}
 	if len(skip) > 0 {
-		if _, err := r.pool.Exec(ctx, `UPDATE `+rivertable.Job(r.opts.Schema)+`
-			SET metadata = metadata || jsonb_build_object('`+metaNoFallback+`', $2::text)
-			WHERE id = ANY($1) AND state IN ('available', 'scheduled')`, skip, marker); err != nil {
+		if err := rivertable.MarkQueued(ctx, r.pool, r.opts.Schema, skip, metaNoFallback, marker); err != nil {
 			return fmt.Errorf("mark jobs without a capable fallback: %w", err)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/triage-dev/triage/ledger"
@@ -43,23 +42,13 @@ func JobsLeft(ctx context.Context, pool *pgxpool.Pool, schema string, keyNames [
 // Call it in the cancel's transaction, after ledger.TakeBackBatchLines: a
 // job River fetches meanwhile is skipped (the update re-checks its state).
 func CancelQueuedJobs(ctx context.Context, db ledger.DBTX, schema, batch string) ([]ledger.CancelledRecord, error) {
-	rows, err := db.Query(ctx, `UPDATE `+rivertable.Job(schema)+` j SET state = 'cancelled', finalized_at = now()
-		WHERE j.kind = $1 AND j.args @> jsonb_build_object('batch', $2::text)
-		  AND j.state IN ('available', 'pending', 'scheduled', 'retryable')
-		  AND NOT EXISTS (SELECT 1 FROM triage_provider_batch_line l
-			WHERE l.job_id = j.id AND l.state IN ('submitted', 'answered'))
-		RETURNING j.id, coalesce(j.args->>'record_id', ''), coalesce(j.args->>'pipeline', ''),
-			coalesce(j.args->'record', 'null'::jsonb), j.attempt`, Kind, batch)
+	jobs, err := rivertable.CancelQueued(ctx, db, schema, Kind, batch)
 	if err != nil {
 		return nil, fmt.Errorf("cancel the queued jobs of batch %q: %w", batch, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ledger.CancelledRecord, error) {
-		var c ledger.CancelledRecord
-		err := r.Scan(&c.JobID, &c.RecordID, &c.Pipeline, &c.Record, &c.Attempts)
-		return c, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cancel the queued jobs of batch %q: %w", batch, err)
+	out := make([]ledger.CancelledRecord, len(jobs))
+	for i, j := range jobs {
+		out[i] = ledger.CancelledRecord{JobID: j.JobID, RecordID: j.RecordID, Pipeline: j.Pipeline, Record: j.Record, Attempts: j.Attempts}
 	}
 	return out, nil
 }
@@ -81,12 +70,11 @@ func BatchJobsLive(ctx context.Context, db ledger.DBTX, schema, batch string) (r
 // batch delete` (after BatchJobsLive found none live): a finished job of a
 // deleted batch must not read as an orphan to the sweep.
 func DeleteBatchJobs(ctx context.Context, db ledger.DBTX, schema, batch string) (int, error) {
-	tag, err := db.Exec(ctx, `DELETE FROM `+rivertable.Job(schema)+` WHERE kind = $1 AND args @> jsonb_build_object('batch', $2::text)
-		AND state IN ('cancelled', 'completed', 'discarded')`, Kind, batch)
+	n, err := rivertable.DeleteFinished(ctx, db, schema, Kind, batch)
 	if err != nil {
 		return 0, fmt.Errorf("delete the jobs of batch %q: %w", batch, err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
 }
 
 // WakeBatch makes a batch's snoozed jobs available now, so that raising a
@@ -94,25 +82,22 @@ func DeleteBatchJobs(ctx context.Context, db ledger.DBTX, schema, batch string) 
 // when each parked job's snooze ends. Only snoozed (scheduled) jobs are
 // touched: jobs waiting on a retry backoff are retryable and keep their
 // backoff. A job woken while its key is still paused simply parks again.
-// River has no bulk "run now" for a set of jobs, so this updates river_job
-// directly, as River's own JobRetry does for one job. schema is River's
-// (Options.Schema; "" for the search_path).
+// River has no bulk "run now" for a set of jobs (rivertable.WakeBatch).
+// schema is River's (Options.Schema; "" for the search_path).
 func WakeBatch(ctx context.Context, db ledger.DBTX, schema, batch string) (int, error) {
-	tag, err := db.Exec(ctx, `UPDATE `+rivertable.Job(schema)+` SET state = 'available', scheduled_at = now()
-		WHERE state = 'scheduled' AND kind = $1 AND args->>'batch' = $2`, Kind, batch)
+	n, err := rivertable.WakeBatch(ctx, db, schema, Kind, batch)
 	if err != nil {
 		return 0, fmt.Errorf("wake batch %q: %w", batch, err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
 }
 
 // WakeKey is WakeBatch for every snoozed job in a key's queue, for a key
 // resumed by hand.
 func WakeKey(ctx context.Context, db ledger.DBTX, schema, key string) (int, error) {
-	tag, err := db.Exec(ctx, `UPDATE `+rivertable.Job(schema)+` SET state = 'available', scheduled_at = now()
-		WHERE state = 'scheduled' AND kind = $1 AND queue = $2`, Kind, keys.QueueName(key))
+	n, err := rivertable.WakeQueue(ctx, db, schema, Kind, keys.QueueName(key))
 	if err != nil {
 		return 0, fmt.Errorf("wake key %q: %w", key, err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
 }

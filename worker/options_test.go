@@ -40,6 +40,7 @@ func TestNewRefusesNegativeOptions(t *testing.T) {
 		{"FetchPollInterval", func(o *worker.Options) { o.FetchPollInterval = -time.Second }},
 		{"PacerHeartbeat", func(o *worker.Options) { o.PacerHeartbeat = -time.Second }},
 		{"KeyPauseAfter", func(o *worker.Options) { o.KeyPauseAfter = -time.Second }},
+		{"Batch", func(o *worker.Options) { o.Batch.Gather = -time.Second }},
 	} {
 		t.Run(tc.setting, func(t *testing.T) {
 			t.Parallel()
@@ -48,7 +49,7 @@ func TestNewRefusesNegativeOptions(t *testing.T) {
 			tc.set(&opts)
 			_, err := worker.New(opts)
 			require.Error(t, err, "a negative %s is refused", tc.setting)
-			require.Contains(t, err.Error(), "Options."+tc.setting+" ")
+			require.Regexp(t, `Options\.`+tc.setting+`[ :]`, err.Error())
 			require.True(t, strings.Contains(err.Error(), "negative"), err.Error())
 		})
 	}

@@ -291,6 +291,9 @@ func (o Options) validate() error {
 	if o.RetryFloor < 0 {
 		return fmt.Errorf("worker: Options.RetryFloor must not be negative, got %d (0 takes the default)", o.RetryFloor)
 	}
+	if err := o.Batch.Validate(); err != nil {
+		return fmt.Errorf("worker: Options.Batch: %w", err)
+	}
 	return nil
 }
 

@@ -136,7 +136,7 @@ func TestSingleThrottleSnoozesOnlyItsJob(t *testing.T) {
 func TestAmbiguousRetryReusesIdempotencyKeyAndBillsOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, fakeprovider.Scenario{RecordScripts: map[string][]fakeprovider.Step{"r001": steps(act(fakeprovider.ActionHang))}},
-		tweaks{timeout: "300ms", extraKey: "idempotent_replay = true\n"})
+		tweaks{timeout: "3s", extraKey: "idempotent_replay = true\n"})
 	b.enqueue(t, "b1", records(1, nil))
 	b.start(t)
 
@@ -203,7 +203,10 @@ func TestExhaustedKeyStopsCallsAndResumesAfterTopUp(t *testing.T) {
 // sent a third time.
 func TestAmbiguousRetriesExhaustedDeadLetters(t *testing.T) {
 	t.Parallel()
-	b := setup(t, fakeprovider.Scenario{Latency: fakeprovider.Duration(5 * time.Second), NoReplay: true}, tweaks{timeout: "200ms"})
+	// The timeout is well under the provider's latency, yet long enough for
+	// each send to reach it on a loaded machine (at 200 ms a resend was cut
+	// before the provider saw it: expected 2 requests, actual 1).
+	b := setup(t, fakeprovider.Scenario{Latency: fakeprovider.Duration(30 * time.Second), NoReplay: true}, tweaks{timeout: "2s"})
 	b.enqueue(t, "b1", records(1, nil))
 	b.start(t)
 
@@ -245,7 +248,7 @@ func TestGarbage200IsInvalidOutputAndPossiblyBilled(t *testing.T) {
 func TestAmbiguousSendStaysPossiblyBilledWithoutKnownReplay(t *testing.T) {
 	t.Parallel()
 	b := setup(t, fakeprovider.Scenario{RecordScripts: map[string][]fakeprovider.Step{"r001": steps(act(fakeprovider.ActionHang))}, NoReplay: true},
-		tweaks{timeout: "300ms"})
+		tweaks{timeout: "3s"})
 	b.enqueue(t, "b1", records(1, nil))
 	b.start(t)
 

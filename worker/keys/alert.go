@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/triage-dev/triage/ledger"
 )
 
 // AlertKind names what an alert is about.
@@ -191,13 +193,8 @@ func (a *Alerter) Alert(ctx context.Context, al Alert) {
 func (a *Alerter) record(ctx context.Context, b *webhookBody) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	fields := b.Fields
-	if fields == nil {
-		fields = map[string]any{}
-	}
-	if _, err := a.cfg.Pool.Exec(ctx, `
-INSERT INTO triage_alert (kind, key, batch, message, fields, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
-		string(b.Kind), b.Key, b.Batch, b.Message, fields, b.At); err != nil {
+	row := ledger.AlertRow{Kind: string(b.Kind), Key: b.Key, Batch: b.Batch, Message: b.Message, CreatedAt: b.At}
+	if err := ledger.RecordAlert(ctx, a.cfg.Pool, row, b.Fields); err != nil {
 		a.cfg.Logger.WarnContext(ctx, "alert not recorded", slog.String("alert_kind", string(b.Kind)), slog.String("err", err.Error()))
 	}
 }

@@ -462,9 +462,7 @@ func (s *Store) returnProbeJob(ctx context.Context, tx pgx.Tx, key string, k *ke
 	if k.ProbeJobID == nil {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` SET queue = $2 WHERE id = $1 AND queue = $3`,
-		*k.ProbeJobID, QueueName(key), ProbeQueueName(key))
-	return err
+	return rivertable.MoveQueue(ctx, tx, s.cfg.RiverSchema, *k.ProbeJobID, ProbeQueueName(key), QueueName(key))
 }
 
 // generation is the generation of adm's breaker when it was admitted.

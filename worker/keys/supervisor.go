@@ -212,10 +212,7 @@ func (s *Supervisor) pauseQueue(ctx context.Context, queue string, exists bool) 
 			return fmt.Errorf("keys: pause queue %s: %w", queue, err)
 		}
 	}
-	if _, err := s.store.pool.Exec(ctx, `
-INSERT INTO `+rivertable.Queue(s.store.cfg.RiverSchema)+` (name, created_at, metadata, paused_at, updated_at)
-VALUES ($1, now(), '{}', now(), now())
-ON CONFLICT (name) DO NOTHING`, queue); err != nil {
+	if err := rivertable.CreatePausedQueue(ctx, s.store.pool, s.store.cfg.RiverSchema, queue); err != nil {
 		return fmt.Errorf("keys: create paused queue %s: %w", queue, err)
 	}
 	if err := s.queues.QueuePause(ctx, queue, nil); err != nil {
@@ -275,8 +272,7 @@ FOR UPDATE SKIP LOCKED`, QueueName(key), s.cfg.ProbeAttemptsLeft, maxAge).Scan(&
 		if err := s.claim(ctx, tx, b, key, k.Generation, newToken(), jobID, now); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` SET queue = $2 WHERE id = $1`, jobID, ProbeQueueName(key))
-		return err
+		return rivertable.SetQueue(ctx, tx, s.cfg.RiverSchema, jobID, ProbeQueueName(key))
 	})
 	if err != nil {
 		return 0, fmt.Errorf("keys: dispatch probe %s: %w", key, err)
@@ -288,19 +284,9 @@ FOR UPDATE SKIP LOCKED`, QueueName(key), s.cfg.ProbeAttemptsLeft, maxAge).Scan(&
 // and is not the live probe back to QueueName(key): a probe that failed and
 // was snoozed, a job that lost its claim to an expired lease.
 func (s *Store) sweepProbeQueue(ctx context.Context, key string) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `
-UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` SET queue = $2
-WHERE queue = $3
-  AND state IN ('available', 'scheduled', 'retryable', 'pending')
-  AND id NOT IN (
-      SELECT probe_job_id FROM triage_key_state
-      WHERE key = $1 AND state = 'half_open' AND probe_job_id IS NOT NULL AND probe_lease_until > coalesce($4::timestamptz, now())
-      UNION ALL
-      SELECT probe_job_id FROM triage_storm_state
-      WHERE key = $1 AND state = 'half_open' AND probe_job_id IS NOT NULL AND probe_lease_until > coalesce($4::timestamptz, now()))`,
-		key, QueueName(key), ProbeQueueName(key), s.nowParam())
+	n, err := rivertable.ReturnProbeQueue(ctx, s.pool, s.cfg.RiverSchema, key, QueueName(key), ProbeQueueName(key), s.nowParam())
 	if err != nil {
 		return 0, fmt.Errorf("keys: sweep probe queue %s: %w", key, err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }

@@ -1,9 +1,12 @@
-// Package rivertable names River's tables for the few statements triage runs
-// on them directly: the sweep of jobs River or a human finished without an
-// outcome, the count of jobs left, waking parked jobs, moving a probe job to
-// its queue. River's own API has no bulk form of these.
+// Package rivertable owns every statement triage runs that writes River's
+// tables (river_job, river_queue): waking snoozed jobs (a batch's, a
+// queue's, named ones, those of provider-batch lines), cancelling a
+// batch's queued jobs, deleting its finished ones, moving a job between
+// queues (a probe, a fallback), creating a paused queue's row, and marking
+// jobs. River's own API has no bulk form of these. Statements elsewhere
+// only read River's tables.
 //
-// Every such statement takes its table name from here, so that River in a
-// schema of its own (River's Config.Schema, worker.Options.Schema) is reached
-// wherever triage's tables are.
+// Every statement on River's tables takes its table name from here (Job,
+// Queue), so that River in a schema of its own (River's Config.Schema,
+// worker.Options.Schema) is reached wherever triage's tables are.
 package rivertable

@@ -83,6 +83,30 @@ func (t Tuning) ForKey(k *config.Key) Tuning {
 	return t
 }
 
+// Validate refuses a negative setting, naming it: zero takes the default,
+// a negative wait or count is a mistake rather than the default.
+func (t Tuning) Validate() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"Tick", t.Tick}, {"Gather", t.Gather}, {"PollMin", t.PollMin}, {"PollMax", t.PollMax}, {"Lease", t.Lease},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("submitter: Tuning.%s must not be negative, got %s (0 takes the default)", d.name, d.v)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    int
+	}{{"MaxLines", t.MaxLines}, {"MaxRefusals", t.MaxRefusals}} {
+		if d.v < 0 {
+			return fmt.Errorf("submitter: Tuning.%s must not be negative, got %d (0 takes the default)", d.name, d.v)
+		}
+	}
+	return nil
+}
+
 func (t Tuning) withDefaults() Tuning {
 	def := func(v *time.Duration, d time.Duration) {
 		if *v <= 0 {
@@ -178,6 +202,9 @@ type Submitter struct {
 func New(cfg Config) (*Submitter, error) {
 	if cfg.Key == nil || cfg.Config == nil || cfg.Client == nil || cfg.Pool == nil || cfg.Store == nil || cfg.Gate == nil {
 		return nil, errors.New("submitter: Key, Config, Client, Pool, Store and Gate are required")
+	}
+	if err := cfg.Tuning.Validate(); err != nil {
+		return nil, err
 	}
 	s := &Submitter{cfg: cfg, t: cfg.Tuning.withDefaults(), log: cfg.Logger, key: cfg.Key.Name, limit: cfg.Client.Limits()}
 	if s.log == nil {
@@ -348,9 +375,7 @@ func (s *Submitter) deadlines(ctx context.Context) error {
 	if err != nil || len(jobs) == 0 {
 		return err
 	}
-	_, err = s.cfg.Pool.Exec(ctx, `UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` SET state = 'available', scheduled_at = now()
-		WHERE state = 'scheduled' AND id = ANY($1)`, jobs)
-	if err != nil {
+	if _, err := rivertable.WakeJobs(ctx, s.cfg.Pool, s.cfg.RiverSchema, jobs); err != nil {
 		return fmt.Errorf("submitter: wake jobs near their deadline: %w", err)
 	}
 	return nil
@@ -370,22 +395,14 @@ func (s *Submitter) wakeAnswered(ctx context.Context) error {
 	if s.cfg.CollectOnly {
 		states = append(states, ledger.LinePending)
 	}
-	_, err := s.cfg.Pool.Exec(ctx, `UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` SET state = 'available', scheduled_at = now()
-		WHERE state = 'scheduled' AND id IN (SELECT job_id FROM triage_provider_batch_line
-			WHERE key = $1 AND state = ANY($2))`, s.key, states)
+	err := rivertable.WakeJobsOfLines(ctx, s.cfg.Pool, s.cfg.RiverSchema, s.key, states)
 	if err != nil {
 		return fmt.Errorf("submitter: wake answered jobs: %w", err)
 	}
 	// Lines that will not be sent again because their job was cancelled
 	// or deleted by hand: closed, their attempt settled as not run ($0),
 	// so the ledger does not carry them as possibly billed.
-	_, err = s.cfg.Pool.Exec(ctx, `WITH orphan AS (
-			UPDATE triage_provider_batch_line l SET `+ledger.CloseLineSQL+`
-			WHERE l.key = $1 AND l.state IN ('pending', 'not_run') AND NOT `+s.liveJobSQL()+`
-			RETURNING l.attempt_id)
-		UPDATE triage_attempt a SET status = 'failed', class = 'throttled', reason = $2, cost_usd = 0, finished_at = now()
-		FROM orphan WHERE a.id = orphan.attempt_id AND a.status = 'intent'`, s.key, ledger.ReasonBatchNotRun)
-	if err != nil {
+	if err := ledger.CloseLinesOfGoneJobs(ctx, s.cfg.Pool, rivertable.Job(s.cfg.RiverSchema), s.key); err != nil {
 		return fmt.Errorf("submitter: close lines of cancelled jobs: %w", err)
 	}
 	return s.settleAnsweredOrphans(ctx)
@@ -1190,11 +1207,17 @@ func (s *Submitter) markRest(ctx context.Context, tx pgx.Tx, id int64) error {
 }
 
 // wakeJobs runs a line update returning job ids and makes those jobs
-// available now, in tx, as WakeBatch does for a batch.
+// available now, in tx (rivertable.WakeJobs).
 func (s *Submitter) wakeJobs(ctx context.Context, tx pgx.Tx, update string, args ...any) error {
-	_, err := tx.Exec(ctx, `WITH l AS (`+update+`)
-		UPDATE `+rivertable.Job(s.cfg.RiverSchema)+` j SET state = 'available', scheduled_at = now()
-		FROM l WHERE j.id = l.job_id AND j.state = 'scheduled'`, args...)
+	rows, err := tx.Query(ctx, update, args...)
+	if err != nil {
+		return err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return err
+	}
+	_, err = rivertable.WakeJobs(ctx, tx, s.cfg.RiverSchema, ids)
 	return err
 }
 
