@@ -73,8 +73,13 @@ const (
 	// throttled), corpus21b 48/50 with 1 dangerous (a Vertex per-base-model
 	// quota whose limit is 0, which its body does not say). The bars are
 	// what the rules clear, not the 98 % the issue asks for.
-	holdout21bMinAccuracy  = 0.88
-	holdout21bMaxDangerous = 1
+	// Third round: the three holdout21b misses named above were fixed from
+	// other real bodies of the same shapes (corpus21c/100-102: a Kimi Code
+	// billing-cycle limit, Moonshot's engine_overloaded_error, an OpenAI
+	// Responses stream failing with server_is_overloaded), never from
+	// holdout21b itself; holdout21b is now seen and scores 25/25.
+	holdout21bMinAccuracy  = 1.0
+	holdout21bMaxDangerous = 0
 	corpus21bMinAccuracy   = 0.96
 	corpus21bMaxDangerous  = 1
 
@@ -85,10 +90,20 @@ const (
 	corpus21cDir  = "corpus21c"
 	holdout21cDir = "holdout21c"
 	// Before any change from this round (the rules of holdout21b's round):
-	// holdout21c 25/30 (83.3 %) with 3 dangerous, corpus21c 1/1.
+	// holdout21c 25/30 (83.3 %) with 3 dangerous, corpus21c 1/1. After the
+	// three lexicon entries and two rule changes read from corpus21c/100-102
+	// (aimed at holdout21b's misses, written before holdout21c was scored):
+	// holdout21c unchanged, 25/30 (83.3 %) with 3 dangerous. Still missed: a
+	// Cloudflare Workers AI "daily free allocation" 429 (throttled, want
+	// exhausted), a Gemini user-location 400 wrapped in a gateway body
+	// (rejected, want exhausted), Kimi Code's 429 "usage limit for this
+	// period" (throttled, want exhausted), an overload event in a stream
+	// with no sequence_number (ambiguous, want transient), a relay's 404
+	// "Parameter error" (exhausted, want rejected). Not fixed from these
+	// bodies: that would be writing rules from the holdout.
 	holdout21cMinAccuracy  = 0.83
 	holdout21cMaxDangerous = 3
-	corpus21cMinAccuracy   = 1.0
+	corpus21cMinAccuracy   = 1.0 // one body of the split, three training bodies
 )
 
 type corpusCase struct {
