@@ -53,11 +53,11 @@ func load(fsys fs.FS) ([]Migration, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	for i, m := range out {
-		if m.Version != i+1 {
-			if i > 0 && m.Version == out[i-1].Version {
-				return nil, fmt.Errorf("migrations: version %03d appears twice (%s, %s)", m.Version, out[i-1].Name, m.Name)
-			}
-			return nil, fmt.Errorf("migrations: version %03d missing (found %03d_%s)", i+1, m.Version, m.Name)
+		if i > 0 && m.Version == out[i-1].Version {
+			return nil, fmt.Errorf("migrations: version %03d appears twice (%s, %s)", m.Version, out[i-1].Name, m.Name)
+		}
+		if m.Version < 1 {
+			return nil, fmt.Errorf("migrations: version %03d of %s: numbers start at 001", m.Version, m.Name)
 		}
 	}
 	return out, nil
