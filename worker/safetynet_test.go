@@ -99,6 +99,10 @@ func TestSafetyNetHoldsUnseenAccountError(t *testing.T) {
 			require.NoError(t, b.db.Pool.QueryRow(context.Background(),
 				`SELECT count(*) FROM triage_dead_letter WHERE batch = 'b1' AND requeued_at IS NOT NULL`).Scan(&requeued))
 			require.Equal(t, deadLettered(t, b), requeued, "the suspect dead letters went back to the queue by themselves")
+			var marked int
+			require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+				`SELECT count(*) FROM triage_dead_letter WHERE batch = 'b1' AND suspect <> ''`).Scan(&marked))
+			require.Equal(t, requeued, marked, "each dead letter of the held failure is marked suspect")
 			workertest.Eventually(t, 10*time.Second, "the key_resumed alert", func() bool { return b.hooks.count("key_resumed") >= 1 })
 		})
 	}

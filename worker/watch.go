@@ -162,6 +162,11 @@ func (r *Runtime) requeueSuspects(ctx context.Context) {
 		if len(ids) == 0 {
 			continue
 		}
+		// Suspect whatever comes next: an operator sees them and can take
+		// them back (`triage dlq requeue --suspect`) if this process cannot.
+		if _, err := ledger.MarkSuspect(ctx, r.pool, ids, decide.SuspectSafetyNet); err != nil {
+			r.log.WarnContext(ctx, "safety net: mark suspect dead letters", "key", name, "err", err)
+		}
 		if r.opts.RequeueDeadLetters == nil {
 			r.alertOnce(ctx, name, "suspect_not_requeued:"+st.OpenedAt.UTC().Format(time.RFC3339Nano), keys.Alert{
 				Kind: AlertKeySuspect, Key: name,
