@@ -176,3 +176,31 @@ func TestSafetyNetSecondChanceDoesNotHoldAgain(t *testing.T) {
 		require.Equal(t, "rejected", dl.Class, "%s: %s", dl.RecordID, dl.Reason)
 	}
 }
+
+// The rejection streak is counted fleet-wide: two worker processes on one
+// key, each rejected by half of an account error's storm, still hold the
+// key (suspect_rejections = 6, three records each at most).
+func TestSafetyNetStreakCountedFleetWide(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	scripts := map[string][]fakeprovider.Step{}
+	for i := 1; i <= n; i++ {
+		scripts[fmt.Sprintf("r%03d", i)] = []fakeprovider.Step{*unseenRequestError}
+	}
+	sc := fakeprovider.Scenario{NoReplay: true, RecordScripts: scripts, Latency: fakeprovider.Duration(100 * time.Millisecond)}
+	b := setup(t, sc, tweaks{concurrency: 2, probeInterval: "200ms", extraKey: "suspect_rejections = 6\n"})
+	b.opts.SpendCheck = 50 * time.Millisecond
+	b.opts.RequeueDeadLetters = workertest.Requeue(b.cfg, b.db.Pool)
+	b.enqueue(t, "b1", records(n, nil))
+	one, two := b.newRuntime(t), b.newRuntime(t)
+	b.run(t, one)
+	b.run(t, two)
+	workertest.Eventually(t, 60*time.Second, "the streak holds the key", func() bool {
+		return b.hooks.count("key_suspect") > 0 || b.status(t, "b1").DeadLettered == n
+	})
+	require.Equal(t, 1, b.hooks.count("key_suspect"), "six records rejected in a row across two processes hold the key: %s", b.hooks.all())
+	workertest.Eventually(t, 60*time.Second, "the records taken back complete once the key resumes", func() bool {
+		return b.status(t, "b1").Completed == n
+	})
+	require.Zero(t, b.fake.Stats().DoubleBilledRecords)
+}

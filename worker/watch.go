@@ -75,7 +75,7 @@ func (r *Runtime) watchDecide(ctx context.Context, c *call, a decide.AfterCall) 
 		// record's own problem, whatever the streak says.
 		ev.Kind = keys.WatchOther
 	}
-	d := k.watch.Observe(ev)
+	d := r.observeWatch(ctx, k, ev)
 	if ev.Kind == keys.WatchSuccess {
 		return ""
 	}
@@ -108,6 +108,51 @@ func (r *Runtime) watchDecide(ctx context.Context, c *call, a decide.AfterCall) 
 		Fields: map[string]any{"hold": d.Hold, "fingerprint": d.Fingerprint, "status": c.res.Observation.Status,
 			"code": deref(c.verdict.Code), "probe_interval": k.cfg.ProbeInterval.String()}})
 	return d.Hold
+}
+
+// observeWatch tells the key's safety net about one finished call and
+// returns its decision. The runs are the fleet's (ledger.WatchRun, one row
+// per key): two processes each seeing half a storm add to one streak, and
+// a success in any process ends it. The decision is keys.DecideWatch over
+// that row, taken under its lock. If the database cannot be reached the
+// process's own runs decide (k.watch), as before the runs were shared.
+func (r *Runtime) observeWatch(ctx context.Context, k *keyRuntime, ev keys.WatchEvent) keys.WatchDecision {
+	ctx = context.WithoutCancel(ctx)
+	if ev.Kind == keys.WatchSuccess {
+		if err := ledger.ResetWatchRun(ctx, r.pool, k.cfg.Name); err != nil {
+			r.log.WarnContext(ctx, "safety net: end the key's runs", "key", k.cfg.Name, "err", err)
+		}
+		return k.watch.Observe(ev)
+	}
+	var d keys.WatchDecision
+	settings := k.watch.Settings()
+	err := ledger.ChangeWatchRun(ctx, r.pool, k.cfg.Name, func(run ledger.WatchRun) ledger.WatchRun {
+		var st keys.WatchState
+		st, d = keys.DecideWatch(watchStateOf(run), ev, settings)
+		return watchRunOf(st)
+	})
+	if err != nil {
+		r.log.WarnContext(ctx, "safety net: the fleet's runs are out of reach, this process's decide", "key", k.cfg.Name, "err", err)
+		return k.watch.Observe(ev)
+	}
+	return d
+}
+
+func watchStateOf(run ledger.WatchRun) keys.WatchState {
+	st := keys.WatchState{Fingerprint: run.Fingerprint, Records: run.Records, Throttles: run.Throttles, ThrottleFP: run.ThrottleFP}
+	if run.ThrottleSince != nil {
+		st.ThrottleSince = *run.ThrottleSince
+	}
+	return st
+}
+
+func watchRunOf(st keys.WatchState) ledger.WatchRun {
+	run := ledger.WatchRun{Fingerprint: st.Fingerprint, Records: st.Records, Throttles: st.Throttles, ThrottleFP: st.ThrottleFP}
+	if st.Throttles > 0 {
+		since := st.ThrottleSince
+		run.ThrottleSince = &since
+	}
+	return run
 }
 
 // secondChance reports whether the call's record was dead-lettered for the
