@@ -204,3 +204,34 @@ func TestSafetyNetStreakCountedFleetWide(t *testing.T) {
 	})
 	require.Zero(t, b.fake.Stats().DoubleBilledRecords)
 }
+
+// Batch mode: an error line in a Batch API result counts toward the same
+// rejection streak as a synchronous call's error. Every line of a batch
+// rejected with one error, no success between: the key is held as for
+// synchronous calls.
+func TestSafetyNetWatchesBatchLines(t *testing.T) {
+	t.Parallel()
+	b, _ := setupBatch(t, fakeprovider.Scenario{Poison: fakeprovider.Poison{InvalidMarker: "POISON"}}, "batch",
+		tweaks{concurrency: 4, probeInterval: "300ms", extraKey: "suspect_rejections = 5\n"})
+	b.opts.RequeueDeadLetters = workertest.Requeue(b.cfg, b.db.Pool)
+	const n = 12
+	b.enqueue(t, "b1", records(n, poisoned(1)))
+	b.start(t)
+	workertest.Eventually(t, 60*time.Second, "the key is held or every line is dead-lettered", func() bool {
+		return b.hooks.count("key_suspect") > 0 || b.status(t, "b1").DeadLettered == n
+	})
+	require.GreaterOrEqual(t, b.hooks.count("key_suspect"), 1, "five lines rejected in a row with one error hold the key: %s", b.hooks.all())
+	require.Contains(t, b.hooks.all(), `"hold":"rejection_streak"`)
+	// The probe finds the key working (the records are the problem): it
+	// resumes, and every record ends dead-lettered once it has had its
+	// second chance (a batch whose every record fails alike may be held
+	// again by the records the first hold parked: each hold costs a probe
+	// interval, none bills a record twice).
+	workertest.Eventually(t, 90*time.Second, "every poisoned record ends dead-lettered", func() bool {
+		return b.status(t, "b1").DeadLettered == n
+	})
+	require.Zero(t, b.fake.Stats().DoubleBilledRecords)
+	for _, dl := range b.deadLetters(t, "b1") {
+		require.Equal(t, "rejected", dl.Class, "%s: %s", dl.RecordID, dl.Reason)
+	}
+}

@@ -42,7 +42,19 @@ func (k *keyRuntime) storedFingerprint(dl ledger.DeadLetter) string {
 // recorded as the safety net read it (exhausted, reason the hold's kind),
 // not as a rejection its record would be dead-lettered for next run.
 func (r *Runtime) watchCall(ctx context.Context, c *call, a decide.AfterCall) bool {
-	held := r.watchDecide(ctx, c, a)
+	return r.watchOutcome(ctx, c, a, false)
+}
+
+// watchLine is watchCall for a batch line's answer applied by its job: an
+// error line counts toward the same rejection streak, a good line ends it;
+// a throttled line is not counted (it is about the provider batch, not the
+// key's rate).
+func (r *Runtime) watchLine(ctx context.Context, c *call, a decide.AfterCall) bool {
+	return r.watchOutcome(ctx, c, a, true)
+}
+
+func (r *Runtime) watchOutcome(ctx context.Context, c *call, a decide.AfterCall, line bool) bool {
+	held := r.watchDecide(ctx, c, a, line)
 	if held != "" {
 		c.verdict.Class, c.verdict.Reason = classify.Exhausted, held
 	}
@@ -51,7 +63,7 @@ func (r *Runtime) watchCall(ctx context.Context, c *call, a decide.AfterCall) bo
 
 // watchDecide is watchCall's decision: the hold the call is part of, ""
 // for none.
-func (r *Runtime) watchDecide(ctx context.Context, c *call, a decide.AfterCall) string {
+func (r *Runtime) watchDecide(ctx context.Context, c *call, a decide.AfterCall, line bool) string {
 	k := c.key
 	if k == nil || k.watch == nil || a.ClientErr != "" || a.Stopped() {
 		return ""
@@ -62,7 +74,7 @@ func (r *Runtime) watchDecide(ctx context.Context, c *call, a decide.AfterCall) 
 		ev.Kind = keys.WatchSuccess
 	case a.Verdict.Class == classify.Rejected:
 		ev.Kind = keys.WatchRejected
-	case a.Verdict.Class == classify.Throttled && a.Verdict.RetryAfterS == nil:
+	case a.Verdict.Class == classify.Throttled && a.Verdict.RetryAfterS == nil && !line:
 		ev.Kind = keys.WatchThrottled
 	default:
 		return ""
