@@ -271,8 +271,10 @@ func (c *Classifier) runChain(f *facts, o Observation, depth int, tr *tracer) (V
 			}
 			if r.weak {
 				// A terminal signal overrules a pacing or server row that
-				// every OpenAI-compatible server shares.
-				if v, ok := decideSignals(f, o.Body); ok && (v.Class == Exhausted || v.Class == Rejected) {
+				// every OpenAI-compatible server shares, and so does a body
+				// that states only an overload overrules a pacing row (Moonshot's 429
+				// engine_overloaded_error): capacity, not the key's pace.
+				if v, ok := decideSignals(f, o.Body); ok && (v.Class == Exhausted || v.Class == Rejected || v.Rule == signalPrefix+"capacity" && r.class == Throttled) {
 					tr.fire(v.Rule)
 					return v, true
 				}

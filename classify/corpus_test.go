@@ -73,10 +73,37 @@ const (
 	// throttled), corpus21b 48/50 with 1 dangerous (a Vertex per-base-model
 	// quota whose limit is 0, which its body does not say). The bars are
 	// what the rules clear, not the 98 % the issue asks for.
-	holdout21bMinAccuracy  = 0.88
-	holdout21bMaxDangerous = 1
+	// Third round: the three holdout21b misses named above were fixed from
+	// other real bodies of the same shapes (corpus21c/100-102: a Kimi Code
+	// billing-cycle limit, Moonshot's engine_overloaded_error, an OpenAI
+	// Responses stream failing with server_is_overloaded), never from
+	// holdout21b itself; holdout21b is now seen and scores 25/25.
+	holdout21bMinAccuracy  = 1.0
+	holdout21bMaxDangerous = 0
 	corpus21bMinAccuracy   = 0.96
 	corpus21bMaxDangerous  = 1
+
+	// The fourth corpus (issue 21, third round): 31 more bodies, none of
+	// them in the corpora above, split once by testdata/split21c.py (seed
+	// 213, thirty aside) and committed before any rule or lexicon entry was
+	// written in that round; holdout21c is scored, never read.
+	corpus21cDir  = "corpus21c"
+	holdout21cDir = "holdout21c"
+	// Before any change from this round (the rules of holdout21b's round):
+	// holdout21c 25/30 (83.3 %) with 3 dangerous, corpus21c 1/1. After the
+	// three lexicon entries and two rule changes read from corpus21c/100-102
+	// (aimed at holdout21b's misses, written before holdout21c was scored):
+	// holdout21c unchanged, 25/30 (83.3 %) with 3 dangerous. Still missed: a
+	// Cloudflare Workers AI "daily free allocation" 429 (throttled, want
+	// exhausted), a Gemini user-location 400 wrapped in a gateway body
+	// (rejected, want exhausted), Kimi Code's 429 "usage limit for this
+	// period" (throttled, want exhausted), an overload event in a stream
+	// with no sequence_number (ambiguous, want transient), a relay's 404
+	// "Parameter error" (exhausted, want rejected). Not fixed from these
+	// bodies: that would be writing rules from the holdout.
+	holdout21cMinAccuracy  = 0.83
+	holdout21cMaxDangerous = 3
+	corpus21cMinAccuracy   = 1.0 // one body of the split, three training bodies
 )
 
 type corpusCase struct {
@@ -197,6 +224,18 @@ func TestHoldout21bAccuracy(t *testing.T) {
 // may be extended from.
 func TestCorpus21bAccuracy(t *testing.T) {
 	checkCorpus(t, "corpus21b", corpus21bDir, corpus21bMaxDangerous, corpus21bMinAccuracy)
+}
+
+// TestHoldout21cAccuracy scores the fourth held-aside corpus (issue 21,
+// third round).
+func TestHoldout21cAccuracy(t *testing.T) {
+	checkCorpus(t, "holdout21c", holdout21cDir, holdout21cMaxDangerous, holdout21cMinAccuracy)
+}
+
+// TestCorpus21cAccuracy scores the part of the fourth corpus the lexicon
+// may be extended from.
+func TestCorpus21cAccuracy(t *testing.T) {
+	checkCorpus(t, "corpus21c", corpus21cDir, -1, corpus21cMinAccuracy)
 }
 
 func TestDangerous(t *testing.T) {

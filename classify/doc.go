@@ -39,7 +39,8 @@
 //     source per entry (money, account, a model that cannot load, content
 //     policy, a stated size limit, quota windows, rate, capacity, in that
 //     order of precedence); it also overrules the two weak OpenAI rows
-//     (rate_limit, server_error) with a terminal answer. Verdict.DecidedBy
+//     (rate_limit, server_error) with a terminal answer, and the pacing row
+//     with a body that states only an overload (transient). Verdict.DecidedBy
 //     names the layer that decided; NeedsRule is true for what no vendor
 //     rule knows (the worker's unknown-error alert).
 //  6. Defaults: an unknown 4xx is rejected and an unknown 5xx transient, both

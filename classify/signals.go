@@ -106,6 +106,7 @@ var lexicon = []lexEntry{
 	{"session usage limit", sigLongWindow, "corpus21b/032_ollama_429.json"},
 	{"tpd rate limit", sigLongWindow, "signal/quota_window_tpd_moonshot_429.json"},
 	{"limit_rpd", sigLongWindow, "openrouter/limit_rpd_429.json"},
+	{"billing cycle", sigLongWindow, "corpus21c/100_other_403.json"},
 	{"per minute", sigShortWindow, "corpus21/025_other_429.json"},
 	{"per_minute", sigShortWindow, "corpus21/032_vertex_429.json"},
 	{"1 minute", sigShortWindow, "corpus21/043_other_429.json"},
@@ -127,6 +128,9 @@ var lexicon = []lexEntry{
 	{"capacity exceeded", sigCapacity, "mistral/service_tier_capacity_503.json"},
 	{"resource limitations", sigCapacity, "corpus21/024_ollama_500.json"},
 	{"访问量过大", sigCapacity, "signal/capacity_zhipu_1305_429.json"},
+	{"currently overloaded", sigCapacity, "corpus21c/101_other_429.json"},
+	{"engine_overloaded", sigCapacity, "corpus21c/101_other_429.json"},
+	{"server_is_overloaded", sigCapacity, "corpus21c/102_openai_200.json"},
 }
 
 // hintKeys are members that state a wait in seconds, wherever they sit:
@@ -311,7 +315,8 @@ func (c *Classifier) classifyOtherErrorIn2xx(f *facts, o Observation, tr *tracer
 // response.failed (a rate limit, a quota, a context overflow) and carries no
 // output delta. Nothing was generated, so nothing was billed, and the error
 // is read with the tables and the signal layer like an error in a 2xx body:
-// a terminal or pacing answer stands. A stream that delivered any output
+// a terminal or pacing answer stands, and an event that states only an
+// overload (capacity) is transient. A stream that delivered any output
 // stays ambiguous.
 func (c *Classifier) classifyStreamError(o Observation, depth int, tr *tracer) (Verdict, bool) {
 	// Only OpenAI Responses-API streams: their events carry sequence_number
@@ -352,7 +357,18 @@ func (c *Classifier) classifyStreamError(o Observation, depth int, tr *tracer) (
 	switch v.Class {
 	case Exhausted, Rejected, Throttled:
 	default:
-		return Verdict{}, false
+		// An event that states only an overload (server_is_overloaded)
+		// before any output: the server turned the request away, so it
+		// is transient like a 503, not ambiguous.
+		var f facts
+		sv, ok := decideSignals(&f, event)
+		if !ok || sv.Rule != signalPrefix+"capacity" {
+			return Verdict{}, false
+		}
+		v = finish(sv, &f, o)
+		if inner != nil {
+			inner.ids = append(inner.ids[:0], sv.Rule)
+		}
 	}
 	if tr != nil {
 		tr.ids = append(tr.ids, inner.ids...)

@@ -147,6 +147,11 @@ type BatchLineAnswer struct {
 	// RejectCode is the vendor's error code for RejectReason (the dead
 	// letter's vendor_code).
 	RejectCode string `json:"reject_code,omitempty"`
+	// Refused marks an Observation that is the provider's refusal of the
+	// whole batch's create (naming no line), given to each line: the line
+	// never ran, so it is not a line of a result (the safety net does not
+	// count it).
+	Refused bool `json:"refused,omitempty"`
 }
 
 // NewBatchLine is a line AddBatchLine writes.

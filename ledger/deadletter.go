@@ -25,7 +25,7 @@ func AddDeadLetter(ctx context.Context, db DBTX, row DeadLetterRow) (int64, erro
 	}
 	args := []any{row.Batch, row.RecordID, row.JobID, row.Pipeline, row.Key, row.Class.String(), row.Reason,
 		nullInt(row.HTTPStatus), nullString(row.VendorCode), row.Attempts, request,
-		Redact(row.ErrorExcerpt), nowArg(row.Now), row.Rule, row.Unknown}
+		Redact(row.ErrorExcerpt), nowArg(row.Now), row.Rule, row.Unknown, row.Suspect}
 	var (
 		id        int64
 		hasResult bool
@@ -55,8 +55,8 @@ const addDeadLetterSQL = `WITH done AS (
 	), ins AS (
 		INSERT INTO triage_dead_letter
 			(batch, record_id, job_id, pipeline, key, class, reason, http_status, vendor_code,
-			 attempts, request, error_excerpt, created_at, rule, unknown)
-		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, coalesce($13, now()), $14, $15
+			 attempts, request, error_excerpt, created_at, rule, unknown, suspect)
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, coalesce($13, now()), $14, $15, $16
 		WHERE NOT (SELECT has FROM done)
 		ON CONFLICT (batch, record_id) WHERE requeued_at IS NULL DO NOTHING
 		RETURNING id
@@ -71,13 +71,13 @@ const addDeadLetterSQL = `WITH done AS (
 
 const deadLetterColumns = `id, batch, record_id, job_id, pipeline, key, class, reason,
 	coalesce(http_status, 0), coalesce(vendor_code, ''), attempts, request, error_excerpt, requeued_at, created_at,
-	rule, unknown`
+	rule, unknown, suspect`
 
 func scanDeadLetter(row pgx.Row) (DeadLetter, error) {
 	var d DeadLetter
 	err := row.Scan(&d.ID, &d.Batch, &d.RecordID, &d.JobID, &d.Pipeline, &d.Key, &d.Class, &d.Reason,
 		&d.HTTPStatus, &d.VendorCode, &d.Attempts, &d.Request, &d.ErrorExcerpt, &d.RequeuedAt, &d.CreatedAt,
-		&d.Rule, &d.Unknown)
+		&d.Rule, &d.Unknown, &d.Suspect)
 	return d, err
 }
 
@@ -85,8 +85,8 @@ func scanDeadLetter(row pgx.Row) (DeadLetter, error) {
 func ListDeadLetters(ctx context.Context, db DBTX, f DeadLetterFilter) ([]DeadLetter, error) {
 	rows, err := db.Query(ctx, `SELECT `+deadLetterColumns+` FROM triage_dead_letter
 		WHERE ($1 = '' OR batch = $1) AND ($2 = '' OR class = $2) AND ($3 = '' OR reason = $3)
-		  AND ($4 OR requeued_at IS NULL) AND (NOT $5 OR unknown)
-		ORDER BY id`, f.Batch, f.Class, f.Reason, f.IncludeRequeued, f.Unknown)
+		  AND ($4 OR requeued_at IS NULL) AND (NOT $5 OR unknown) AND (NOT $6 OR suspect <> '')
+		ORDER BY id`, f.Batch, f.Class, f.Reason, f.IncludeRequeued, f.Unknown, f.Suspect)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: list dead letters: %w", err)
 	}
@@ -141,8 +141,23 @@ func (d DeadLetter) ListItem() DeadLetterListItem {
 	return DeadLetterListItem{
 		ID: d.ID, Batch: d.Batch, RecordID: d.RecordID, Class: d.Class, Reason: d.Reason,
 		Status: nullInt(d.HTTPStatus), Code: nullString(d.VendorCode),
-		Attempts: d.Attempts, CreatedAt: d.CreatedAt,
+		Attempts: d.Attempts, CreatedAt: d.CreatedAt, Suspect: nullString(d.Suspect),
 	}
+}
+
+// MarkSuspect marks the given dead letters suspect for why, those not
+// suspect already (a dead letter keeps its first reason), and returns how
+// many it marked: the safety net marks the dead letters of the failure it
+// held a key for.
+func MarkSuspect(ctx context.Context, db DBTX, ids []int64, why string) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	tag, err := db.Exec(ctx, `UPDATE triage_dead_letter SET suspect = $2 WHERE id = ANY($1) AND suspect = ''`, ids, why)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: mark suspect: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // MarshalJSON writes the list shape's fields followed by the detail fields

@@ -28,12 +28,13 @@ type DeadLetterExport struct {
 func ExportDeadLetters(ctx context.Context, db DBTX, f DeadLetterFilter) iter.Seq2[DeadLetterExport, error] {
 	return func(yield func(DeadLetterExport, error) bool) {
 		rows, err := db.Query(ctx, `SELECT d.id, d.batch, d.record_id, d.class, d.reason,
-				d.http_status, d.vendor_code, d.attempts, d.created_at, d.error_excerpt, d.unknown, r.data
+				d.http_status, d.vendor_code, d.attempts, d.created_at, d.error_excerpt, d.unknown, r.data,
+				nullif(d.suspect, '')
 			FROM triage_dead_letter d
 			LEFT JOIN triage_record r ON r.batch = d.batch AND r.record_id = d.record_id
 			WHERE ($1 = '' OR d.batch = $1) AND ($2 = '' OR d.class = $2) AND ($3 = '' OR d.reason = $3)
-			  AND ($4 OR d.requeued_at IS NULL) AND (NOT $5 OR d.unknown)
-			ORDER BY d.id`, f.Batch, f.Class, f.Reason, f.IncludeRequeued, f.Unknown)
+			  AND ($4 OR d.requeued_at IS NULL) AND (NOT $5 OR d.unknown) AND (NOT $6 OR d.suspect <> '')
+			ORDER BY d.id`, f.Batch, f.Class, f.Reason, f.IncludeRequeued, f.Unknown, f.Suspect)
 		if err != nil {
 			yield(DeadLetterExport{}, fmt.Errorf("ledger: export dead letters: %w", err))
 			return
@@ -47,7 +48,7 @@ func ExportDeadLetters(ctx context.Context, db DBTX, f DeadLetterFilter) iter.Se
 				data    []byte
 			)
 			if err := rows.Scan(&x.ID, &x.Batch, &x.RecordID, &x.Class, &x.Reason, &x.Status, &x.Code,
-				&x.Attempts, &created, &x.ErrorExcerpt, &unknown, &data); err != nil {
+				&x.Attempts, &created, &x.ErrorExcerpt, &unknown, &data, &x.Suspect); err != nil {
 				yield(DeadLetterExport{}, fmt.Errorf("ledger: export dead letters: %w", err))
 				return
 			}

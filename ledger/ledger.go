@@ -442,9 +442,25 @@ type DeadLetterRow struct {
 	Rule string
 	// Unknown is true when that verdict was a default (known:false).
 	Unknown bool
+	// Suspect says why the record may be fine and the key the problem ("":
+	// it is not): SuspectSignal, SuspectStatus, SuspectUnknown or
+	// SuspectSafetyNet.
+	Suspect string
 	// Now pins created_at; zero: the database clock.
 	Now time.Time
 }
+
+// Why a dead letter is suspect (DeadLetterRow.Suspect, the suspect column).
+const (
+	// SuspectSignal: the class came from the signal layer, no vendor rule.
+	SuspectSignal = "signal"
+	// SuspectStatus: the class came from the HTTP status alone.
+	SuspectStatus = "status"
+	// SuspectUnknown: the class was a default no rule knew (known:false).
+	SuspectUnknown = "unknown_error"
+	// SuspectSafetyNet: the safety net held the key for this failure.
+	SuspectSafetyNet = "safety_net"
+)
 
 // DeadLetter is one dead-lettered record with full detail (`triage dlq
 // show`). It marshals to the list shape's fields plus the detail fields; use
@@ -469,6 +485,8 @@ type DeadLetter struct {
 	// default verdict (known:false).
 	Rule    string
 	Unknown bool
+	// Suspect is why the record may be fine ("" when it is not).
+	Suspect string
 }
 
 // DeadLetterListItem is the exact `triage dlq list --json` element.
@@ -482,6 +500,10 @@ type DeadLetterListItem struct {
 	Code      *string   `json:"code"`   // vendor code or null
 	Attempts  int       `json:"attempts"`
 	CreatedAt time.Time `json:"created_at"`
+	// Suspect is why the record may be fine and the key the problem
+	// ("signal", "status", "unknown_error", "safety_net"), null when the
+	// class came from a vendor rule.
+	Suspect *string `json:"suspect"`
 }
 
 // DeadLetterFilter selects dead letters; empty fields match all.
@@ -495,4 +517,6 @@ type DeadLetterFilter struct {
 	// Unknown lists only dead letters whose verdict was a default
 	// (known:false): the errors no rule knew.
 	Unknown bool
+	// Suspect lists only suspect dead letters (DeadLetter.Suspect).
+	Suspect bool
 }

@@ -384,9 +384,9 @@ func TestDeadLetterJSON(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, fmt.Sprintf(`[
 		{"id":%d,"batch":"b1","record_id":"r1","class":"rejected","reason":"invalid_request","status":400,
-		 "code":"invalid_request_error","attempts":1,"created_at":"2025-03-01T08:00:00Z"},
+		 "code":"invalid_request_error","attempts":1,"created_at":"2025-03-01T08:00:00Z","suspect":null},
 		{"id":%d,"batch":"b1","record_id":"r2","class":"rejected","reason":"invalid_output","status":null,
-		 "code":null,"attempts":1,"created_at":"2025-03-01T08:00:00Z"}]`, id, id2), string(out))
+		 "code":null,"attempts":1,"created_at":"2025-03-01T08:00:00Z","suspect":null}]`, id, id2), string(out))
 
 	full, err := json.Marshal(list[0])
 	require.NoError(t, err)

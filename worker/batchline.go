@@ -233,6 +233,14 @@ func (r *Runtime) applyLine(ctx context.Context, c *call, prior ledger.Prior, do
 		a.Throttle = decide.BatchRequeueWait
 	}
 	rep := r.report(ctx, c, done, batchBreakerOutcome(a))
+	// An error line of a result counts toward the key's rejection streak
+	// as a call's error does, and a good line ends it (a line's throttle
+	// does not feed the throttle wall: it is about the batch, not the
+	// key's rate). A create's refusal given to each line is not a result:
+	// the submitter already bounds those (MaxRefusals, batch_refused).
+	if !ans.Refused {
+		a.Held = r.watchLine(ctx, c, a)
+	}
 	return r.apply(ctx, c, decide.ForBatchLine(decide.After(a)), rep)
 }
 

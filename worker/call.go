@@ -843,6 +843,7 @@ func (r *Runtime) deadLetter(ctx context.Context, c *call, rx decide.Reaction) e
 		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Pipeline: job.Args.Pipeline,
 		Class: rx.Class, Reason: rx.Reason, HTTPStatus: c.res.Observation.Status, VendorCode: deref(c.verdict.Code),
 		Attempts: job.Attempt, Rule: c.verdict.Rule, Unknown: c.verdict.Rule != "" && !c.verdict.Known,
+		Suspect: decide.Suspect(c.verdict, rx.Reason, keys.HoldRejectionStreak, keys.HoldThrottleWall),
 	}
 	if c.calls != 0 {
 		row.Attempts = c.calls

@@ -99,6 +99,10 @@ func TestSafetyNetHoldsUnseenAccountError(t *testing.T) {
 			require.NoError(t, b.db.Pool.QueryRow(context.Background(),
 				`SELECT count(*) FROM triage_dead_letter WHERE batch = 'b1' AND requeued_at IS NOT NULL`).Scan(&requeued))
 			require.Equal(t, deadLettered(t, b), requeued, "the suspect dead letters went back to the queue by themselves")
+			var marked int
+			require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+				`SELECT count(*) FROM triage_dead_letter WHERE batch = 'b1' AND suspect <> ''`).Scan(&marked))
+			require.Equal(t, requeued, marked, "each dead letter of the held failure is marked suspect")
 			workertest.Eventually(t, 10*time.Second, "the key_resumed alert", func() bool { return b.hooks.count("key_resumed") >= 1 })
 		})
 	}
@@ -168,6 +172,65 @@ func TestSafetyNetSecondChanceDoesNotHoldAgain(t *testing.T) {
 		return st.Completed == n-3 && st.DeadLettered == 3
 	})
 	require.Equal(t, 1, b.hooks.count("key_suspect"), "held once, not again after the second chance: %s", b.hooks.all())
+	for _, dl := range b.deadLetters(t, "b1") {
+		require.Equal(t, "rejected", dl.Class, "%s: %s", dl.RecordID, dl.Reason)
+	}
+}
+
+// The rejection streak is counted fleet-wide: two worker processes on one
+// key, each rejected by half of an account error's storm, still hold the
+// key (suspect_rejections = 6, three records each at most).
+func TestSafetyNetStreakCountedFleetWide(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	scripts := map[string][]fakeprovider.Step{}
+	for i := 1; i <= n; i++ {
+		scripts[fmt.Sprintf("r%03d", i)] = []fakeprovider.Step{*unseenRequestError}
+	}
+	sc := fakeprovider.Scenario{NoReplay: true, RecordScripts: scripts, Latency: fakeprovider.Duration(100 * time.Millisecond)}
+	b := setup(t, sc, tweaks{concurrency: 2, probeInterval: "200ms", extraKey: "suspect_rejections = 6\n"})
+	b.opts.SpendCheck = 50 * time.Millisecond
+	b.opts.RequeueDeadLetters = workertest.Requeue(b.cfg, b.db.Pool)
+	b.enqueue(t, "b1", records(n, nil))
+	one, two := b.newRuntime(t), b.newRuntime(t)
+	b.run(t, one)
+	b.run(t, two)
+	workertest.Eventually(t, 60*time.Second, "the streak holds the key", func() bool {
+		return b.hooks.count("key_suspect") > 0 || b.status(t, "b1").DeadLettered == n
+	})
+	require.Equal(t, 1, b.hooks.count("key_suspect"), "six records rejected in a row across two processes hold the key: %s", b.hooks.all())
+	workertest.Eventually(t, 60*time.Second, "the records taken back complete once the key resumes", func() bool {
+		return b.status(t, "b1").Completed == n
+	})
+	require.Zero(t, b.fake.Stats().DoubleBilledRecords)
+}
+
+// Batch mode: an error line in a Batch API result counts toward the same
+// rejection streak as a synchronous call's error. Every line of a batch
+// rejected with one error, no success between: the key is held as for
+// synchronous calls.
+func TestSafetyNetWatchesBatchLines(t *testing.T) {
+	t.Parallel()
+	b, _ := setupBatch(t, fakeprovider.Scenario{Poison: fakeprovider.Poison{InvalidMarker: "POISON"}}, "batch",
+		tweaks{concurrency: 4, probeInterval: "300ms", extraKey: "suspect_rejections = 5\n"})
+	b.opts.RequeueDeadLetters = workertest.Requeue(b.cfg, b.db.Pool)
+	const n = 12
+	b.enqueue(t, "b1", records(n, poisoned(1)))
+	b.start(t)
+	workertest.Eventually(t, 60*time.Second, "the key is held or every line is dead-lettered", func() bool {
+		return b.hooks.count("key_suspect") > 0 || b.status(t, "b1").DeadLettered == n
+	})
+	require.GreaterOrEqual(t, b.hooks.count("key_suspect"), 1, "five lines rejected in a row with one error hold the key: %s", b.hooks.all())
+	require.Contains(t, b.hooks.all(), `"hold":"rejection_streak"`)
+	// The probe finds the key working (the records are the problem): it
+	// resumes, and every record ends dead-lettered once it has had its
+	// second chance (a batch whose every record fails alike may be held
+	// again by the records the first hold parked: each hold costs a probe
+	// interval, none bills a record twice).
+	workertest.Eventually(t, 90*time.Second, "every poisoned record ends dead-lettered", func() bool {
+		return b.status(t, "b1").DeadLettered == n
+	})
+	require.Zero(t, b.fake.Stats().DoubleBilledRecords)
 	for _, dl := range b.deadLetters(t, "b1") {
 		require.Equal(t, "rejected", dl.Class, "%s: %s", dl.RecordID, dl.Reason)
 	}

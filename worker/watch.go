@@ -42,7 +42,19 @@ func (k *keyRuntime) storedFingerprint(dl ledger.DeadLetter) string {
 // recorded as the safety net read it (exhausted, reason the hold's kind),
 // not as a rejection its record would be dead-lettered for next run.
 func (r *Runtime) watchCall(ctx context.Context, c *call, a decide.AfterCall) bool {
-	held := r.watchDecide(ctx, c, a)
+	return r.watchOutcome(ctx, c, a, false)
+}
+
+// watchLine is watchCall for a batch line's answer applied by its job: an
+// error line counts toward the same rejection streak, a good line ends it;
+// a throttled line is not counted (it is about the provider batch, not the
+// key's rate).
+func (r *Runtime) watchLine(ctx context.Context, c *call, a decide.AfterCall) bool {
+	return r.watchOutcome(ctx, c, a, true)
+}
+
+func (r *Runtime) watchOutcome(ctx context.Context, c *call, a decide.AfterCall, line bool) bool {
+	held := r.watchDecide(ctx, c, a, line)
 	if held != "" {
 		c.verdict.Class, c.verdict.Reason = classify.Exhausted, held
 	}
@@ -51,7 +63,7 @@ func (r *Runtime) watchCall(ctx context.Context, c *call, a decide.AfterCall) bo
 
 // watchDecide is watchCall's decision: the hold the call is part of, ""
 // for none.
-func (r *Runtime) watchDecide(ctx context.Context, c *call, a decide.AfterCall) string {
+func (r *Runtime) watchDecide(ctx context.Context, c *call, a decide.AfterCall, line bool) string {
 	k := c.key
 	if k == nil || k.watch == nil || a.ClientErr != "" || a.Stopped() {
 		return ""
@@ -62,7 +74,7 @@ func (r *Runtime) watchDecide(ctx context.Context, c *call, a decide.AfterCall) 
 		ev.Kind = keys.WatchSuccess
 	case a.Verdict.Class == classify.Rejected:
 		ev.Kind = keys.WatchRejected
-	case a.Verdict.Class == classify.Throttled && a.Verdict.RetryAfterS == nil:
+	case a.Verdict.Class == classify.Throttled && a.Verdict.RetryAfterS == nil && !line:
 		ev.Kind = keys.WatchThrottled
 	default:
 		return ""
@@ -75,7 +87,7 @@ func (r *Runtime) watchDecide(ctx context.Context, c *call, a decide.AfterCall) 
 		// record's own problem, whatever the streak says.
 		ev.Kind = keys.WatchOther
 	}
-	d := k.watch.Observe(ev)
+	d := r.observeWatch(ctx, k, ev)
 	if ev.Kind == keys.WatchSuccess {
 		return ""
 	}
@@ -108,6 +120,51 @@ func (r *Runtime) watchDecide(ctx context.Context, c *call, a decide.AfterCall) 
 		Fields: map[string]any{"hold": d.Hold, "fingerprint": d.Fingerprint, "status": c.res.Observation.Status,
 			"code": deref(c.verdict.Code), "probe_interval": k.cfg.ProbeInterval.String()}})
 	return d.Hold
+}
+
+// observeWatch tells the key's safety net about one finished call and
+// returns its decision. The runs are the fleet's (ledger.WatchRun, one row
+// per key): two processes each seeing half a storm add to one streak, and
+// a success in any process ends it. The decision is keys.DecideWatch over
+// that row, taken under its lock. If the database cannot be reached the
+// process's own runs decide (k.watch), as before the runs were shared.
+func (r *Runtime) observeWatch(ctx context.Context, k *keyRuntime, ev keys.WatchEvent) keys.WatchDecision {
+	ctx = context.WithoutCancel(ctx)
+	if ev.Kind == keys.WatchSuccess {
+		if err := ledger.ResetWatchRun(ctx, r.pool, k.cfg.Name); err != nil {
+			r.log.WarnContext(ctx, "safety net: end the key's runs", "key", k.cfg.Name, "err", err)
+		}
+		return k.watch.Observe(ev)
+	}
+	var d keys.WatchDecision
+	settings := k.watch.Settings()
+	err := ledger.ChangeWatchRun(ctx, r.pool, k.cfg.Name, func(run ledger.WatchRun) ledger.WatchRun {
+		var st keys.WatchState
+		st, d = keys.DecideWatch(watchStateOf(run), ev, settings)
+		return watchRunOf(st)
+	})
+	if err != nil {
+		r.log.WarnContext(ctx, "safety net: the fleet's runs are out of reach, this process's decide", "key", k.cfg.Name, "err", err)
+		return k.watch.Observe(ev)
+	}
+	return d
+}
+
+func watchStateOf(run ledger.WatchRun) keys.WatchState {
+	st := keys.WatchState{Fingerprint: run.Fingerprint, Records: run.Records, Throttles: run.Throttles, ThrottleFP: run.ThrottleFP}
+	if run.ThrottleSince != nil {
+		st.ThrottleSince = *run.ThrottleSince
+	}
+	return st
+}
+
+func watchRunOf(st keys.WatchState) ledger.WatchRun {
+	run := ledger.WatchRun{Fingerprint: st.Fingerprint, Records: st.Records, Throttles: st.Throttles, ThrottleFP: st.ThrottleFP}
+	if st.Throttles > 0 {
+		since := st.ThrottleSince
+		run.ThrottleSince = &since
+	}
+	return run
 }
 
 // secondChance reports whether the call's record was dead-lettered for the
@@ -161,6 +218,11 @@ func (r *Runtime) requeueSuspects(ctx context.Context) {
 		}
 		if len(ids) == 0 {
 			continue
+		}
+		// Suspect whatever comes next: an operator sees them and can take
+		// them back (`triage dlq requeue --suspect`) if this process cannot.
+		if _, err := ledger.MarkSuspect(ctx, r.pool, ids, decide.SuspectSafetyNet); err != nil {
+			r.log.WarnContext(ctx, "safety net: mark suspect dead letters", "key", name, "err", err)
 		}
 		if r.opts.RequeueDeadLetters == nil {
 			r.alertOnce(ctx, name, "suspect_not_requeued:"+st.OpenedAt.UTC().Format(time.RFC3339Nano), keys.Alert{

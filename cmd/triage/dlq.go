@@ -27,10 +27,10 @@ func init() {
 	})
 }
 
-const dlqUsage = `usage: triage dlq list [--batch B] [--class C] [--reason R] [--unknown] [--json]
+const dlqUsage = `usage: triage dlq list [--batch B] [--class C] [--reason R] [--unknown] [--suspect] [--json]
        triage dlq show ID [--json]
        triage dlq export [--batch B] [--class C] [--reason R] [--unknown]
-       triage dlq requeue ID... | --batch B [--class C] [--reason R]`
+       triage dlq requeue ID... | --batch B [--class C] [--reason R] | --suspect [--batch B]`
 
 func runDLQ(ctx context.Context, e *env, args []string) int {
 	if len(args) == 0 {
@@ -66,6 +66,7 @@ func runDLQList(ctx context.Context, e *env, args []string) int {
 	reason := fs.String("reason", "", "only this reason (e.g. context_length, retries_exhausted)")
 	asJSON := fs.Bool("json", false, "print a JSON array")
 	unknown := fs.Bool("unknown", false, "only dead letters whose verdict was a default (known:false): the errors no rule knew")
+	suspect := fs.Bool("suspect", false, "only suspect dead letters: the class came from the safety net, the signal layer, the status alone or a default")
 	if code, ok := parseNoArgs(e, cmd, fs, args); !ok {
 		return code
 	}
@@ -74,7 +75,7 @@ func runDLQList(ctx context.Context, e *env, args []string) int {
 		return failCmd(e, cmd, err)
 	}
 	defer d.Close()
-	dls, err := operator.ListDeadLetters(ctx, d.pool, operator.DeadLetterFilter{Batch: *batch, Class: *class, Reason: *reason, Unknown: *unknown})
+	dls, err := operator.ListDeadLetters(ctx, d.pool, operator.DeadLetterFilter{Batch: *batch, Class: *class, Reason: *reason, Unknown: *unknown, Suspect: *suspect})
 	if err != nil {
 		return failCmd(e, cmd, err)
 	}
@@ -103,7 +104,17 @@ func writeDLQList(w io.Writer, dls []ledger.DeadLetter) {
 	if len(dls) == 1 {
 		noun = "dead letter"
 	}
-	fmt.Fprintf(w, "%d %s\n", len(dls), noun)
+	suspects := 0
+	for _, dl := range dls {
+		if dl.Suspect != "" {
+			suspects++
+		}
+	}
+	if suspects > 0 {
+		fmt.Fprintf(w, "%d %s, %d suspect (the record may be fine: see SUSPECT)\n", len(dls), noun, suspects)
+	} else {
+		fmt.Fprintf(w, "%d %s\n", len(dls), noun)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, g := range operator.GroupDeadLetters(dls) {
 		codes := ""
@@ -115,14 +126,32 @@ func writeDLQList(w io.Writer, dls []ledger.DeadLetter) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tBATCH\tRECORD\tCLASS\tREASON\tSTATUS\tCODE\tATTEMPTS\tCREATED")
+	fmt.Fprintln(tw, "ID\tBATCH\tRECORD\tCLASS\tREASON\tSTATUS\tCODE\tATTEMPTS\tSUSPECT\tCREATED")
 	for _, dl := range dls {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", dl.ID, cell(dl.Batch), cell(dl.RecordID), cell(dl.Class), cell(dl.Reason),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", dl.ID, cell(dl.Batch), cell(dl.RecordID), cell(dl.Class), cell(dl.Reason),
 			dlqOrDash(dl.HTTPStatus, strconv.Itoa(dl.HTTPStatus)), dlqOrDash(len(dl.VendorCode), cell(dl.VendorCode)), dl.Attempts,
-			dl.CreatedAt.Local().Format(time.DateTime))
+			dlqOrDash(len(dl.Suspect), cell(dl.Suspect)), dl.CreatedAt.Local().Format(time.DateTime))
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nshow one with `triage dlq show ID`; after fixing the pipeline, `triage dlq requeue --batch B [--class C] [--reason R]`")
+	if suspects > 0 {
+		fmt.Fprintln(w, "once the key is healthy, `triage dlq requeue --suspect [--batch B]` takes back just the suspect ones")
+	}
+}
+
+// suspectWhy says in words why a dead letter is suspect.
+func suspectWhy(s string) string {
+	switch s {
+	case ledger.SuspectSignal:
+		return "the class came from the signal layer, no vendor rule: the record may be fine"
+	case ledger.SuspectStatus:
+		return "the class came from the HTTP status alone: the record may be fine"
+	case ledger.SuspectUnknown:
+		return "no rule knew this error: the record may be fine"
+	case ledger.SuspectSafetyNet:
+		return "the safety net held the key for this failure: the key, not the record, is likely the problem"
+	}
+	return "the record may be fine"
 }
 
 // dlqOrDash is s, or "-" when n is zero.
@@ -197,6 +226,9 @@ func writeDLQShow(w io.Writer, det operator.DeadLetterDetail) {
 		rule += " (no rule knew this error: add one in [[rules]], check it with `triage classify --explain`)"
 	}
 	row("rule:", rule)
+	if dl.Suspect != "" {
+		row("suspect:", dl.Suspect+" ("+suspectWhy(dl.Suspect)+")")
+	}
 	row("attempts:", strconv.Itoa(dl.Attempts))
 	row("job:", dlqOrDash(int(dl.JobID), strconv.FormatInt(dl.JobID, 10)))
 	row("created:", dl.CreatedAt.Local().Format(time.DateTime+" MST"))
@@ -285,9 +317,10 @@ func runDLQRequeue(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&sel.Batch, "batch", "", "requeue this batch's dead letters")
 	fs.StringVar(&sel.Class, "class", "", "with --batch: only this class")
 	fs.StringVar(&sel.Reason, "reason", "", "with --batch: only this reason")
+	fs.BoolVar(&sel.Suspect, "suspect", false, "only suspect dead letters (the class came from the safety net, the signal layer, the status alone or a default); every batch's unless --batch")
 	noCache := fs.Bool("no-cache", false, "call the provider for the requeued records even when the pipeline's response cache (cache = true) holds an answer")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage dlq requeue ID... | --batch B [--class C] [--reason R] [--no-cache]")
+		fmt.Fprintln(e.stderr, "usage: triage dlq requeue ID... | --batch B [--class C] [--reason R] | --suspect [--batch B] [--no-cache]")
 		fs.PrintDefaults()
 	}
 	pos, err := parseInterleaved(fs, args)

@@ -26,7 +26,7 @@ import (
 
 // dlqListKeys and dlqShowKeys are the contract's JSON key sets.
 var (
-	dlqListKeys = []string{"attempts", "batch", "class", "code", "created_at", "id", "reason", "record_id", "status"}
+	dlqListKeys = []string{"attempts", "batch", "class", "code", "created_at", "id", "reason", "record_id", "status", "suspect"}
 	dlqShowKeys = append([]string{"calls", "error_excerpt", "job_id", "key", "known", "partial", "pipeline", "record", "request", "requeued_at", "rule"}, dlqListKeys...)
 )
 
@@ -236,6 +236,7 @@ type dlqSeededDL struct {
 	batch, record, class, reason, code string
 	status                             int
 	request                            string
+	suspect                            string
 }
 
 func dlqSeedBatch(t *testing.T, c *cli, batch string, n int) {
@@ -255,7 +256,7 @@ func dlqSeedDeadLetters(t *testing.T, c *cli, dls ...dlqSeededDL) []int64 {
 		id, err := ledger.AddDeadLetter(context.Background(), c.db.Pool, ledger.DeadLetterRow{
 			Batch: d.batch, RecordID: d.record, Pipeline: "enrich", Key: "main", Class: class, Reason: d.reason,
 			HTTPStatus: d.status, VendorCode: d.code, Attempts: 1, Request: json.RawMessage(d.request),
-			ErrorExcerpt: `{"error":{"message":"bad","api_key":"sk-cli-secret-123456"}}`,
+			ErrorExcerpt: `{"error":{"message":"bad","api_key":"sk-cli-secret-123456"}}`, Suspect: d.suspect,
 		})
 		require.NoError(t, err)
 		ids[i] = id
@@ -289,7 +290,7 @@ func TestDLQList(t *testing.T) {
 	require.NoError(t, err)
 	created := items[3]["created_at"].(string)
 	require.JSONEq(t, `{"id":`+strconv.FormatInt(ids[3], 10)+`,"batch":"b2","record_id":"r001","class":"ambiguous",
-		"reason":"ambiguous_retries_exhausted","status":null,"code":null,"attempts":1,"created_at":"`+created+`"}`, string(got))
+		"reason":"ambiguous_retries_exhausted","status":null,"code":null,"attempts":1,"created_at":"`+created+`","suspect":null}`, string(got))
 	require.EqualValues(t, 400, items[0]["status"])
 	require.Equal(t, "context_length_exceeded", items[0]["code"])
 
@@ -308,8 +309,8 @@ func TestDLQList(t *testing.T) {
 	require.Regexp(t, `rejected / context_length:\s+2\s+\(400 context_length_exceeded\)`, r.stdout)
 	require.Regexp(t, `transient / retries_exhausted:\s+1\s+\(503\)`, r.stdout)
 	require.Regexp(t, `ambiguous / ambiguous_retries_exhausted:\s+1`, r.stdout)
-	require.Regexp(t, `(?m)^ID\s+BATCH\s+RECORD\s+CLASS\s+REASON\s+STATUS\s+CODE\s+ATTEMPTS\s+CREATED$`, r.stdout)
-	require.Regexp(t, `(?m)^`+strconv.FormatInt(ids[3], 10)+`\s+b2\s+r001\s+ambiguous\s+ambiguous_retries_exhausted\s+-\s+-\s+1\s+`, r.stdout)
+	require.Regexp(t, `(?m)^ID\s+BATCH\s+RECORD\s+CLASS\s+REASON\s+STATUS\s+CODE\s+ATTEMPTS\s+SUSPECT\s+CREATED$`, r.stdout)
+	require.Regexp(t, `(?m)^`+strconv.FormatInt(ids[3], 10)+`\s+b2\s+r001\s+ambiguous\s+ambiguous_retries_exhausted\s+-\s+-\s+1\s+-\s+`, r.stdout)
 
 	for _, tc := range []struct {
 		name string
@@ -453,7 +454,7 @@ func TestDLQRequeueFilters(t *testing.T) {
 		name, want string
 		args       []string
 	}{
-		{"nothing chosen", "give dead letter IDs or --batch", nil},
+		{"nothing chosen", "give dead letter IDs, --batch B or --suspect", nil},
 		{"ids and batch", "not both", []string{"1", "--batch", "b1"}},
 		{"class without batch", "add --batch", []string{"--class", "rejected"}},
 		{"bad class", "unknown class", []string{"--batch", "b1", "--class", "nope"}},
@@ -545,4 +546,46 @@ func TestDLQRequeueRefusesLiveJob(t *testing.T) {
 	var jobs int
 	require.NoError(t, c.db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE args->>'batch' = 'b1'`).Scan(&jobs))
 	require.Equal(t, 1, jobs, "no second job for the record")
+}
+
+// The suspect dead letters (a class from the signal layer, the status
+// alone, a default, or the safety net) are listed, shown and requeued on
+// their own: the operator takes back just those.
+func TestDLQSuspect(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	dlqSeedBatch(t, c, "b1", 4)
+	dlqSeedBatch(t, c, "b2", 2)
+	ids := dlqSeedDeadLetters(t, c,
+		dlqSeededDL{batch: "b1", record: "r001", class: "rejected", reason: "context_length", status: 400, code: "context_length_exceeded"},
+		dlqSeededDL{batch: "b1", record: "r002", class: "rejected", reason: "signal_content_policy", status: 400, suspect: ledger.SuspectSignal},
+		dlqSeededDL{batch: "b2", record: "r001", class: "rejected", reason: "unknown_4xx", status: 400, suspect: ledger.SuspectUnknown},
+	)
+
+	items := dlqListJSON(t, c, "--suspect")
+	require.Len(t, items, 2)
+	require.Equal(t, "signal", items[0]["suspect"])
+	require.Equal(t, "unknown_error", items[1]["suspect"])
+	require.Nil(t, dlqListJSON(t, c)[0]["suspect"])
+	r := c.run("", "dlq", "list")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "SUSPECT")
+	require.Contains(t, r.stdout, "2 suspect")
+	r = c.run("", "dlq", "show", strconv.FormatInt(ids[1], 10))
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "suspect:")
+	require.Contains(t, r.stdout, "signal")
+
+	r = c.run("", "dlq", "requeue", "--suspect", "--batch", "b1")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "requeued 1 record ")
+	r = c.run("", "dlq", "requeue", "--suspect")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "requeued 1 record ")
+	left := dlqListJSON(t, c)
+	require.Len(t, left, 1, "only the sure dead letter is left")
+	require.Equal(t, "context_length", left[0]["reason"])
+	r = c.run("", "dlq", "requeue", "--suspect", "1")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, "not both")
 }

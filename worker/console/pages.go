@@ -216,16 +216,18 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request, msg string) {
 type deadLettersPage struct {
 	Filter  operator.DeadLetterFilter
 	Unknown bool
-	Items   []ledger.DeadLetter
-	Groups  []*operator.DeadLetterGroup
-	Batches []string
-	Classes []string
+	// Suspects counts the suspect dead letters listed.
+	Suspects int
+	Items    []ledger.DeadLetter
+	Groups   []*operator.DeadLetterGroup
+	Batches  []string
+	Classes  []string
 }
 
 func filterOf(q url.Values) operator.DeadLetterFilter {
 	return operator.DeadLetterFilter{
 		Batch: strings.TrimSpace(q.Get("batch")), Class: strings.TrimSpace(q.Get("class")),
-		Reason: strings.TrimSpace(q.Get("reason")), Unknown: isTrue(q.Get("unknown")),
+		Reason: strings.TrimSpace(q.Get("reason")), Unknown: isTrue(q.Get("unknown")), Suspect: isTrue(q.Get("suspect")),
 	}
 }
 
@@ -254,6 +256,11 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data := deadLettersPage{Filter: f, Unknown: f.Unknown, Items: dls, Groups: operator.GroupDeadLetters(dls)}
+	for _, dl := range dls {
+		if dl.Suspect != "" {
+			data.Suspects++
+		}
+	}
 	running := false
 	for _, b := range list {
 		data.Batches = append(data.Batches, b.Batch)
@@ -323,7 +330,7 @@ type field struct{ Name, Value string }
 // (repeated), or batch with class and reason.
 func selectionOf(v url.Values) (operator.Selection, error) {
 	sel := operator.Selection{Batch: strings.TrimSpace(v.Get("batch")), Class: strings.TrimSpace(v.Get("class")),
-		Reason: strings.TrimSpace(v.Get("reason"))}
+		Reason: strings.TrimSpace(v.Get("reason")), Suspect: isTrue(v.Get("suspect"))}
 	for _, raw := range v["id"] {
 		id, err := strconv.ParseInt(raw, 10, 64)
 		if err != nil || id <= 0 {
@@ -333,7 +340,7 @@ func selectionOf(v url.Values) (operator.Selection, error) {
 			sel.IDs = append(sel.IDs, id)
 		}
 	}
-	if len(sel.IDs) == 0 && sel.Batch == "" && sel.Class == "" && sel.Reason == "" {
+	if len(sel.IDs) == 0 && sel.Batch == "" && sel.Class == "" && sel.Reason == "" && !sel.Suspect {
 		return sel, &operator.InputError{Err: errors.New("nothing selected: tick the records to requeue, or filter by batch and requeue a group")}
 	}
 	return sel, sel.Validate()
@@ -357,7 +364,7 @@ func (s *Server) confirmRequeue(w http.ResponseWriter, r *http.Request) {
 			dls = append(dls, d.DeadLetter)
 		}
 	} else {
-		dls, err = operator.ListDeadLetters(ctx, s.opts.Pool, operator.DeadLetterFilter{Batch: sel.Batch, Class: sel.Class, Reason: sel.Reason})
+		dls, err = operator.ListDeadLetters(ctx, s.opts.Pool, operator.DeadLetterFilter{Batch: sel.Batch, Class: sel.Class, Reason: sel.Reason, Suspect: sel.Suspect})
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -372,6 +379,9 @@ func (s *Server) confirmRequeue(w http.ResponseWriter, r *http.Request) {
 		if f.Value != "" {
 			c.Fields = append(c.Fields, f)
 		}
+	}
+	if sel.Suspect {
+		c.Fields = append(c.Fields, field{"suspect", "1"})
 	}
 	pending := 0
 	for _, d := range dls {

@@ -458,6 +458,65 @@ func TestRequeueGroupAndLiveJobRefusal(t *testing.T) {
 	require.Nil(t, dl.RequeuedAt)
 }
 
+// The dead-letter page shows which dead letters are suspect, filters on
+// them, and requeues just those, as `triage dlq requeue --suspect` does.
+func TestDeadLettersPageSuspect(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	weak := fakeprovider.Step{Status: 400, Body: json.RawMessage(
+		`{"error":{"message":"Input data may contain inappropriate content.","code":"dif_1185"}}`)}
+	b := setup(t, setupOpts{scenario: fakeprovider.Scenario{Poison: fakeprovider.Poison{ContextTokens: 2000},
+		RecordScripts: map[string][]fakeprovider.Step{"r003": {weak}}}})
+	b.enqueue(t, "b1", workertest.Records(4, func(i int) string {
+		if i == 0 {
+			return `,"note":"` + strings.Repeat("far too long for the model ", 1500) + `"`
+		}
+		return ""
+	}))
+	b.work(t, "b1")
+	dls, err := ledger.ListDeadLetters(ctx, b.db.Pool, ledger.DeadLetterFilter{Batch: "b1"})
+	require.NoError(t, err)
+	require.Len(t, dls, 2)
+	var sure ledger.DeadLetter
+	for _, dl := range dls {
+		if dl.RecordID == "r001" {
+			sure = dl
+		}
+	}
+	require.Empty(t, sure.Suspect, "context_length, a vendor rule: %+v", sure)
+
+	get := func(path string) string {
+		t.Helper()
+		resp, err := http.Get(b.url + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+		return string(body)
+	}
+	var only []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(get("/dead-letters?suspect=1&format=json")), &only))
+	require.Len(t, only, 1)
+	require.Equal(t, "signal", only[0]["suspect"])
+	page := get("/dead-letters")
+	require.Contains(t, page, "<th>Suspect</th>")
+	require.Contains(t, page, ">signal<")
+	require.Contains(t, get("/dead-letters/requeue?suspect=1"), "dlq requeue --suspect")
+
+	resp, err := http.PostForm(b.url+"/dead-letters/requeue?format=json", url.Values{"suspect": {"1"}})
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var out map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	require.Equal(t, http.StatusOK, resp.StatusCode, out)
+	require.Equal(t, float64(1), out["requeued"])
+	left, err := ledger.ListDeadLetters(ctx, b.db.Pool, ledger.DeadLetterFilter{Batch: "b1"})
+	require.NoError(t, err)
+	require.Len(t, left, 1)
+	require.Equal(t, sure.ID, left[0].ID, "the sure dead letter stays")
+}
+
 // The batch page pauses, resumes and cancels a batch, each after a
 // confirmation page, as `triage batch pause|resume|cancel` do, and says so.
 func TestBrowserBatchPageControls(t *testing.T) {

@@ -23,6 +23,9 @@ type DeadLetterFilter struct {
 	// Unknown keeps only the errors no classifier rule knew (a default
 	// verdict, known:false): `triage dlq list --unknown`, `unknown=1`.
 	Unknown bool
+	// Suspect keeps only the suspect dead letters: `triage dlq list
+	// --suspect`, `suspect=1`.
+	Suspect bool
 }
 
 // ListDeadLetters returns the dead letters not requeued that match f, oldest
@@ -36,7 +39,7 @@ func ListDeadLetters(ctx context.Context, db ledger.DBTX, f DeadLetterFilter) ([
 			return nil, err
 		}
 	}
-	return ledger.ListDeadLetters(ctx, db, ledger.DeadLetterFilter{Batch: f.Batch, Class: f.Class, Reason: f.Reason, Unknown: f.Unknown})
+	return ledger.ListDeadLetters(ctx, db, ledger.DeadLetterFilter{Batch: f.Batch, Class: f.Class, Reason: f.Reason, Unknown: f.Unknown, Suspect: f.Suspect})
 }
 
 // ListItems returns dls in the exact `triage dlq list --json` shape: an

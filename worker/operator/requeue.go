@@ -23,24 +23,29 @@ import (
 )
 
 // Selection names dead letters: IDs, or a batch with optional class and
-// reason filters (`triage dlq requeue ID... | --batch B [--class C]
-// [--reason R]`, and the dead-letter page's filters).
+// reason filters, or the suspect ones (of one batch or all) (`triage dlq
+// requeue ID... | --batch B [--class C] [--reason R] | --suspect [--batch
+// B]`, and the dead-letter page's filters).
 type Selection struct {
 	IDs    []int64
 	Batch  string
 	Class  string
 	Reason string
+	// Suspect keeps only the suspect dead letters (ledger.DeadLetter.Suspect):
+	// those whose class came from the safety net or the classifier's weakest
+	// evidence. With no batch, every batch's.
+	Suspect bool
 }
 
 // Validate rejects contradicting or empty selections (InputError).
 func (s Selection) Validate() error {
 	switch {
-	case len(s.IDs) > 0 && (s.Batch != "" || s.Class != "" || s.Reason != ""):
-		return inputErrorf("give dead letter IDs or --batch (with --class/--reason), not both")
-	case len(s.IDs) == 0 && s.Batch == "" && (s.Class != "" || s.Reason != ""):
-		return inputErrorf("--class and --reason select within a batch: add --batch B")
-	case len(s.IDs) == 0 && s.Batch == "":
-		return inputErrorf("give dead letter IDs or --batch B")
+	case len(s.IDs) > 0 && (s.Batch != "" || s.Class != "" || s.Reason != "" || s.Suspect):
+		return inputErrorf("give dead letter IDs or --batch/--suspect (with --class/--reason), not both")
+	case len(s.IDs) == 0 && s.Batch == "" && !s.Suspect && (s.Class != "" || s.Reason != ""):
+		return inputErrorf("--class and --reason select within a batch: add --batch B (or --suspect)")
+	case len(s.IDs) == 0 && s.Batch == "" && !s.Suspect:
+		return inputErrorf("give dead letter IDs, --batch B or --suspect")
 	}
 	return CheckClass(s.Class)
 }
@@ -233,7 +238,14 @@ func (s Selection) String() string {
 	if len(s.IDs) > 0 {
 		return idList(s.IDs)
 	}
-	out := "--batch " + s.Batch
+	var parts []string
+	if s.Suspect {
+		parts = append(parts, "--suspect")
+	}
+	if s.Batch != "" {
+		parts = append(parts, "--batch "+s.Batch)
+	}
+	out := strings.Join(parts, " ")
 	if s.Class != "" {
 		out += " --class " + s.Class
 	}
@@ -411,10 +423,12 @@ func selectDeadLetters(ctx context.Context, tx pgx.Tx, sel Selection) ([]ledger.
 		slices.SortFunc(out, func(a, b ledger.DeadLetter) int { return int(a.ID - b.ID) })
 		return out, nil
 	}
-	if err := CheckBatch(ctx, tx, sel.Batch); err != nil {
-		return nil, err
+	if sel.Batch != "" {
+		if err := CheckBatch(ctx, tx, sel.Batch); err != nil {
+			return nil, err
+		}
 	}
-	return ledger.ListDeadLetters(ctx, tx, ledger.DeadLetterFilter{Batch: sel.Batch, Class: sel.Class, Reason: sel.Reason})
+	return ledger.ListDeadLetters(ctx, tx, ledger.DeadLetterFilter{Batch: sel.Batch, Class: sel.Class, Reason: sel.Reason, Suspect: sel.Suspect})
 }
 
 // CheckBatch returns an InputError when batch does not exist.

@@ -887,7 +887,7 @@ func (s *Submitter) refused(ctx context.Context, r *row, lines []line, adm keys.
 		// one line is bad, maybe all are. Split the batch to find out;
 		// a line refused alone gets the refusal as its answer, so its job
 		// dead-letters it with the classifier's reason.
-		return s.refusedWhole(ctx, r, lines, refusal{answer: ledger.BatchLineAnswer{Observation: o},
+		return s.refusedWhole(ctx, r, lines, refusal{answer: ledger.BatchLineAnswer{Observation: o, Refused: true},
 			status: o.Status, code: deref(v.Code), reason: v.Reason}, "abandoned")
 	}
 }

@@ -1,0 +1,66 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// WatchRun is one key's safety-net runs as the whole fleet saw them
+// (triage_watch_run): the current rejection streak (one failure
+// fingerprint, the different records it rejected in a row) and the current
+// run of throttles. Two processes each seeing half a storm add to the same
+// run. The decision over it is the worker's (keys.DecideWatch); this only
+// keeps it.
+type WatchRun struct {
+	Fingerprint string
+	Records     []string
+	// ThrottleSince is when the run of throttles began (nil: none).
+	ThrottleSince *time.Time
+	Throttles     int
+	ThrottleFP    string
+}
+
+// ChangeWatchRun reads key's run under a row lock, gives it to change, and
+// stores what change returns, in one transaction: concurrent observers of
+// one key, in any process, are applied one after the other.
+func ChangeWatchRun(ctx context.Context, db DBTX, key string, change func(WatchRun) WatchRun) error {
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO triage_watch_run (key) VALUES ($1) ON CONFLICT (key) DO NOTHING`, key); err != nil {
+			return err
+		}
+		var run WatchRun
+		if err := tx.QueryRow(ctx, `SELECT fingerprint, records, throttle_since, throttles, throttle_fp
+			FROM triage_watch_run WHERE key = $1 FOR UPDATE`, key).
+			Scan(&run.Fingerprint, &run.Records, &run.ThrottleSince, &run.Throttles, &run.ThrottleFP); err != nil {
+			return err
+		}
+		next := change(run)
+		if next.Records == nil {
+			next.Records = []string{}
+		}
+		_, err := tx.Exec(ctx, `UPDATE triage_watch_run SET fingerprint = $2, records = $3, throttle_since = $4,
+			throttles = $5, throttle_fp = $6, updated_at = now() WHERE key = $1`,
+			key, next.Fingerprint, next.Records, next.ThrottleSince, next.Throttles, next.ThrottleFP)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("ledger: watch run of key %s: %w", key, err)
+	}
+	return nil
+}
+
+// ResetWatchRun ends key's runs (a success, anywhere in the fleet). One
+// statement that writes only when there is a run to end, so a healthy
+// key's successes cost an index look-up each.
+func ResetWatchRun(ctx context.Context, db DBTX, key string) error {
+	_, err := db.Exec(ctx, `UPDATE triage_watch_run
+		SET fingerprint = '', records = '{}', throttle_since = NULL, throttles = 0, throttle_fp = '', updated_at = now()
+		WHERE key = $1 AND (cardinality(records) > 0 OR throttles > 0)`, key)
+	if err != nil {
+		return fmt.Errorf("ledger: reset watch run of key %s: %w", key, err)
+	}
+	return nil
+}
