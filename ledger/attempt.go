@@ -255,6 +255,11 @@ func UsageByKey(ctx context.Context, db DBTX, key string, since time.Time) (KeyU
 // 200), dead-lettered as invalid_output; the provider may have billed it.
 const ClassUnreadableOK = "ok_unreadable"
 
+// ClassResolved labels, in UsageByClass, the attempts with no class that a
+// later send under the same idempotency key settled (an intent left by a
+// process that stopped mid-call: status resolved, billed once by that send).
+const ClassResolved = "resolved"
+
 // UsageByClass sums the attempts matching f (Limit is ignored) per
 // classifier class, in the database: calls, distinct records, retries,
 // tokens, billed spend and the possibly-billed estimate. It returns the sums
@@ -262,7 +267,8 @@ const ClassUnreadableOK = "ok_unreadable"
 // its attempts had) and one ClassUsage per class, ordered by class name with
 // "" (no class recorded) first. An ok attempt left possibly billed (a 2xx
 // whose body was not the vendor's format) is summed under
-// ClassUnreadableOK, not ok. No attempt is loaded into memory.
+// ClassUnreadableOK, not ok; an intent a later send settled (resolved) under
+// ClassResolved, not "". No attempt is loaded into memory.
 func UsageByClass(ctx context.Context, db DBTX, f AttemptFilter) (total ClassUsage, byClass []ClassUsage, err error) {
 	rows, err := db.Query(ctx, `SELECT grouping(label) = 1, coalesce(label, ''),
 			count(*), count(DISTINCT (batch, record_id)), count(*) FILTER (WHERE is_retry),
@@ -272,7 +278,8 @@ func UsageByClass(ctx context.Context, db DBTX, f AttemptFilter) (total ClassUsa
 				OR (status = 'intent' AND mode <> '`+ModeBatch+`')), 0)::float8,
 			coalesce(sum(est_cost_usd) FILTER (WHERE status = 'intent' AND mode = '`+ModeBatch+`'), 0)::float8
 		FROM triage_attempt,
-			LATERAL (SELECT CASE WHEN class = 'ok' AND status = 'possibly_billed' THEN '`+ClassUnreadableOK+`' ELSE class END AS label) l
+			LATERAL (SELECT CASE WHEN class = 'ok' AND status = 'possibly_billed' THEN '`+ClassUnreadableOK+`'
+				WHEN class IS NULL AND status = 'resolved' THEN '`+ClassResolved+`' ELSE class END AS label) l
 		WHERE ($1 = '' OR batch = $1) AND ($2 = '' OR key = $2)
 		GROUP BY GROUPING SETS ((label), ())
 		ORDER BY 1, 2`, f.Batch, f.Key)

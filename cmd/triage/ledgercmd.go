@@ -251,6 +251,10 @@ func writeUsageNotes(w io.Writer, byClass []ledger.ClassUsage) {
 		switch u.Class {
 		case ledger.ClassUnreadableOK:
 			fmt.Fprintln(w, "ok_unreadable: a 2xx whose body was not usable (dead-lettered invalid_output); the provider may have billed it, so its estimate is possibly billed")
+		case ledger.ClassResolved:
+			fmt.Fprintln(w, "resolved: a call whose outcome was lost (its process stopped mid-call), settled by a later send with the same idempotency key: billed once, on that send's row")
+		case classInFlight:
+			fmt.Fprintln(w, "in_flight: sent, no outcome recorded: a call still running, or one cut when its process stopped (counted as possibly billed)")
 		}
 	}
 }
