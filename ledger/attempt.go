@@ -256,23 +256,38 @@ func UsageByKey(ctx context.Context, db DBTX, key string, since time.Time) (KeyU
 	return u, nil
 }
 
+// ClassUnreadableOK labels, in UsageByClass, the ok attempts that stayed
+// possibly billed: a 2xx whose body was not the vendor's format (a garbage
+// 200), dead-lettered as invalid_output; the provider may have billed it.
+const ClassUnreadableOK = "ok_unreadable"
+
+// ClassResolved labels, in UsageByClass, the attempts with no class that a
+// later send under the same idempotency key settled (an intent left by a
+// process that stopped mid-call: status resolved, billed once by that send).
+const ClassResolved = "resolved"
+
 // UsageByClass sums the attempts matching f (Limit is ignored) per
 // classifier class, in the database: calls, distinct records, retries,
 // tokens, billed spend and the possibly-billed estimate. It returns the sums
 // over every class (whose Records counts each record once, whatever classes
 // its attempts had) and one ClassUsage per class, ordered by class name with
-// "" (no class recorded) first. No attempt is loaded into memory.
+// "" (no class recorded) first. An ok attempt left possibly billed (a 2xx
+// whose body was not the vendor's format) is summed under
+// ClassUnreadableOK, not ok; an intent a later send settled (resolved) under
+// ClassResolved, not "". No attempt is loaded into memory.
 func UsageByClass(ctx context.Context, db DBTX, f AttemptFilter) (total ClassUsage, byClass []ClassUsage, err error) {
-	rows, err := db.Query(ctx, `SELECT grouping(class) = 1, coalesce(class, ''),
+	rows, err := db.Query(ctx, `SELECT grouping(label) = 1, coalesce(label, ''),
 			count(*), count(DISTINCT (batch, record_id)), count(*) FILTER (WHERE is_retry),
 			coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0),
 			coalesce(sum(cost_usd), 0)::float8,
 			coalesce(sum(est_cost_usd) FILTER (WHERE status = 'possibly_billed'
 				OR (status = 'intent' AND mode <> '`+ModeBatch+`')), 0)::float8,
 			coalesce(sum(est_cost_usd) FILTER (WHERE status = 'intent' AND mode = '`+ModeBatch+`'), 0)::float8
-		FROM triage_attempt
+		FROM triage_attempt,
+			LATERAL (SELECT CASE WHEN class = 'ok' AND status = 'possibly_billed' THEN '`+ClassUnreadableOK+`'
+				WHEN class IS NULL AND status = 'resolved' THEN '`+ClassResolved+`' ELSE class END AS label) l
 		WHERE ($1 = '' OR batch = $1) AND ($2 = '' OR key = $2)
-		GROUP BY GROUPING SETS ((class), ())
+		GROUP BY GROUPING SETS ((label), ())
 		ORDER BY 1, 2`, f.Batch, f.Key)
 	if err != nil {
 		return ClassUsage{}, nil, fmt.Errorf("ledger: usage by class: %w", err)

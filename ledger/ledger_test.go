@@ -702,3 +702,29 @@ func TestDeadLetterRefusesARecordWithAResult(t *testing.T) {
 	require.Equal(t, 1, st.Completed)
 	require.Equal(t, 1, st.DeadLettered)
 }
+
+// An intent left by a process that stopped mid-call, then settled by a
+// later send under the same idempotency key (resolved: billed once), is not
+// in flight: the settled batch's usage has no class-less row, the call is
+// summed under ClassResolved.
+func TestUsageByClassResolvedIntentIsNotInFlight(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.batch(t, "b1", 1)
+	_, err := ledger.BeginAttempt(b.ctx, b.db.Pool, intent("b1", "r1", 1))
+	require.NoError(t, err)
+	id, err := ledger.BeginAttempt(b.ctx, b.db.Pool, intent("b1", "r1", 2))
+	require.NoError(t, err)
+	require.NoError(t, ledger.FinishAttempt(b.ctx, b.db.Pool, id, ledger.Outcome{Status: ledger.AttemptOK, Class: classify.OK, CostUSD: 0.25}))
+	n, err := ledger.ResolvePossiblyBilled(b.ctx, b.db.Pool, "b1/r1")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+
+	total, byClass, err := ledger.UsageByClass(b.ctx, b.db.Pool, ledger.AttemptFilter{Batch: "b1"})
+	require.NoError(t, err)
+	require.Zero(t, total.PossiblyBilledUSD)
+	require.Equal(t, []ledger.ClassUsage{
+		{Class: "ok", Calls: 1, Records: 1, Retries: 1, SpendUSD: 0.25},
+		{Class: ledger.ClassResolved, Calls: 1, Records: 1},
+	}, byClass)
+}

@@ -133,7 +133,12 @@ func writeDLQList(w io.Writer, dls []ledger.DeadLetter) {
 			dlqOrDash(len(dl.Suspect), cell(dl.Suspect)), dl.CreatedAt.Local().Format(time.DateTime))
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "\nshow one with `triage dlq show ID`; after fixing the pipeline, `triage dlq requeue --batch B [--class C] [--reason R]`")
+	fmt.Fprintln(w, "\nshow one with `triage dlq show ID`; requeue with `triage dlq requeue --batch B [--class C] [--reason R]`:")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, g := range operator.GroupDeadLetters(dls) {
+		fmt.Fprintf(tw, "  %s / %s:\t%s\n", cell(g.Class), cell(g.Reason), requeueAdvice(g.Class, g.Reason))
+	}
+	tw.Flush()
 	if suspects > 0 {
 		fmt.Fprintln(w, "once the key is healthy, `triage dlq requeue --suspect [--batch B]` takes back just the suspect ones")
 	}
@@ -263,7 +268,7 @@ func writeDLQShow(w io.Writer, det operator.DeadLetterDetail) {
 		}
 	}
 	if dl.RequeuedAt == nil {
-		fmt.Fprintf(w, "\nafter fixing the pipeline: triage dlq requeue %d\n", dl.ID)
+		fmt.Fprintf(w, "\n%s: triage dlq requeue %d\n", requeueAdvice(dl.Class, dl.Reason), dl.ID)
 	}
 }
 

@@ -29,8 +29,9 @@ const classInFlight = "in_flight"
 
 // usageByClass reads what the calls matching f came to, summed in the
 // database: the total, and the same per classifier class in the
-// classifier's order (ok, transient, throttled, exhausted, rejected,
-// ambiguous), then any other label; attempts with no class yet are
+// classifier's order (ok, ok_unreadable: an ok left possibly billed,
+// transient, throttled, exhausted, rejected, ambiguous), then any other
+// label; attempts with no class yet are
 // classInFlight. The sums are rounded to drop float noise (1e-12 USD is far
 // below any price).
 func usageByClass(ctx context.Context, d *db, f ledger.AttemptFilter) (total ledger.ClassUsage, byClass []ledger.ClassUsage, err error) {
@@ -39,9 +40,9 @@ func usageByClass(ctx context.Context, d *db, f ledger.AttemptFilter) (total led
 		return total, nil, err
 	}
 	rank := map[string]int{}
-	for i, c := range []classify.Class{classify.OK, classify.Transient, classify.Throttled,
-		classify.Exhausted, classify.Rejected, classify.Ambiguous} {
-		rank[c.String()] = i + 1
+	for i, c := range []string{classify.OK.String(), ledger.ClassUnreadableOK, classify.Transient.String(), classify.Throttled.String(),
+		classify.Exhausted.String(), classify.Rejected.String(), classify.Ambiguous.String()} {
+		rank[c] = i + 1
 	}
 	for i := range byClass {
 		if byClass[i].Class == "" {
@@ -228,6 +229,7 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 		tw.Flush()
 		fmt.Fprintf(e.stdout, "batch mode saved %s against the same calls sync\n", usd(*saved))
 	}
+	writeUsageNotes(e.stdout, byClass)
 	writePartials(e.stdout, partials)
 	for _, a := range amb {
 		if a.Unanswered == 0 {
@@ -241,6 +243,20 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 			safe(a.Key), policy, a.Unanswered, a.FoundByLookup, a.Resent, a.DeadLettered, a.Unknown, a.PossiblyDoubleBilled)
 	}
 	return exitOK
+}
+
+// writeUsageNotes says what the rows that are not classifier classes are.
+func writeUsageNotes(w io.Writer, byClass []ledger.ClassUsage) {
+	for _, u := range byClass {
+		switch u.Class {
+		case ledger.ClassUnreadableOK:
+			fmt.Fprintln(w, "ok_unreadable: a 2xx whose body was not usable (dead-lettered invalid_output); the provider may have billed it, so its estimate is possibly billed")
+		case ledger.ClassResolved:
+			fmt.Fprintln(w, "resolved: a call whose outcome was lost (its process stopped mid-call), settled by a later send with the same idempotency key: billed once, on that send's row")
+		case classInFlight:
+			fmt.Fprintln(w, "in_flight: sent, no outcome recorded: a call still running, or one cut when its process stopped (counted as possibly billed)")
+		}
+	}
 }
 
 // writeUsageTable prints the per-class sums and their total.

@@ -73,3 +73,39 @@ func TestLedger(t *testing.T) {
 	require.Equal(t, exitUsage, c.run("", "ledger", "b1").code)
 	require.Equal(t, exitUsage, c.run("", "ledger", "--nope").code)
 }
+
+// A 200 whose body is not the vendor's format (a garbage 200) may have
+// been billed: its estimate is possibly billed, on a row of its own
+// (ok_unreadable), not mixed into the ok row, whose answers are all usable.
+func TestLedgerGarbage200IsItsOwnRow(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{
+		RecordScripts: map[string][]fakeprovider.Step{"r002": {{Action: fakeprovider.ActionGarbage}}},
+	}, "")
+	r := c.run(jsonl(3), "run", "--pipeline", "enrich", "--batch", "b1", "-")
+	require.Equal(t, exitDeadLetters, r.code, r.stderr)
+
+	r = c.run("", "ledger", "--batch", "b1", "--json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	var rep struct {
+		Possibly float64 `json:"possibly_billed_usd"`
+		ByClass  []struct {
+			Class    string  `json:"class"`
+			Calls    int     `json:"calls"`
+			Possibly float64 `json:"possibly_billed_usd"`
+		} `json:"by_class"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
+	require.Positive(t, rep.Possibly, "the garbage 200 may have been billed")
+	rows := map[string][2]float64{}
+	for _, u := range rep.ByClass {
+		rows[u.Class] = [2]float64{float64(u.Calls), u.Possibly}
+	}
+	require.Equal(t, [2]float64{2, 0}, rows["ok"], "the ok row holds the two usable answers, nothing possibly billed: %s", r.stdout)
+	require.Equal(t, [2]float64{1, rep.Possibly}, rows["ok_unreadable"], r.stdout)
+
+	r = c.run("", "ledger", "--batch", "b1")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Regexp(t, `(?m)^\s*ok_unreadable\s+1\s+1\s`, r.stdout)
+	require.Contains(t, r.stdout, "ok_unreadable: a 2xx whose body was not usable")
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"log/slog"
 	"strings"
 	"testing"
@@ -40,4 +41,16 @@ func TestOutageBacksOffAndGivesUp(t *testing.T) {
 	require.True(t, over)
 	require.Equal(t, 11*time.Second, o.reached(t0.Add(11*time.Second)))
 	require.Zero(t, o.reached(t0.Add(12*time.Second)))
+}
+
+// `triage run` writes one log format on stderr: the web window's errors
+// (--ui-addr) are JSON like the worker's when stderr is not a terminal, not
+// logfmt lines mixed into the JSON stream.
+func TestRunUILogsInTheRunsFormat(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	runUILogger(&buf).Error("console: request failed", "path", "/batches/b1")
+	var line map[string]any
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &line), "not JSON: %s", buf.String())
+	require.Equal(t, "console: request failed", line["msg"])
 }

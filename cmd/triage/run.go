@@ -110,7 +110,7 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	}
 	defer d.Close()
 	if ln != nil {
-		u, err := startUI(ctx, d, cfg, ln, ui.token, slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+		u, err := startUI(ctx, d, cfg, ln, ui.token, runUILogger(e.stderr))
 		if err != nil {
 			return fail(fmt.Errorf("--ui-addr: %w", err))
 		}
@@ -466,4 +466,11 @@ func writeSummary(ctx context.Context, w io.Writer, d *db, out runOutcome) error
 	}
 	fmt.Fprintf(w, "\nwall time %s\n", out.wall.Round(100*time.Millisecond))
 	return nil
+}
+
+// runUILogger is the web window's logger under `triage run`: errors only,
+// in the format of the run's own log lines (text on a terminal, JSON
+// elsewhere), so stderr carries one format.
+func runUILogger(w io.Writer) *slog.Logger {
+	return newLogger(w, slog.LevelError)
 }

@@ -553,3 +553,26 @@ func TestBrowserBatchPageControls(t *testing.T) {
 	require.Contains(t, b.logs.String(), "by=web")
 	screenshot(t, tc, "batch-cancelled")
 }
+
+// The keys page explains itself: what each breaker and its states mean,
+// and what each column is, on the page, without the README.
+func TestKeysPageExplainsItsColumns(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	resp, err := http.Get(b.url + "/keys")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	page := string(body)
+	require.Contains(t, page, `id="keys-help"`)
+	for _, s := range []string{
+		"<dt>exhausted</dt>", "<dt>storm</dt>", // the two breakers
+		"<dt>closed</dt>", "<dt>open</dt>", "<dt>half_open</dt>", // their states
+		"<dt>Pause</dt>", "<dt>Concurrency</dt>", "<dt>Spend</dt>", "<dt>Prepaid</dt>",
+		"<dt>Retry budget</dt>", "<dt>Safety net</dt>", "<dt>Resume…</dt>",
+	} {
+		require.Contains(t, page, s)
+	}
+}
