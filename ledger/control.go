@@ -93,6 +93,8 @@ type CancelledRecord struct {
 // AddCancelledDeadLetters writes one dead letter (class rejected, reason
 // ReasonCancelled) per record in one statement, skipping records that have
 // a result or a live dead letter already, and returns how many it wrote.
+// The lost answers of the records it dead-letters are resolved
+// dead_lettered.
 func AddCancelledDeadLetters(ctx context.Context, db DBTX, batch, key, detail string, recs []CancelledRecord) (int, error) {
 	if len(recs) == 0 {
 		return 0, nil
@@ -109,17 +111,28 @@ func AddCancelledDeadLetters(ctx context.Context, db DBTX, batch, key, detail st
 			data[i] = "null"
 		}
 	}
-	tag, err := db.Exec(ctx, `INSERT INTO triage_dead_letter
+	// The lost answers of the records dead-lettered here will not be sent
+	// again: resolved dead_lettered, as AddDeadLetter resolves them.
+	var n int
+	err := db.QueryRow(ctx, `WITH ins AS (
+		INSERT INTO triage_dead_letter
 			(batch, record_id, job_id, pipeline, key, class, reason, attempts, request, error_excerpt, rule, unknown)
 		SELECT $1, r.record_id, r.job_id, r.pipeline, $2, $3, $4, r.attempts, r.data::jsonb, $5, '', false
 		FROM unnest($6::text[], $7::bigint[], $8::text[], $9::int[], $10::text[]) AS r(record_id, job_id, pipeline, attempts, data)
 		WHERE NOT EXISTS (SELECT 1 FROM triage_result t WHERE t.batch = $1 AND t.record_id = r.record_id)
-		ON CONFLICT (batch, record_id) WHERE requeued_at IS NULL DO NOTHING`,
-		batch, key, classify.Rejected.String(), ReasonCancelled, Redact(detail), ids, jobs, pipelines, attempts, data)
+		ON CONFLICT (batch, record_id) WHERE requeued_at IS NULL DO NOTHING
+		RETURNING record_id
+	), lost AS (
+		UPDATE triage_attempt SET resolution = 'dead_lettered'
+		WHERE batch = $1 AND record_id IN (SELECT record_id FROM ins) AND `+lostSQL+`
+			AND (resolution IS NULL OR resolution = 'unknown')
+	)
+	SELECT count(*) FROM ins`,
+		batch, key, classify.Rejected.String(), ReasonCancelled, Redact(detail), ids, jobs, pipelines, attempts, data).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("ledger: dead-letter the cancelled records of batch %q: %w", batch, err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
 }
 
 // DeleteBatch removes a batch and everything the ledger holds for it: its
