@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -145,6 +146,16 @@ func nightRun(t *testing.T, n nightsim.Night) {
 		// The in-process workers' logs, at debug level, for a replay.
 		if err := os.WriteFile(d, []byte(w.logs.String()), 0o644); err != nil {
 			t.Errorf("NIGHTSIM_DUMP: %v", err)
+		}
+	}
+	if d := os.Getenv("NIGHTSIM_FAILED_LOGS"); d != "" && len(v) > 0 {
+		// A soak keeps the logs of the nights that broke: most of them
+		// replay green, so the first run's logs are all there is.
+		p := filepath.Join(d, fmt.Sprintf("night-%d.jsonl", n.Seed))
+		if err := os.WriteFile(p, []byte(w.logs.String()), 0o644); err != nil {
+			t.Errorf("NIGHTSIM_FAILED_LOGS: %v", err)
+		} else {
+			t.Logf("the workers' logs of this night: %s", p)
 		}
 	}
 	if len(v) > 0 {
