@@ -257,8 +257,8 @@ func (c *Classifier) runChain(f *facts, o Observation, depth int, tr *tracer) (V
 			if !r.when(f) {
 				continue
 			}
-			if r.delegate {
-				v, ok := c.classifyUpstream(f, o, depth, tr)
+			if r.delegate || r.wrapped {
+				v, ok := c.classifyUpstream(f, o, r.wrapped, depth, tr)
 				if !ok {
 					continue
 				}
@@ -291,9 +291,11 @@ func (c *Classifier) runChain(f *facts, o Observation, depth int, tr *tracer) (V
 }
 
 // classifyUpstream classifies OpenRouter's error.metadata.raw (the upstream
-// provider's own body, carried as a string) with that provider's tables. It
-// is used only when that gives a specific, known answer.
-func (c *Classifier) classifyUpstream(f *facts, o Observation, depth int, tr *tracer) (Verdict, bool) {
+// provider's own body, carried as a string) with that provider's tables, or
+// (wrapped) the upstream body a gateway carries as its error.message string
+// with the same vendor's tables. It is used only when that gives a specific,
+// known answer.
+func (c *Classifier) classifyUpstream(f *facts, o Observation, wrapped bool, depth int, tr *tracer) (Verdict, bool) {
 	if depth > 0 {
 		return Verdict{}, false
 	}
@@ -302,6 +304,12 @@ func (c *Classifier) classifyUpstream(f *facts, o Observation, depth int, tr *tr
 		status = n
 	}
 	up := Observation{Vendor: upstreamVendor(f.metaProvider), Path: PathDirect, Phase: PhaseResponse, Status: status, Body: f.metaRaw}
+	if wrapped {
+		up.Vendor, up.Body = o.Vendor, unquote(f.msg)
+		if !validJSON(strings.TrimSpace(up.Body)) {
+			return Verdict{}, false
+		}
+	}
 	var inner *tracer
 	if tr != nil {
 		inner = &tracer{}

@@ -101,9 +101,25 @@ const (
 	// with no sequence_number (ambiguous, want transient), a relay's 404
 	// "Parameter error" (exhausted, want rejected). Not fixed from these
 	// bodies: that would be writing rules from the holdout.
-	holdout21cMinAccuracy  = 0.83
-	holdout21cMaxDangerous = 3
-	corpus21cMinAccuracy   = 1.0 // one body of the split, three training bodies
+	// Fourth round: four of those five shapes were fixed from other real
+	// bodies (corpus21c/103-105) and one body already in corpus21c, never
+	// from holdout21c itself: the wrapped table (an upstream body carried as
+	// the error.message string, read with the vendor's tables; Continue's
+	// Gemini proxy wrapping API_KEY_INVALID), the lexicon entries "daily"
+	// (Cloudflare's documented 3036 "daily free allocation" 429) and
+	// "reached your usage limit" (Kimi Code's billing-cycle body,
+	// corpus21c/100), and a stream made of error events alone read like a
+	// Responses stream (an overload event without sequence_number, from
+	// another report). One of them is the same event text as the holdout
+	// body, from a different report. holdout21c is now seen and scores 29/30
+	// (96.7 %) with 0 dangerous; still missed: the relay's 404 "Parameter
+	// error" (exhausted, want rejected: not dangerous, the key is held and
+	// probed rather than the batch dead-lettered; no other real 404 of that
+	// shape was found). Its numbers no longer measure anything unseen:
+	// holdout21d does.
+	holdout21cMinAccuracy  = 0.96
+	holdout21cMaxDangerous = 0
+	corpus21cMinAccuracy   = 1.0 // one body of the split, six training bodies
 )
 
 type corpusCase struct {

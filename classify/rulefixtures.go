@@ -89,6 +89,7 @@ var ruleFixtures = map[string]string{
 	"signal/quota_window":                 "classify/testdata/signal/quota_window_five_hour_zh_429.json",
 	"signal/rate_limit":                   "classify/testdata/signal/rate_limit_gateway_throttling_429.json",
 	"status/unexpected_status":            "classify/testdata/generic/status_zero.json",
+	"wrapped/upstream":                    "classify/testdata/gemini/wrapped_upstream_api_key_invalid_400.json",
 	"xai/credits_or_spend_limit":          "classify/testdata/xai/credits_spend_limit_429.json",
 	"xai/invalid_api_key":                 "classify/testdata/xai/incorrect_api_key_400.json",
 }
