@@ -47,6 +47,7 @@ var ruleFixtures = map[string]string{
 	"generic/timeout":                     "classify/testdata/generic/cloudflare_524_html.json",
 	"generic/unauthorized":                "classify/testdata/generic/unauthorized_401.json",
 	"google/api_key_invalid":              "classify/testdata/gemini/api_key_invalid_400.json",
+	"google/credits_balance":              "classify/testdata/gemini/credits_balance_429.json",
 	"google/failed_precondition":          "classify/testdata/gemini/user_location_400.json",
 	"google/model_capacity":               "classify/testdata/gemini/model_capacity_exhausted_429.json",
 	"google/permission_denied":            "classify/testdata/gemini/api_key_leaked_403.json",

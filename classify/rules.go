@@ -92,7 +92,8 @@ func says(f *facts, subs ...string) bool {
 // vendors that send a model error as a 400 (DeepSeek "Model Not Exist",
 // Bedrock "The provided model identifier is invalid") or in a body with no
 // code (Ollama "model '…' not found", pollinations "Model not found", the
-// LiteLLM proxy's 400 "Invalid model name passed in model=…").
+// LiteLLM proxy's 400 "Invalid model name passed in model=…", Mistral's 400
+// "Invalid model: …").
 var modelTable = newTable("model", []rule{
 	{reason: "model_unavailable", class: Exhausted, when: func(f *facts) bool {
 		return codeIn(f, "model_not_found", "model_decommissioned", "model_not_available", "dedicated_endpoint_not_running",
@@ -101,7 +102,7 @@ var modelTable = newTable("model", []rule{
 			f.gstatus == "NOT_FOUND" || f.amzType == "ResourceNotFoundException" ||
 			f.status == 404 ||
 			f.status == 400 && says(f, "model not exist", "the provided model identifier is invalid", "not found, try pulling it first",
-				"model not found", "invalid model name passed in",
+				"model not found", "invalid model name passed in", "invalid model:",
 				// Bedrock: this model id is only served through an inference
 				// profile (or provisioned throughput); every call with it fails.
 				"with on-demand throughput isn", "doesn't support on-demand throughput")
@@ -292,6 +293,14 @@ var googleTable = newTable("google", []rule{
 	// quotaId is present (a quotaId, above, decides on its own).
 	{reason: "quota_per_day_message", class: Exhausted, when: func(f *facts) bool {
 		return f.gstatus == "RESOURCE_EXHAUSTED" && len(f.quotaIDs) == 0 && says(f, "per day", "per month")
+	}},
+	// A 429 RESOURCE_EXHAUSTED whose ErrorInfo reason names a balance or
+	// credits (Code Assist's INSUFFICIENT_G1_CREDITS_BALANCE): the account
+	// is out of money, which no wait cures.
+	{reason: "credits_balance", class: Exhausted, when: func(f *facts) bool {
+		return slices.ContainsFunc(f.reasons, func(r string) bool {
+			return strings.Contains(r, "BALANCE") || strings.Contains(r, "CREDITS")
+		})
 	}},
 	// Code Assist (cloudcode-pa) 429 RESOURCE_EXHAUSTED with ErrorInfo
 	// reason MODEL_CAPACITY_EXHAUSTED ("No capacity available for model …

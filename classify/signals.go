@@ -79,6 +79,8 @@ var lexicon = []lexEntry{
 	// Account state.
 	{"is not active", sigAccount, "corpus21/011_other_403.json"},
 	{"is suspended", sigAccount, "corpus21/068_other_412.json"},
+	{"has been locked", sigAccount, "corpus21d/011_other_429.json"},
+	{"currently inactive", sigAccount, "corpus21d/042_other_429.json"},
 	// Plan or tier.
 	{"upgrade to continue", sigPlan, "corpus21/041_ollama_429.json"},
 	// The model cannot be loaded.
