@@ -93,7 +93,8 @@ func (c *Classifier) classify(o Observation, depth int, tr *tracer) Verdict {
 		return Verdict{Class: Rejected, Reason: "unexpected_status", Known: false, Rule: idUnexpectedStatus, DecidedBy: DecidedByStatus}
 	}
 
-	f := facts{vendor: o.Vendor, path: o.Path, status: o.Status}
+	f := newFacts(o)
+	defer releaseFacts(f)
 	if t, ok := header(o.Headers, "x-amzn-errortype"); ok {
 		f.amzType, _, _ = strings.Cut(strings.TrimSpace(t), ":")
 	}
@@ -103,9 +104,9 @@ func (c *Classifier) classify(o Observation, depth int, tr *tracer) Verdict {
 		if mayCarryError(o.Body) {
 			f.parseBody(o.Body)
 			if f.hasError {
-				return c.classify2xx(&f, o, depth, tr)
+				return c.classify2xx(f, o, depth, tr)
 			}
-			if v, ok := c.classifyOtherErrorIn2xx(&f, o, tr); ok {
+			if v, ok := c.classifyOtherErrorIn2xx(f, o, tr); ok {
 				return v
 			}
 		}
@@ -116,7 +117,7 @@ func (c *Classifier) classify(o Observation, depth int, tr *tracer) Verdict {
 	f.parseBody(o.Body)
 	f.hint, f.undated = retryHint(o.Headers, f.retryDelay)
 
-	v, matched := c.decide(&f, o, depth, tr)
+	v, matched := c.decide(f, o, depth, tr)
 	if !matched {
 		if o.Status < 500 {
 			tr.fire(idUnknown4xx)
@@ -126,7 +127,7 @@ func (c *Classifier) classify(o Observation, depth int, tr *tracer) Verdict {
 			v = Verdict{Class: Transient, Reason: "unknown_5xx", Known: false, Rule: idUnknown5xx, DecidedBy: DecidedByStatus}
 		}
 	}
-	return finish(v, &f, o)
+	return finish(v, f, o)
 }
 
 // mayCarryError is the cheap test before a 2xx body is read: an error

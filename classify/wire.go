@@ -4,11 +4,9 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
-
-	"github.com/tidwall/gjson"
 )
 
-// This file reads an error body in one validating pass (gjson.Valid) and one
+// This file reads an error body in one validating pass (validJSON, valid.go) and one
 // walk that decodes the members the rules need and skips the rest, instead of
 // encoding/json's reflection, which validated and re-scanned the same bytes
 // once per nested json.RawMessage.
@@ -18,10 +16,10 @@ import (
 // benchmark's 1.36 KB Gemini 429, the encoding/json reader alone took 33 µs
 // (45 allocs) against 2.3 µs (2 allocs) for this one, and even swapping only
 // gjson.Valid for json.Valid costs 4.4 µs against 1.2 µs, which alone would
-// take Classify past 5 µs. That is also why gjson stays here: it is this
-// package's only use of it, as a validator, and encoding/json appears only in
-// the tests, as the oracle. (The worker reads job metadata with gjson and the
-// CLI patches exported records with sjson; neither is on this path.)
+// take Classify past 5 µs; validJSON (valid.go) now does that pass faster
+// than gjson.Valid did. encoding/json appears only in the tests, as the
+// oracle. (The signal layer, the worker's job metadata and the CLI's export
+// patches use gjson and sjson; none of them is on this path.)
 //
 // The result is exactly what encoding/json's Unmarshal into the former wire
 // structs gave, corner cases included, because bodies are untrusted and a
@@ -432,35 +430,6 @@ func scanArray(s string, i int, elem func(v int) int) int {
 		}
 	}
 	return i + 1
-}
-
-// validJSON reports whether s is one JSON value that encoding/json accepts.
-func validJSON(s string) bool {
-	// encoding/json refuses nesting deeper than 10000; only a long body can
-	// reach that, so short ones skip the count.
-	if len(s) > 2*maxNestingDepth && nestedDeeperThan(s, maxNestingDepth) {
-		return false
-	}
-	return gjson.Valid(s)
-}
-
-const maxNestingDepth = 10000 // encoding/json's limit
-
-func nestedDeeperThan(s string, max int) bool {
-	depth := 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '"':
-			i = stringEnd(s, i) - 1
-		case '{', '[':
-			if depth++; depth > max {
-				return true
-			}
-		case '}', ']':
-			depth--
-		}
-	}
-	return false
 }
 
 func skipSpace(s string, i int) int {
