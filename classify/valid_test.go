@@ -50,3 +50,16 @@ func FuzzValidJSONMatchesEncodingJSON(f *testing.F) {
 		}
 	})
 }
+
+func TestKeyIsMatchesEqualFold(t *testing.T) {
+	t.Parallel()
+	names := []string{"error", "message", "@type", "reason", "quotaId", "k", "s"}
+	keys := []string{`"error"`, `"ERROR"`, `"Error"`, `"erro"`, `"errors"`, `"err\u006fr"`, `"\u0065rror"`,
+		`"MESSAGE"`, `"messagE"`, `"@TYPE"`, `"@typ"`, `"quotaid"`, `"QUOTAID"`, `"\u212a"`, "\"\u212a\"", "\"\u017f\"",
+		`"reason\u0000"`, `"re\"ason"`, `""`, "\"r\xffason\"", `"K"`, `"S"`, `"[rror"`, `"{rror"`}
+	for _, k := range keys {
+		for _, n := range names {
+			require.Equal(t, strings.EqualFold(unquote(k), n), keyIs(k, n), "keyIs(%s, %q)", k, n)
+		}
+	}
+}

@@ -509,12 +509,59 @@ func byteSet(chars string) (set [256]bool) {
 
 // keyIs matches a raw member name against a field name the way
 // encoding/json does: after unescaping, case-insensitively (bytes.EqualFold).
+//
+// Names are ASCII, so a plain key (no escape, no byte of 0x80 or more)
+// matches only a name of its own length, compared byte by byte with ASCII
+// case folding; only other keys take the unquote and EqualFold path. A key
+// shorter than the name never matches: every rune of the name is one byte
+// and no rune of the key is less.
 func keyIs(raw, name string) bool {
 	k := raw[1 : len(raw)-1]
+	switch {
+	case len(k) < len(name):
+		return false
+	case len(k) == len(name):
+		i := 0
+		for ; i < len(k); i++ {
+			a, b := k[i], name[i]
+			if a == b {
+				continue
+			}
+			if a >= utf8.RuneSelf || a == '\\' {
+				break // not plain: the slow path decides
+			}
+			if 'A' <= a && a <= 'Z' {
+				a += 'a' - 'A'
+			}
+			if 'A' <= b && b <= 'Z' {
+				b += 'a' - 'A'
+			}
+			if a != b {
+				return false
+			}
+		}
+		if i == len(k) {
+			return true
+		}
+	default:
+		if plainASCII(k) {
+			return false
+		}
+	}
 	if strings.IndexByte(k, '\\') >= 0 {
 		k = unquote(raw)
 	}
 	return strings.EqualFold(k, name)
+}
+
+// plainASCII reports whether k has no escape and no byte of 0x80 or more.
+func plainASCII(k string) bool {
+	for i := 0; i < len(k); i++ {
+		if k[i] >= utf8.RuneSelf || k[i] == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // unquote decodes the JSON string literal raw (quotes included) exactly as
