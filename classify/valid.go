@@ -194,8 +194,9 @@ func plainRun(s string, i int) int {
 		highs = 0x8080808080808080
 	)
 	for ; i+8 <= len(s); i += 8 {
-		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		t := s[i : i+8] // one bounds check; the loads below combine into one
+		w := uint64(t[0]) | uint64(t[1])<<8 | uint64(t[2])<<16 | uint64(t[3])<<24 |
+			uint64(t[4])<<32 | uint64(t[5])<<40 | uint64(t[6])<<48 | uint64(t[7])<<56
 		q := w ^ ('"' * ones)
 		b := w ^ ('\\' * ones)
 		// A byte is flagged when it is zero after the xor (a quote or a
