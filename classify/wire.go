@@ -433,11 +433,14 @@ func scanArray(s string, i int, elem func(v int) int) int {
 }
 
 func skipSpace(s string, i int) int {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+	for i < len(s) && jsonSpace[s[i]] {
 		i++
 	}
 	return i
 }
+
+// jsonSpace marks JSON's four white-space bytes.
+var jsonSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 
 // stringEnd returns the index just past the string that opens at s[i].
 func stringEnd(s string, i int) int {
