@@ -84,6 +84,15 @@ func (s *Store) nowParam() *time.Time {
 	return &t
 }
 
+// now is the Clock's time, or zero for the database's clock: the ledger's
+// "now" argument.
+func (s *Store) now() time.Time {
+	if s.cfg.Clock == nil {
+		return time.Time{}
+	}
+	return s.cfg.Clock.Now()
+}
+
 func newToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])

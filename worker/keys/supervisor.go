@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/rivertable"
 )
@@ -246,8 +247,7 @@ func (s *Store) dispatchProbe(ctx context.Context, b Breaker, key string) (int64
 		if !due {
 			return nil
 		}
-		var paused bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM triage_pause WHERE key = $1 AND until > $2)`, key, now).Scan(&paused); err != nil || paused {
+		if paused, err := ledger.KeyPaused(ctx, tx, key, now); err != nil || paused {
 			return err
 		}
 		// Jobs that cannot call (see StoreConfig.ProbeAttemptsLeft) come
