@@ -224,14 +224,11 @@ func (s *Supervisor) pauseQueue(ctx context.Context, queue string, exists bool) 
 
 // queuePaused reads River's river_queue row of queue.
 func (s *Store) queuePaused(ctx context.Context, queue string) (paused, exists bool, err error) {
-	err = s.pool.QueryRow(ctx, `SELECT paused_at IS NOT NULL FROM `+rivertable.Queue(s.cfg.RiverSchema)+` WHERE name = $1`, queue).Scan(&paused)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, false, nil
-	}
+	paused, exists, err = rivertable.QueuePaused(ctx, s.pool, s.cfg.RiverSchema, queue)
 	if err != nil {
 		return false, false, fmt.Errorf("keys: read queue %s: %w", queue, err)
 	}
-	return paused, true, nil
+	return paused, exists, nil
 }
 
 // dispatchProbe claims the due probe of key's breaker b on behalf of the
@@ -257,16 +254,9 @@ func (s *Store) dispatchProbe(ctx context.Context, b Breaker, key string) (int64
 			t := now.Add(-s.cfg.ProbeMaxAge)
 			maxAge = &t
 		}
-		err := tx.QueryRow(ctx, `
-SELECT id FROM `+rivertable.Job(s.cfg.RiverSchema)+`
-WHERE queue = $1 AND state = 'available'
-ORDER BY (max_attempts - attempt < $2 OR created_at < coalesce($3::timestamptz, '-infinity')), priority, scheduled_at, id
-LIMIT 1
-FOR UPDATE SKIP LOCKED`, QueueName(key), s.cfg.ProbeAttemptsLeft, maxAge).Scan(&jobID)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
+		var err error
+		jobID, err = rivertable.LockNextProbeJob(ctx, tx, s.cfg.RiverSchema, QueueName(key), s.cfg.ProbeAttemptsLeft, maxAge)
+		if err != nil || jobID == 0 {
 			return err
 		}
 		if err := s.claim(ctx, tx, b, key, k.Generation, newToken(), jobID, now); err != nil {
