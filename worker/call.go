@@ -1021,11 +1021,22 @@ func deref(s *string) string {
 	return *s
 }
 
+// now is this host's time: Options.HostClock, else Options.Clock, else
+// the system clock.
 func (r *Runtime) now() time.Time {
-	if r.opts.Clock != nil {
-		return r.opts.Clock.Now()
+	if c := r.hostClock(); c != nil {
+		return c.Now()
 	}
 	return time.Now()
+}
+
+// hostClock is Options.HostClock, else Options.Clock; nil: the system
+// clock.
+func (r *Runtime) hostClock() keys.Clock {
+	if r.opts.HostClock != nil {
+		return r.opts.HostClock
+	}
+	return r.opts.Clock
 }
 
 // decidedBy names the classifier layer that decided v, "default" when no

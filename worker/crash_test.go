@@ -87,8 +87,12 @@ func workerProcess(specJSON string) int {
 // such bill is in the ledger as possibly billed, never hidden.
 func TestCrashMidBatchLosesNothingAndHidesNoDoubleBill(t *testing.T) {
 	t.Parallel()
-	// Latency keeps calls in flight when the process dies.
-	b := setup(t, fakeprovider.Scenario{Latency: fakeprovider.Duration(30 * time.Millisecond), NoReplay: true}, tweaks{concurrency: 8, timeout: "1s"})
+	// Latency keeps calls in flight when the process dies. The call
+	// timeout is long enough that no healthy 30 ms call is cut, even on a
+	// loaded machine: a cut call is sent again and billed twice, which the
+	// ledger would show but the bound on the kill's double bills below
+	// would not allow (at load 30 a 1 s timeout gave "14 ≤ 8").
+	b := setup(t, fakeprovider.Scenario{Latency: fakeprovider.Duration(30 * time.Millisecond), NoReplay: true}, tweaks{concurrency: 8, timeout: "3s"})
 	const n = 120
 	b.enqueue(t, "b1", records(n, nil))
 

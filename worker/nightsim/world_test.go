@@ -444,7 +444,7 @@ func (w *world) startProc(p *proc) {
 	opts := workerOptions(cfg, w.db.Schema, w.canary, w.logger().With("proc", id))
 	opts.Pool, opts.ID, opts.MaxAge, opts.Batch = pool, id, w.n.MaxAge, batchTuning
 	if p.i == 0 && w.n.Skew != 0 {
-		opts.Clock = skewed(w.n.Skew)
+		opts.HostClock = skewed(w.n.Skew)
 	}
 	rt, err := worker.New(opts)
 	require.NoError(t, err)

@@ -321,7 +321,17 @@ func (s *Submitter) liveJobSQL() string {
 // if the key's breakers admit a call. An open breaker due its probe admits
 // one: the submitter's create is then the key's probe (a batch-mode key has
 // no synchronous call to probe with), and one batch at most is formed.
+//
+// Ripeness is read before the admission: a submitter with nothing to send
+// must not claim a due probe. The lines left can all be answered, their
+// jobs waiting in the key's held queue to apply them; a round that claimed
+// the probe, formed nothing and gave it back a second ahead would, ticking
+// faster than the supervisor dispatches a probe job, keep those jobs from
+// ever running.
 func (s *Submitter) formAll(ctx context.Context) error {
+	if ripe, err := s.ripe(ctx); err != nil || !ripe {
+		return err
+	}
 	adm, err := s.cfg.Store.Admit(ctx, s.key, 0)
 	if err != nil {
 		return fmt.Errorf("submitter: admit: %w", err)
@@ -329,7 +339,12 @@ func (s *Submitter) formAll(ctx context.Context) error {
 	if !adm.Allowed {
 		return nil
 	}
-	for range 100 {
+	for i := range 100 {
+		if i > 0 {
+			if ripe, err := s.ripe(ctx); err != nil || !ripe {
+				return err
+			}
+		}
 		formed, err := s.form(ctx, adm)
 		if !formed {
 			s.settle(ctx, adm, keys.OutcomeNone, "", false)
@@ -444,28 +459,31 @@ type line struct {
 	body     json.RawMessage
 }
 
+// ripe reports whether the key's pending lines should go now: no line
+// arrived for Gather, or the oldest has waited ten times that (a steady
+// trickle is still sent), or a batch is full. Lines whose deadline is near,
+// whose job is gone or which are held are left out, as form leaves them.
+func (s *Submitter) ripe(ctx context.Context) (bool, error) {
+	var ripe bool
+	if err := s.cfg.Pool.QueryRow(ctx, `SELECT coalesce(max(l.pending_since) < now() - make_interval(secs => $5)
+			OR min(l.pending_since) < now() - make_interval(secs => 10 * $5) OR count(*) >= $6, false)
+		FROM triage_provider_batch_line l
+		WHERE l.key = $1 AND l.state = 'pending' AND NOT `+nearSQL+` AND `+s.liveJobSQL()+` AND NOT `+ledger.LineHeldSQL,
+		s.key, s.autoNames, s.autoMargins, s.now(), s.t.Gather.Seconds(), s.limit.MaxLines).Scan(&ripe); err != nil {
+		return false, fmt.Errorf("submitter: pending lines: %w", err)
+	}
+	return ripe, nil
+}
+
 // form groups pending lines of one model into a new provider batch (its
-// intent row, committed before any provider call) and submits it. It
-// reports whether it formed one.
+// intent row, committed before any provider call) and submits it, once
+// ripe said the lines should go. It reports whether it formed one.
 func (s *Submitter) form(ctx context.Context, adm keys.Admission) (bool, error) {
 	now := s.now()
 	var (
 		r     row
 		lines []line
 	)
-	// Ripe: no line arrived for Gather, or the oldest has waited ten times
-	// that (a steady trickle is still sent), or a batch is full.
-	var ripe bool
-	if err := s.cfg.Pool.QueryRow(ctx, `SELECT coalesce(max(l.pending_since) < now() - make_interval(secs => $5)
-			OR min(l.pending_since) < now() - make_interval(secs => 10 * $5) OR count(*) >= $6, false)
-		FROM triage_provider_batch_line l
-		WHERE l.key = $1 AND l.state = 'pending' AND NOT `+nearSQL+` AND `+s.liveJobSQL()+` AND NOT `+ledger.LineHeldSQL,
-		s.key, s.autoNames, s.autoMargins, now, s.t.Gather.Seconds(), s.limit.MaxLines).Scan(&ripe); err != nil {
-		return false, fmt.Errorf("submitter: pending lines: %w", err)
-	}
-	if !ripe {
-		return false, nil
-	}
 	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT l.id, l.custom_id, l.body, l.body->>'model'
 			FROM triage_provider_batch_line l
