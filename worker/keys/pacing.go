@@ -137,19 +137,33 @@ type Pacers struct {
 	recorded map[string]time.Time
 }
 
-// NewPacers returns the service for pacers (by key name).
+// Validate refuses a negative Heartbeat or RecordEvery.
+func (c PacersConfig) Validate() error {
+	return notNegative("PacersConfig", setting{"Heartbeat", c.Heartbeat}, setting{"RecordEvery", c.RecordEvery})
+}
+
+// WithDefaults returns c with its zero fields set to the defaults, but for
+// Owner, which NewPacers derives from its Store's.
+func (c PacersConfig) WithDefaults() PacersConfig {
+	if c.Heartbeat == 0 {
+		c.Heartbeat = PacerHeartbeatDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.RecordEvery == 0 {
+		c.RecordEvery = PaceRecordEveryDefault
+	}
+	return c
+}
+
+// NewPacers returns the service for pacers (by key name). It panics on a
+// cfg that Validate refuses.
 func NewPacers(store *Store, pacers map[string]*Pacer, cfg PacersConfig) *Pacers {
+	mustValid(cfg.Validate())
+	cfg = cfg.WithDefaults()
 	if cfg.Owner == "" {
 		cfg.Owner = store.cfg.Owner + ":" + newToken()[:8]
-	}
-	if cfg.Heartbeat <= 0 {
-		cfg.Heartbeat = PacerHeartbeatDefault
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.RecordEvery <= 0 {
-		cfg.RecordEvery = PaceRecordEveryDefault
 	}
 	return &Pacers{store: store, pacers: pacers, cfg: cfg, recorded: map[string]time.Time{}}
 }

@@ -49,15 +49,27 @@ type Supervisor struct {
 	done   chan struct{}
 }
 
+// Validate refuses a negative Tick.
+func (c SupervisorConfig) Validate() error {
+	return notNegative("SupervisorConfig", setting{"Tick", c.Tick})
+}
+
+// WithDefaults returns c with its zero fields set to the defaults.
+func (c SupervisorConfig) WithDefaults() SupervisorConfig {
+	if c.Tick == 0 {
+		c.Tick = SupervisorTickDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
 // NewSupervisor returns a Supervisor acting on queues (a *river.Client[pgx.Tx]).
+// It panics on a cfg that Validate refuses.
 func NewSupervisor(store *Store, queues QueueController, cfg SupervisorConfig) *Supervisor {
-	if cfg.Tick <= 0 {
-		cfg.Tick = SupervisorTickDefault
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	return &Supervisor{store: store, queues: queues, cfg: cfg}
+	mustValid(cfg.Validate())
+	return &Supervisor{store: store, queues: queues, cfg: cfg.WithDefaults()}
 }
 
 // Start runs the reconcile loop until ctx ends or Stop is called. Starting a
