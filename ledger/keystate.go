@@ -29,6 +29,14 @@ const (
 	BreakerStorm
 )
 
+// String returns the breaker's name: exhausted or storm.
+func (b Breaker) String() string {
+	if b == BreakerStorm {
+		return "storm"
+	}
+	return "exhausted"
+}
+
 // table is the breaker's state table.
 func (b Breaker) table() string {
 	if b == BreakerStorm {

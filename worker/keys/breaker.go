@@ -26,33 +26,19 @@ func (s State) String() string { return string(s) }
 
 // Breaker names one of a key's two breakers. Both share one state machine
 // and one probe protocol; they differ in what trips them and how they heal.
-type Breaker int
+// Their rows are the ledger's (ledger.Breaker).
+type Breaker = ledger.Breaker
 
 const (
 	// BreakerExhausted is tripped by an exhausted key (credits, quota,
 	// revoked key): it needs a human, pages one, and probes every
 	// probe_interval.
-	BreakerExhausted Breaker = iota
+	BreakerExhausted = ledger.BreakerExhausted
 	// BreakerStorm is tripped by a run or a high share of transient
 	// failures (the provider is down): it heals itself through probes whose
 	// cooldown grows while they fail, and alerts only when open for long.
-	BreakerStorm
+	BreakerStorm = ledger.BreakerStorm
 )
-
-func (b Breaker) String() string {
-	if b == BreakerStorm {
-		return "storm"
-	}
-	return "exhausted"
-}
-
-// row is the breaker's rows in the ledger.
-func (b Breaker) row() ledger.Breaker {
-	if b == BreakerStorm {
-		return ledger.BreakerStorm
-	}
-	return ledger.BreakerExhausted
-}
 
 // Admission is Admit's answer for one call.
 type Admission struct {
@@ -203,7 +189,7 @@ func (s *Store) admitLocked(ctx context.Context, b Breaker, key string, jobID in
 }
 
 func (s *Store) claim(ctx context.Context, tx pgx.Tx, b Breaker, key string, gen int64, token string, jobID int64, now time.Time) error {
-	return ledger.ClaimProbe(ctx, tx, b.row(), key, gen, token, jobID, now.Add(s.cfg.ProbeLease), now)
+	return ledger.ClaimProbe(ctx, tx, b, key, gen, token, jobID, now.Add(s.cfg.ProbeLease), now)
 }
 
 // Trip records that a call admitted with adm saw the key exhausted. From
@@ -229,7 +215,7 @@ func (s *Store) Trip(ctx context.Context, key string, adm Admission, reason stri
 			return nil
 		}
 		opened = true
-		return ledger.OpenBreaker(ctx, tx, ledger.BreakerExhausted, key, k.Generation, now, now.Add(probeInterval), reason, nil)
+		return ledger.OpenBreaker(ctx, tx, BreakerExhausted, key, k.Generation, now, now.Add(probeInterval), reason, nil)
 	})
 	if err != nil {
 		return false, fmt.Errorf("keys: trip %s: %w", key, err)
@@ -254,9 +240,9 @@ func (s *Store) ProbeResult(ctx context.Context, key string, adm Admission, succ
 		}
 		applied = true
 		if success {
-			return ledger.CloseBreaker(ctx, tx, adm.Breaker.row(), key, k.Generation, now)
+			return ledger.CloseBreaker(ctx, tx, adm.Breaker, key, k.Generation, now)
 		}
-		if err := ledger.ReopenBreaker(ctx, tx, adm.Breaker.row(), key, k.Generation, now, next); err != nil {
+		if err := ledger.ReopenBreaker(ctx, tx, adm.Breaker, key, k.Generation, now, next); err != nil {
 			return err
 		}
 		return s.returnProbeJob(ctx, tx, key, k)
@@ -282,7 +268,7 @@ func (s *Store) ReleaseProbe(ctx context.Context, key string, adm Admission, ret
 			return nil
 		}
 		applied = true
-		if err := ledger.ReleaseProbe(ctx, tx, adm.Breaker.row(), key, k.Generation, now, now.Add(retryIn)); err != nil {
+		if err := ledger.ReleaseProbe(ctx, tx, adm.Breaker, key, k.Generation, now, now.Add(retryIn)); err != nil {
 			return err
 		}
 		return s.returnProbeJob(ctx, tx, key, k)
@@ -304,7 +290,7 @@ func (s *Store) ReleaseProbeOfJob(ctx context.Context, key string, jobID int64) 
 	}
 	var released bool
 	for _, b := range []Breaker{BreakerExhausted, BreakerStorm} {
-		ok, err := ledger.ReleaseProbeOfJob(ctx, s.pool, b.row(), key, jobID, s.now())
+		ok, err := ledger.ReleaseProbeOfJob(ctx, s.pool, b, key, jobID, s.now())
 		if err != nil {
 			return released, fmt.Errorf("keys: release probe of job %d on %s: %w", jobID, key, err)
 		}
@@ -330,7 +316,7 @@ func (s *Store) StormFailure(ctx context.Context, key string, adm Admission, tri
 				return nil
 			}
 			rep = StormReport{Opened: true, Open: true, Wait: first, Generation: k.Generation + 1}
-			return ledger.OpenBreaker(ctx, tx, ledger.BreakerStorm, key, k.Generation, now, now.Add(first), reason, &first)
+			return ledger.OpenBreaker(ctx, tx, BreakerStorm, key, k.Generation, now, now.Add(first), reason, &first)
 		}
 		rep = StormReport{Open: true, Generation: k.Generation, Wait: time.Duration(k.CooldownMS) * time.Millisecond}
 		if k.ProbeAt != nil && k.ProbeAt.After(now) {
@@ -393,7 +379,7 @@ func (s *Store) Reset(ctx context.Context, key string) error {
 	for _, b := range []Breaker{BreakerStorm, BreakerExhausted} {
 		err := s.lockedIn(ctx, b, key, func(tx pgx.Tx, k *keyState, now time.Time) error {
 			if k.State != StateClosed {
-				if err := ledger.CloseBreaker(ctx, tx, b.row(), key, k.Generation, now); err != nil {
+				if err := ledger.CloseBreaker(ctx, tx, b, key, k.Generation, now); err != nil {
 					return err
 				}
 			}
@@ -419,7 +405,7 @@ func (s *Store) locked(ctx context.Context, key string, fn func(tx pgx.Tx, k *ke
 // lockedIn is locked on breaker b's row.
 func (s *Store) lockedIn(ctx context.Context, b Breaker, key string, fn func(tx pgx.Tx, k *keyState, now time.Time) error) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		row, now, err := ledger.LockBreaker(ctx, tx, b.row(), key, s.now())
+		row, now, err := ledger.LockBreaker(ctx, tx, b, key, s.now())
 		if err != nil {
 			return err
 		}
