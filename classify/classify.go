@@ -93,7 +93,8 @@ func (c *Classifier) classify(o Observation, depth int, tr *tracer) Verdict {
 		return Verdict{Class: Rejected, Reason: "unexpected_status", Known: false, Rule: idUnexpectedStatus, DecidedBy: DecidedByStatus}
 	}
 
-	f := facts{vendor: o.Vendor, path: o.Path, status: o.Status}
+	f := newFacts(o)
+	defer releaseFacts(f)
 	if t, ok := header(o.Headers, "x-amzn-errortype"); ok {
 		f.amzType, _, _ = strings.Cut(strings.TrimSpace(t), ":")
 	}
@@ -103,9 +104,9 @@ func (c *Classifier) classify(o Observation, depth int, tr *tracer) Verdict {
 		if mayCarryError(o.Body) {
 			f.parseBody(o.Body)
 			if f.hasError {
-				return c.classify2xx(&f, o, depth, tr)
+				return c.classify2xx(f, o, depth, tr)
 			}
-			if v, ok := c.classifyOtherErrorIn2xx(&f, o, tr); ok {
+			if v, ok := c.classifyOtherErrorIn2xx(f, o, tr); ok {
 				return v
 			}
 		}
@@ -116,7 +117,7 @@ func (c *Classifier) classify(o Observation, depth int, tr *tracer) Verdict {
 	f.parseBody(o.Body)
 	f.hint, f.undated = retryHint(o.Headers, f.retryDelay)
 
-	v, matched := c.decide(&f, o, depth, tr)
+	v, matched := c.decide(f, o, depth, tr)
 	if !matched {
 		if o.Status < 500 {
 			tr.fire(idUnknown4xx)
@@ -126,7 +127,7 @@ func (c *Classifier) classify(o Observation, depth int, tr *tracer) Verdict {
 			v = Verdict{Class: Transient, Reason: "unknown_5xx", Known: false, Rule: idUnknown5xx, DecidedBy: DecidedByStatus}
 		}
 	}
-	return finish(v, &f, o)
+	return finish(v, f, o)
 }
 
 // mayCarryError is the cheap test before a 2xx body is read: an error
@@ -257,8 +258,8 @@ func (c *Classifier) runChain(f *facts, o Observation, depth int, tr *tracer) (V
 			if !r.when(f) {
 				continue
 			}
-			if r.delegate {
-				v, ok := c.classifyUpstream(f, o, depth, tr)
+			if r.delegate || r.wrapped {
+				v, ok := c.classifyUpstream(f, o, r.wrapped, depth, tr)
 				if !ok {
 					continue
 				}
@@ -291,9 +292,11 @@ func (c *Classifier) runChain(f *facts, o Observation, depth int, tr *tracer) (V
 }
 
 // classifyUpstream classifies OpenRouter's error.metadata.raw (the upstream
-// provider's own body, carried as a string) with that provider's tables. It
-// is used only when that gives a specific, known answer.
-func (c *Classifier) classifyUpstream(f *facts, o Observation, depth int, tr *tracer) (Verdict, bool) {
+// provider's own body, carried as a string) with that provider's tables, or
+// (wrapped) the upstream body a gateway carries as its error.message string
+// with the same vendor's tables. It is used only when that gives a specific,
+// known answer.
+func (c *Classifier) classifyUpstream(f *facts, o Observation, wrapped bool, depth int, tr *tracer) (Verdict, bool) {
 	if depth > 0 {
 		return Verdict{}, false
 	}
@@ -302,6 +305,12 @@ func (c *Classifier) classifyUpstream(f *facts, o Observation, depth int, tr *tr
 		status = n
 	}
 	up := Observation{Vendor: upstreamVendor(f.metaProvider), Path: PathDirect, Phase: PhaseResponse, Status: status, Body: f.metaRaw}
+	if wrapped {
+		up.Vendor, up.Body = o.Vendor, unquote(f.msg)
+		if !validJSON(strings.TrimSpace(up.Body)) {
+			return Verdict{}, false
+		}
+	}
 	var inner *tracer
 	if tr != nil {
 		inner = &tracer{}

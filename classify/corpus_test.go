@@ -101,9 +101,52 @@ const (
 	// with no sequence_number (ambiguous, want transient), a relay's 404
 	// "Parameter error" (exhausted, want rejected). Not fixed from these
 	// bodies: that would be writing rules from the holdout.
-	holdout21cMinAccuracy  = 0.83
-	holdout21cMaxDangerous = 3
-	corpus21cMinAccuracy   = 1.0 // one body of the split, three training bodies
+	// Fourth round: four of those five shapes were fixed from other real
+	// bodies (corpus21c/103-105) and one body already in corpus21c, never
+	// from holdout21c itself: the wrapped table (an upstream body carried as
+	// the error.message string, read with the vendor's tables; Continue's
+	// Gemini proxy wrapping API_KEY_INVALID), the lexicon entries "daily"
+	// (Cloudflare's documented 3036 "daily free allocation" 429) and
+	// "reached your usage limit" (Kimi Code's billing-cycle body,
+	// corpus21c/100), and a stream made of error events alone read like a
+	// Responses stream (an overload event without sequence_number, from
+	// another report). One of them is the same event text as the holdout
+	// body, from a different report. holdout21c is now seen and scores 29/30
+	// (96.7 %) with 0 dangerous; still missed: the relay's 404 "Parameter
+	// error" (exhausted, want rejected: not dangerous, the key is held and
+	// probed rather than the batch dead-lettered; no other real 404 of that
+	// shape was found). Its numbers no longer measure anything unseen:
+	// holdout21d does.
+	holdout21cMinAccuracy  = 0.96
+	holdout21cMaxDangerous = 0
+	corpus21cMinAccuracy   = 1.0 // one body of the split, six training bodies
+
+	// The fifth corpus (issue 21, fourth round): 43 more bodies of
+	// 2025-2026 from GitHub issues and vendor or gateway docs, none of them
+	// a body or a source already in testdata/, split once by
+	// testdata/split21d.py (seed 214, a third aside) and committed before
+	// any rule or lexicon entry was written from them; holdout21d is
+	// scored, never read.
+	corpus21dDir  = "corpus21d"
+	holdout21dDir = "holdout21d"
+	// Before any change from this round (the rules after holdout21c's
+	// fourth round): holdout21d 11/14 (78.6 %) with 2 dangerous, corpus21d
+	// 25/29 (86.2 %) with 4 dangerous. After one Google row (an ErrorInfo
+	// reason naming a balance or credits, INSUFFICIENT_G1_CREDITS_BALANCE),
+	// Mistral's "Invalid model:" in the model table and two account lexicon
+	// entries ("has been locked", "currently inactive"), all read from
+	// corpus21d: holdout21d 12/14 (85.7 %) with 1 dangerous, corpus21d
+	// 29/29. Still missed: a Z.ai 400 "Model does not exist, please check
+	// the model code" (code 1211; rejected, want exhausted: dangerous, the
+	// batch would be dead-lettered record by record) and OpenRouter's 404
+	// "No endpoints found that support tool use" (exhausted, want rejected).
+	// Not fixed from these bodies: that would be writing rules from the
+	// holdout. The bars are what the rules clear, not the 98 % the issue
+	// asks for.
+	holdout21dMinAccuracy  = 0.85
+	holdout21dMaxDangerous = 1
+	corpus21dMinAccuracy   = 1.0
+	corpus21dMaxDangerous  = 0
 )
 
 type corpusCase struct {
@@ -236,6 +279,18 @@ func TestHoldout21cAccuracy(t *testing.T) {
 // may be extended from.
 func TestCorpus21cAccuracy(t *testing.T) {
 	checkCorpus(t, "corpus21c", corpus21cDir, -1, corpus21cMinAccuracy)
+}
+
+// TestHoldout21dAccuracy scores the fifth held-aside corpus (issue 21,
+// fourth round).
+func TestHoldout21dAccuracy(t *testing.T) {
+	checkCorpus(t, "holdout21d", holdout21dDir, holdout21dMaxDangerous, holdout21dMinAccuracy)
+}
+
+// TestCorpus21dAccuracy scores the part of the fifth corpus the rules may
+// be extended from.
+func TestCorpus21dAccuracy(t *testing.T) {
+	checkCorpus(t, "corpus21d", corpus21dDir, corpus21dMaxDangerous, corpus21dMinAccuracy)
 }
 
 func TestDangerous(t *testing.T) {

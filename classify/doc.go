@@ -1,7 +1,8 @@
 // Package classify says what an LLM provider's response means for the
 // reaction: [Classify] turns an [Observation] (vendor, path, phase, status,
 // headers, body) into a [Verdict] (class, retry_after_s, code, reason,
-// known). It is pure: no I/O, no clock, no package state that changes.
+// known). It is pure: no I/O, no clock, no package state that changes an
+// answer (a pool of scratch facts is reset on every call).
 //
 // # Rule order
 //
@@ -18,7 +19,10 @@
 //     read with the tables below using the status it names, and kept when
 //     that says exhausted, rejected or throttled, else ambiguous.
 //  4. User rules ([Classifier], triage.toml [[rules]]), in order.
-//  5. Errors: the model-not-found table (one rule for every vendor: a model,
+//  5. Errors: the wrapped table (an upstream body a gateway carries as its
+//     error.message string is classified with the same vendor's tables, kept
+//     when that gives a known answer), then the model-not-found table (one
+//     rule for every vendor: a model,
 //     deployment or endpoint the key cannot reach is exhausted,
 //     model_unavailable), then the vendor's tables, top to bottom, first
 //     match wins, then the generic status table. Rows read structured fields
@@ -75,8 +79,8 @@
 //
 // # Reading the body
 //
-// The body is validated once and walked once, decoding only the members the
-// rules read (wire.go); the message text is decoded only when a rule reads
+// The body is validated once (valid.go) and walked once, decoding only the
+// members the rules read (wire.go); the message text is decoded only when a rule reads
 // it. The result is exactly what encoding/json gave for any input, checked
 // against the former encoding/json reader by FuzzParseBodyMatchesEncodingJSON.
 package classify

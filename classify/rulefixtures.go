@@ -47,6 +47,7 @@ var ruleFixtures = map[string]string{
 	"generic/timeout":                     "classify/testdata/generic/cloudflare_524_html.json",
 	"generic/unauthorized":                "classify/testdata/generic/unauthorized_401.json",
 	"google/api_key_invalid":              "classify/testdata/gemini/api_key_invalid_400.json",
+	"google/credits_balance":              "classify/testdata/gemini/credits_balance_429.json",
 	"google/failed_precondition":          "classify/testdata/gemini/user_location_400.json",
 	"google/model_capacity":               "classify/testdata/gemini/model_capacity_exhausted_429.json",
 	"google/permission_denied":            "classify/testdata/gemini/api_key_leaked_403.json",
@@ -89,6 +90,7 @@ var ruleFixtures = map[string]string{
 	"signal/quota_window":                 "classify/testdata/signal/quota_window_five_hour_zh_429.json",
 	"signal/rate_limit":                   "classify/testdata/signal/rate_limit_gateway_throttling_429.json",
 	"status/unexpected_status":            "classify/testdata/generic/status_zero.json",
+	"wrapped/upstream":                    "classify/testdata/gemini/wrapped_upstream_api_key_invalid_400.json",
 	"xai/credits_or_spend_limit":          "classify/testdata/xai/credits_spend_limit_429.json",
 	"xai/invalid_api_key":                 "classify/testdata/xai/incorrect_api_key_400.json",
 }

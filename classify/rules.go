@@ -25,6 +25,9 @@ type rule struct {
 	// delegate marks the OpenRouter row that classifies the upstream body
 	// (error.metadata.raw) with the upstream vendor's own tables.
 	delegate bool
+	// wrapped marks the row that classifies an upstream body a gateway
+	// carries as its error.message string, with the same vendor's tables.
+	wrapped bool
 }
 
 type table struct {
@@ -89,7 +92,8 @@ func says(f *facts, subs ...string) bool {
 // vendors that send a model error as a 400 (DeepSeek "Model Not Exist",
 // Bedrock "The provided model identifier is invalid") or in a body with no
 // code (Ollama "model '…' not found", pollinations "Model not found", the
-// LiteLLM proxy's 400 "Invalid model name passed in model=…").
+// LiteLLM proxy's 400 "Invalid model name passed in model=…", Mistral's 400
+// "Invalid model: …").
 var modelTable = newTable("model", []rule{
 	{reason: "model_unavailable", class: Exhausted, when: func(f *facts) bool {
 		return codeIn(f, "model_not_found", "model_decommissioned", "model_not_available", "dedicated_endpoint_not_running",
@@ -98,7 +102,7 @@ var modelTable = newTable("model", []rule{
 			f.gstatus == "NOT_FOUND" || f.amzType == "ResourceNotFoundException" ||
 			f.status == 404 ||
 			f.status == 400 && says(f, "model not exist", "the provided model identifier is invalid", "not found, try pulling it first",
-				"model not found", "invalid model name passed in",
+				"model not found", "invalid model name passed in", "invalid model:",
 				// Bedrock: this model id is only served through an inference
 				// profile (or provisioned throughput); every call with it fails.
 				"with on-demand throughput isn", "doesn't support on-demand throughput")
@@ -290,6 +294,14 @@ var googleTable = newTable("google", []rule{
 	{reason: "quota_per_day_message", class: Exhausted, when: func(f *facts) bool {
 		return f.gstatus == "RESOURCE_EXHAUSTED" && len(f.quotaIDs) == 0 && says(f, "per day", "per month")
 	}},
+	// A 429 RESOURCE_EXHAUSTED whose ErrorInfo reason names a balance or
+	// credits (Code Assist's INSUFFICIENT_G1_CREDITS_BALANCE): the account
+	// is out of money, which no wait cures.
+	{reason: "credits_balance", class: Exhausted, when: func(f *facts) bool {
+		return slices.ContainsFunc(f.reasons, func(r string) bool {
+			return strings.Contains(r, "BALANCE") || strings.Contains(r, "CREDITS")
+		})
+	}},
 	// Code Assist (cloudcode-pa) 429 RESOURCE_EXHAUSTED with ErrorInfo
 	// reason MODEL_CAPACITY_EXHAUSTED ("No capacity available for model …
 	// on the server"): Google's serving capacity for the model, not this
@@ -469,28 +481,42 @@ var genericTable = newTable("generic", []rule{
 	}},
 })
 
-// chains says which tables run, in order, for each vendor. The model table
-// runs first everywhere (one model-not-found rule for every vendor).
+// wrappedTable runs first for every vendor: a gateway or client proxy that
+// answers with its own envelope and the upstream body as the error.message
+// string ({"error":{"message":"{\n  \"error\": {…}}\n","code":400,"status":"Bad
+// Request"}}, the Gemini API through an OpenAI-compatible proxy) is
+// classified with the vendor's tables reading the upstream body, when that
+// gives a known answer: the upstream's FAILED_PRECONDITION or
+// API_KEY_INVALID, not the wrapper's "Bad Request".
+var wrappedTable = newTable("wrapped", []rule{
+	{reason: "upstream", wrapped: true, when: func(f *facts) bool {
+		return strings.HasPrefix(f.msg, `"{`) && strings.Contains(f.msg, `error`)
+	}},
+})
+
+// chains says which tables run, in order, for each vendor. The wrapped
+// table runs first and the model table next everywhere (one
+// model-not-found rule for every vendor).
 var chains = map[string][]*table{
-	"openai":                {modelTable, requestTable, openaiTable, genericTable},
-	"anthropic":             {modelTable, requestTable, anthropicTable, genericTable},
-	"gemini":                {modelTable, requestTable, googleTable, genericTable},
-	"vertex":                {modelTable, requestTable, googleTable, genericTable},
-	"azure-openai":          {modelTable, requestTable, azureTable, openaiTable, genericTable},
-	"bedrock":               {modelTable, requestTable, bedrockTable, genericTable},
-	"openrouter":            {modelTable, requestTable, openrouterTable, openaiTable, genericTable},
-	"cloudflare-ai-gateway": {modelTable, requestTable, cloudflareTable, openaiTable, genericTable},
-	"mistral":               {modelTable, requestTable, mistralTable, openaiTable, genericTable},
-	"groq":                  {modelTable, requestTable, groqTable, openaiTable, genericTable},
-	"deepseek":              {modelTable, requestTable, openaiTable, genericTable},
-	"together":              {modelTable, requestTable, openaiTable, genericTable},
-	"fireworks":             {modelTable, requestTable, fireworksTable, openaiTable, genericTable},
-	"xai":                   {modelTable, requestTable, xaiTable, openaiTable, genericTable},
-	"cohere":                {modelTable, requestTable, openaiTable, genericTable},
-	"vllm":                  {modelTable, requestTable, openaiTable, genericTable},
-	"ollama":                {modelTable, requestTable, openaiTable, genericTable},
-	"litellm-proxy":         {modelTable, requestTable, litellmTable, openaiTable, genericTable},
-	"other":                 {modelTable, requestTable, openaiTable, genericTable},
+	"openai":                {wrappedTable, modelTable, requestTable, openaiTable, genericTable},
+	"anthropic":             {wrappedTable, modelTable, requestTable, anthropicTable, genericTable},
+	"gemini":                {wrappedTable, modelTable, requestTable, googleTable, genericTable},
+	"vertex":                {wrappedTable, modelTable, requestTable, googleTable, genericTable},
+	"azure-openai":          {wrappedTable, modelTable, requestTable, azureTable, openaiTable, genericTable},
+	"bedrock":               {wrappedTable, modelTable, requestTable, bedrockTable, genericTable},
+	"openrouter":            {wrappedTable, modelTable, requestTable, openrouterTable, openaiTable, genericTable},
+	"cloudflare-ai-gateway": {wrappedTable, modelTable, requestTable, cloudflareTable, openaiTable, genericTable},
+	"mistral":               {wrappedTable, modelTable, requestTable, mistralTable, openaiTable, genericTable},
+	"groq":                  {wrappedTable, modelTable, requestTable, groqTable, openaiTable, genericTable},
+	"deepseek":              {wrappedTable, modelTable, requestTable, openaiTable, genericTable},
+	"together":              {wrappedTable, modelTable, requestTable, openaiTable, genericTable},
+	"fireworks":             {wrappedTable, modelTable, requestTable, fireworksTable, openaiTable, genericTable},
+	"xai":                   {wrappedTable, modelTable, requestTable, xaiTable, openaiTable, genericTable},
+	"cohere":                {wrappedTable, modelTable, requestTable, openaiTable, genericTable},
+	"vllm":                  {wrappedTable, modelTable, requestTable, openaiTable, genericTable},
+	"ollama":                {wrappedTable, modelTable, requestTable, openaiTable, genericTable},
+	"litellm-proxy":         {wrappedTable, modelTable, requestTable, litellmTable, openaiTable, genericTable},
+	"other":                 {wrappedTable, modelTable, requestTable, openaiTable, genericTable},
 }
 
 // Vendors lists the vendor names the classifier has rule sets for.

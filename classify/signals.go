@@ -79,6 +79,8 @@ var lexicon = []lexEntry{
 	// Account state.
 	{"is not active", sigAccount, "corpus21/011_other_403.json"},
 	{"is suspended", sigAccount, "corpus21/068_other_412.json"},
+	{"has been locked", sigAccount, "corpus21d/011_other_429.json"},
+	{"currently inactive", sigAccount, "corpus21d/042_other_429.json"},
 	// Plan or tier.
 	{"upgrade to continue", sigPlan, "corpus21/041_ollama_429.json"},
 	// The model cannot be loaded.
@@ -107,6 +109,10 @@ var lexicon = []lexEntry{
 	{"tpd rate limit", sigLongWindow, "signal/quota_window_tpd_moonshot_429.json"},
 	{"limit_rpd", sigLongWindow, "openrouter/limit_rpd_429.json"},
 	{"billing cycle", sigLongWindow, "corpus21c/100_other_403.json"},
+	// Kimi Code and Codex say "You've reached your usage limit" only for a
+	// plan window (five hours, a week, a billing cycle), never for pacing.
+	{"reached your usage limit", sigLongWindow, "corpus21c/100_other_403.json"},
+	{"daily", sigLongWindow, "corpus21c/104_other_429.json"},
 	{"per minute", sigShortWindow, "corpus21/025_other_429.json"},
 	{"per_minute", sigShortWindow, "corpus21/032_vertex_429.json"},
 	{"1 minute", sigShortWindow, "corpus21/043_other_429.json"},
@@ -310,6 +316,26 @@ func (c *Classifier) classifyOtherErrorIn2xx(f *facts, o Observation, tr *tracer
 	return Verdict{Class: Ambiguous, Code: strPtr(f.defaultCode()), Reason: "error_in_2xx_body", Known: true, Rule: idErrorIn2xx, DecidedBy: DecidedByStatus}, true
 }
 
+// onlyErrorEvents reports whether every JSON event of a stream is an error
+// event ({"type":"error",…}): the server refused the request before it
+// started anything (an OpenAI-compatible Responses stream without
+// sequence_number). A stream that also carries any other event (Anthropic's
+// message_start) is not one.
+func onlyErrorEvents(body string) bool {
+	n := 0
+	for line := range strings.Lines(body) {
+		line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "data:"))
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		if !gjson.Valid(line) || gjson.Get(line, "type").Str != "error" {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
+
 // classifyStreamError reads a stream that failed before any output: an
 // OpenAI Responses-API stream that ends with an error event or
 // response.failed (a rate limit, a quota, a context overflow) and carries no
@@ -320,10 +346,11 @@ func (c *Classifier) classifyOtherErrorIn2xx(f *facts, o Observation, tr *tracer
 // stays ambiguous.
 func (c *Classifier) classifyStreamError(o Observation, depth int, tr *tracer) (Verdict, bool) {
 	// Only OpenAI Responses-API streams: their events carry sequence_number
-	// or end with response.failed. Other streams (an Anthropic error event
-	// after message_start) stay ambiguous.
+	// or end with response.failed, or the stream is error events alone.
+	// Other streams (an Anthropic error event after message_start) stay
+	// ambiguous.
 	if !strings.Contains(o.Body, "error") || strings.Contains(o.Body, "delta") ||
-		!strings.Contains(o.Body, "sequence_number") && !strings.Contains(o.Body, "response.failed") {
+		!strings.Contains(o.Body, "sequence_number") && !strings.Contains(o.Body, "response.failed") && !onlyErrorEvents(o.Body) {
 		return Verdict{}, false
 	}
 	event := ""

@@ -4,11 +4,9 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
-
-	"github.com/tidwall/gjson"
 )
 
-// This file reads an error body in one validating pass (gjson.Valid) and one
+// This file reads an error body in one validating pass (validJSON, valid.go) and one
 // walk that decodes the members the rules need and skips the rest, instead of
 // encoding/json's reflection, which validated and re-scanned the same bytes
 // once per nested json.RawMessage.
@@ -18,10 +16,10 @@ import (
 // benchmark's 1.36 KB Gemini 429, the encoding/json reader alone took 33 µs
 // (45 allocs) against 2.3 µs (2 allocs) for this one, and even swapping only
 // gjson.Valid for json.Valid costs 4.4 µs against 1.2 µs, which alone would
-// take Classify past 5 µs. That is also why gjson stays here: it is this
-// package's only use of it, as a validator, and encoding/json appears only in
-// the tests, as the oracle. (The worker reads job metadata with gjson and the
-// CLI patches exported records with sjson; neither is on this path.)
+// take Classify past 5 µs; validJSON (valid.go) now does that pass faster
+// than gjson.Valid did. encoding/json appears only in the tests, as the
+// oracle. (The signal layer, the worker's job metadata and the CLI's export
+// patches use gjson and sjson; none of them is on this path.)
 //
 // The result is exactly what encoding/json's Unmarshal into the former wire
 // structs gave, corner cases included, because bodies are untrusted and a
@@ -434,41 +432,15 @@ func scanArray(s string, i int, elem func(v int) int) int {
 	return i + 1
 }
 
-// validJSON reports whether s is one JSON value that encoding/json accepts.
-func validJSON(s string) bool {
-	// encoding/json refuses nesting deeper than 10000; only a long body can
-	// reach that, so short ones skip the count.
-	if len(s) > 2*maxNestingDepth && nestedDeeperThan(s, maxNestingDepth) {
-		return false
-	}
-	return gjson.Valid(s)
-}
-
-const maxNestingDepth = 10000 // encoding/json's limit
-
-func nestedDeeperThan(s string, max int) bool {
-	depth := 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '"':
-			i = stringEnd(s, i) - 1
-		case '{', '[':
-			if depth++; depth > max {
-				return true
-			}
-		case '}', ']':
-			depth--
-		}
-	}
-	return false
-}
-
 func skipSpace(s string, i int) int {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+	for i < len(s) && jsonSpace[s[i]] {
 		i++
 	}
 	return i
 }
+
+// jsonSpace marks JSON's four white-space bytes.
+var jsonSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 
 // stringEnd returns the index just past the string that opens at s[i].
 func stringEnd(s string, i int) int {
@@ -540,12 +512,59 @@ func byteSet(chars string) (set [256]bool) {
 
 // keyIs matches a raw member name against a field name the way
 // encoding/json does: after unescaping, case-insensitively (bytes.EqualFold).
+//
+// Names are ASCII, so a plain key (no escape, no byte of 0x80 or more)
+// matches only a name of its own length, compared byte by byte with ASCII
+// case folding; only other keys take the unquote and EqualFold path. A key
+// shorter than the name never matches: every rune of the name is one byte
+// and no rune of the key is less.
 func keyIs(raw, name string) bool {
 	k := raw[1 : len(raw)-1]
+	switch {
+	case len(k) < len(name):
+		return false
+	case len(k) == len(name):
+		i := 0
+		for ; i < len(k); i++ {
+			a, b := k[i], name[i]
+			if a == b {
+				continue
+			}
+			if a >= utf8.RuneSelf || a == '\\' {
+				break // not plain: the slow path decides
+			}
+			if 'A' <= a && a <= 'Z' {
+				a += 'a' - 'A'
+			}
+			if 'A' <= b && b <= 'Z' {
+				b += 'a' - 'A'
+			}
+			if a != b {
+				return false
+			}
+		}
+		if i == len(k) {
+			return true
+		}
+	default:
+		if plainASCII(k) {
+			return false
+		}
+	}
 	if strings.IndexByte(k, '\\') >= 0 {
 		k = unquote(raw)
 	}
 	return strings.EqualFold(k, name)
+}
+
+// plainASCII reports whether k has no escape and no byte of 0x80 or more.
+func plainASCII(k string) bool {
+	for i := 0; i < len(k); i++ {
+		if k[i] >= utf8.RuneSelf || k[i] == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // unquote decodes the JSON string literal raw (quotes included) exactly as

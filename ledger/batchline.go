@@ -15,8 +15,8 @@ import (
 // The lines of provider batches (migration 012), as a batch-mode job sees
 // its own: the job writes its line (AddBatchLine), the key's submitter
 // sends it in a provider batch and writes what came back, the job applies
-// that (CloseBatchLine). The submitter's own bookkeeping is in
-// worker/submitter.
+// that (CloseBatchLine). The submitter's statements on its provider
+// batches and their lines are in providerbatch.go.
 
 // Batch line states (triage_provider_batch_line.state).
 const (

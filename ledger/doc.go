@@ -67,6 +67,16 @@
 // neither moved, resent, requeued nor ended before its answer is collected.
 // See batchline.go; HeldRecords is requeue's look-up by record.
 //
+// # Keys and provider batches
+//
+// The per-key state the fleet shares is here too, while worker/keys makes
+// its decisions: both breakers' rows (keystate.go; every write changes a
+// row only in the generation its caller read under the row lock), pauses
+// (keypause.go; a pause is only ever extended) and the pacers' heartbeat
+// rows (pacer.go). So are the submitter's provider batch rows and their
+// lines (providerbatch.go), whose writes are fenced by the row's lease
+// (ErrLeaseLost).
+//
 // # Time
 //
 // Timestamps come from the database clock; Intent.Now, Outcome.Now and

@@ -33,18 +33,6 @@ func owner(table string) string {
 	return ""
 }
 
-// notMovedYet are the files that still write triage's tables outside
-// ledger (issue 20): the key state, pause and pacer statements of
-// worker/keys and the provider-batch statements of the submitter. This
-// list only shrinks; a file not in it that writes another owner's table,
-// or one in it that writes River's, fails the test.
-var notMovedYet = map[string]bool{
-	"worker/keys/breaker.go":        true,
-	"worker/keys/pacing.go":         true,
-	"worker/keys/pause.go":          true,
-	"worker/submitter/submitter.go": true,
-}
-
 // Every statement that writes a table is in the table's owner: River's
 // tables in worker/rivertable, triage's in ledger (its migrations table in
 // migrations). Test helpers (packages named *test) and tests are left out.
@@ -55,7 +43,6 @@ func TestOnlyTheOwnerWritesATable(t *testing.T) {
 		t.Fatal(err)
 	}
 	var bad []string
-	still := map[string]bool{}
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -77,10 +64,6 @@ func TestOnlyTheOwnerWritesATable(t *testing.T) {
 			if own == "" || own == dir {
 				continue
 			}
-			if notMovedYet[rel] && own == "ledger" {
-				still[rel] = true
-				continue
-			}
 			bad = append(bad, rel+":"+strconv.Itoa(w.line)+" writes "+w.table+", owned by "+own)
 		}
 		return nil
@@ -91,11 +74,6 @@ func TestOnlyTheOwnerWritesATable(t *testing.T) {
 	sort.Strings(bad)
 	if len(bad) > 0 {
 		t.Errorf("statements writing a table outside its owner (move them to the owner):\n%s", strings.Join(bad, "\n"))
-	}
-	for f := range notMovedYet {
-		if !still[f] {
-			t.Errorf("%s no longer writes another owner's table: take it off notMovedYet", f)
-		}
 	}
 }
 

@@ -30,6 +30,22 @@ var fileName = regexp.MustCompile(`^(\d{3})_([a-z0-9_]+)\.sql$`)
 // All returns triage's embedded migrations in order.
 func All() ([]Migration, error) { return load(embedded) }
 
+// UpToDate reports whether every embedded migration is applied in the
+// schema pool's search_path reaches. A schema it cannot read (no
+// triage_migration table, no connection) is not up to date; the error is
+// only the embedded migrations' own.
+func UpToDate(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+	all, err := All()
+	if err != nil {
+		return false, err
+	}
+	var have int
+	if err := pool.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM triage_migration").Scan(&have); err != nil {
+		return false, nil
+	}
+	return have >= len(all), nil
+}
+
 func load(fsys fs.FS) ([]Migration, error) {
 	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {

@@ -48,3 +48,18 @@ func TestMigrateIsIdempotentAndSafeConcurrently(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM triage_migration").Scan(&n))
 	require.Equal(t, len(all), n)
 }
+
+// A schema with no migrations is not up to date; once migrated it is.
+func TestUpToDate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t, dbtest.Options{NoMigrate: true})
+	ok, err := migrations.UpToDate(ctx, db.Pool)
+	require.NoError(t, err)
+	require.False(t, ok, "no triage_migration table")
+	_, err = migrations.Migrate(ctx, db.Pool, db.Schema)
+	require.NoError(t, err)
+	ok, err = migrations.UpToDate(ctx, db.Pool)
+	require.NoError(t, err)
+	require.True(t, ok)
+}

@@ -267,15 +267,7 @@ func TestBatchModeExpiredLinesAreResubmitted(t *testing.T) {
 	const n = 100
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
-	// Every line in a provider batch created under this scenario: on a
-	// loaded machine the 200 ms gather window can split the 100 lines over
-	// more than one.
-	eventually(t, 30*time.Second, "every line is in a submitted provider batch", func() bool {
-		pb := b.providerBatches(t)
-		return b.lineStates(t)["submitted"] == n && pb["intent"] == 0 && pb["uploaded"] == 0 &&
-			pb["submitted"] >= 1 && b.fake.Stats().Batches.Created == pb["submitted"]
-	})
-	created := b.fake.Stats().Batches.Created
+	created := b.allLinesSubmitted(t, n)
 	// Later batches finish whole: the next one gets the expired lines.
 	sc.Batch.ExpireShare = 0
 	sc.Now = clock.Now
@@ -318,14 +310,7 @@ func TestAutoModeExpiredLinesGoSyncNearTheDeadline(t *testing.T) {
 	deadline := clock.Now().Add(26 * time.Hour)
 	b.setDeadline(t, "b1", deadline)
 	b.start(t)
-	// Every line in a provider batch: on a loaded machine the 200 ms gather
-	// window can split the 100 lines over more than one.
-	eventually(t, 30*time.Second, "every line is in a submitted provider batch", func() bool {
-		pb := b.providerBatches(t)
-		return b.lineStates(t)["submitted"] == n && pb["intent"] == 0 && pb["uploaded"] == 0 &&
-			pb["submitted"] >= 1 && b.fake.Stats().Batches.Created == pb["submitted"]
-	})
-	created := b.fake.Stats().Batches.Created
+	created := b.allLinesSubmitted(t, n)
 	clock.Advance(25 * time.Hour) // expired; the deadline is an hour away, within the 3 h margin
 	st := b.waitSettled(t, "b1", 60*time.Second)
 	require.Equal(t, n, st.Completed, "every record completes")
@@ -975,4 +960,18 @@ func TestBatchModeAnswersAreAppliedWhileTheKeyIsExhausted(t *testing.T) {
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
 		`SELECT count(*) FROM triage_provider_batch_line WHERE state = 'pending'`).Scan(&pending))
 	require.Equal(t, n-answered, pending, "the lines refused for the balance wait, unsent")
+}
+
+// allLinesSubmitted waits until each of the n lines is in a provider
+// batch the provider created and that is still running, and returns how
+// many the provider created: on a loaded machine the 200 ms gather window
+// can split the lines over more than one.
+func (b *testBundle) allLinesSubmitted(t *testing.T, n int) int {
+	t.Helper()
+	eventually(t, 30*time.Second, "every line is in a submitted provider batch", func() bool {
+		pb := b.providerBatches(t)
+		return b.lineStates(t)["submitted"] == n && pb["intent"] == 0 && pb["uploaded"] == 0 &&
+			pb["submitted"] >= 1 && b.fake.Stats().Batches.Created == pb["submitted"]
+	})
+	return b.fake.Stats().Batches.Created
 }

@@ -20,29 +20,26 @@ func priorFacts(p ledger.Prior) *decide.Prior {
 	}
 }
 
-// lineFacts is what an open line allows (ledger.LineHold).
-func lineFacts(h ledger.LineHold) decide.Line {
-	switch h {
-	case ledger.HoldUnsent:
-		return decide.LineUnsent
-	case ledger.HoldLive:
-		return decide.LineLive
-	case ledger.HoldAnswered:
-		return decide.LineAnswered
+// The ledger's states as the decision's facts, and back; a state not
+// listed maps to the zero value (no line, no hold, no status).
+var (
+	lineHolds = map[ledger.LineHold]decide.Line{
+		ledger.HoldUnsent: decide.LineUnsent, ledger.HoldLive: decide.LineLive, ledger.HoldAnswered: decide.LineAnswered,
 	}
-	return decide.LineNone
-}
+	batchHolds = map[ledger.BatchState]decide.Hold{
+		ledger.BatchPaused: decide.HoldPaused, ledger.BatchCancelled: decide.HoldCancelled,
+	}
+	attemptStatuses = map[decide.Outcome]ledger.AttemptStatus{
+		decide.OutcomeOK: ledger.AttemptOK, decide.OutcomeFailed: ledger.AttemptFailed,
+		decide.OutcomePossiblyBilled: ledger.AttemptPossiblyBilled,
+	}
+)
+
+// lineFacts is what an open line allows (ledger.LineHold).
+func lineFacts(h ledger.LineHold) decide.Line { return lineHolds[h] }
 
 // holdFacts is a batch's hold by hand.
-func holdFacts(s ledger.BatchState) decide.Hold {
-	switch s {
-	case ledger.BatchPaused:
-		return decide.HoldPaused
-	case ledger.BatchCancelled:
-		return decide.HoldCancelled
-	}
-	return decide.HoldNone
-}
+func holdFacts(s ledger.BatchState) decide.Hold { return batchHolds[s] }
 
 // admissionFacts is the breakers' answer.
 func admissionFacts(a keys.Admission) *decide.Admission {
@@ -54,17 +51,7 @@ func stormFacts(s keys.StormReport) decide.Storm { return decide.Storm{Open: s.O
 
 // attemptStatus is the ledger status a decided outcome is written as ("":
 // none).
-func attemptStatus(o decide.Outcome) ledger.AttemptStatus {
-	switch o {
-	case decide.OutcomeOK:
-		return ledger.AttemptOK
-	case decide.OutcomeFailed:
-		return ledger.AttemptFailed
-	case decide.OutcomePossiblyBilled:
-		return ledger.AttemptPossiblyBilled
-	}
-	return ""
-}
+func attemptStatus(o decide.Outcome) ledger.AttemptStatus { return attemptStatuses[o] }
 
 // breakerOutcome is what a finished call tells the key's breakers.
 func breakerOutcome(a decide.AfterCall) keys.Outcome {

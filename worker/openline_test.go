@@ -144,22 +144,12 @@ func TestRequeueRefusesARecordWhoseLineIsInALiveProviderBatch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const n = 3
-	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}
-	b, clock := setupBatch(t, sc, "batch", tweaks{})
-	b.opts.SpendCheck = 20 * time.Millisecond // the sweep that dead-letters cancelled jobs
-	b.enqueue(t, "b1", records(n, nil))
-	rt := b.start(t)
-	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
-	eventually(t, 30*time.Second, "every job sleeps", func() bool { return b.jobStates(t)["scheduled"] == n })
-	_, err := rt.River().JobCancel(ctx, b.jobOf(t, "b1", "r002"))
-	require.NoError(t, err)
-	eventually(t, 30*time.Second, "r002 is dead-lettered", func() bool { return b.deadLetterIDOf(t, "b1", "r002") != 0 })
-	dl := b.deadLetterIDOf(t, "b1", "r002")
+	b, clock, dl := cancelledInALiveBatch(t, n)
 
 	var providerBatch string
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT provider_batch_id FROM triage_provider_batch`).Scan(&providerBatch))
 	for _, sel := range []operator.Selection{{IDs: []int64{dl}}, {Batch: "b1"}} {
-		_, err = operator.Requeue(ctx, b.db.Pool, b.cfg, sel, operator.RequeueOptions{})
+		_, err := operator.Requeue(ctx, b.db.Pool, b.cfg, sel, operator.RequeueOptions{})
 		var liveErr *operator.LiveJobError
 		require.ErrorAs(t, err, &liveErr, "selection %+v", sel)
 		require.Contains(t, err.Error(), providerBatch)
@@ -311,17 +301,7 @@ func TestRequeueAfterAHandCancelAppliesThePaidAnswer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const n = 3
-	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}
-	b, clock := setupBatch(t, sc, "batch", tweaks{})
-	b.opts.SpendCheck = 20 * time.Millisecond // the sweep that dead-letters cancelled jobs
-	b.enqueue(t, "b1", records(n, nil))
-	rt := b.start(t)
-	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
-	eventually(t, 30*time.Second, "every job sleeps", func() bool { return b.jobStates(t)["scheduled"] == n })
-	_, err := rt.River().JobCancel(ctx, b.jobOf(t, "b1", "r002"))
-	require.NoError(t, err)
-	eventually(t, 30*time.Second, "r002 is dead-lettered", func() bool { return b.deadLetterIDOf(t, "b1", "r002") != 0 })
-	dl := b.deadLetterIDOf(t, "b1", "r002")
+	b, clock, dl := cancelledInALiveBatch(t, n)
 
 	clock.Advance(2 * time.Hour) // the provider batch ends: every line answered and billed
 	st := b.waitSettled(t, "b1", 30*time.Second)
@@ -407,4 +387,23 @@ func TestUnsentLinesOfAnExhaustedKeyEndAtMaxAge(t *testing.T) {
 	}
 	require.Zero(t, b.lineStates(t)["pending"], "no line left waiting")
 	require.Zero(t, b.fake.Stats().BilledCalls)
+}
+
+// cancelledInALiveBatch puts n records in batch mode into one provider
+// batch that runs for an hour, cancels r002's job by hand while its line is
+// in it, and waits until the sweep dead-letters the record; it returns
+// the dead letter's id with the running world.
+func cancelledInALiveBatch(t *testing.T, n int) (*testBundle, *testClock, int64) {
+	t.Helper()
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}
+	b, clock := setupBatch(t, sc, "batch", tweaks{})
+	b.opts.SpendCheck = 20 * time.Millisecond // the sweep that dead-letters cancelled jobs
+	b.enqueue(t, "b1", records(n, nil))
+	rt := b.start(t)
+	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
+	eventually(t, 30*time.Second, "every job sleeps", func() bool { return b.jobStates(t)["scheduled"] == n })
+	_, err := rt.River().JobCancel(context.Background(), b.jobOf(t, "b1", "r002"))
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, "r002 is dead-lettered", func() bool { return b.deadLetterIDOf(t, "b1", "r002") != 0 })
+	return b, clock, b.deadLetterIDOf(t, "b1", "r002")
 }

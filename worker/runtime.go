@@ -300,6 +300,9 @@ func (o Options) validate() error {
 	if err := o.Batch.Validate(); err != nil {
 		return fmt.Errorf("worker: Options.Batch: %w", err)
 	}
+	if err := o.Pacing.Validate(); err != nil {
+		return fmt.Errorf("worker: Options.Pacing: %w", err)
+	}
 	return nil
 }
 

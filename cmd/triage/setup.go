@@ -197,13 +197,11 @@ func errNoDatabase(e *env, cfg *config.Config) error {
 }
 
 func checkMigrated(ctx context.Context, pool *pgxpool.Pool) error {
-	all, err := migrations.All()
+	ok, err := migrations.UpToDate(ctx, pool)
 	if err != nil {
 		return err
 	}
-	var have int
-	err = pool.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM triage_migration").Scan(&have)
-	if err != nil || have < len(all) {
+	if !ok {
 		return errors.New("the schema is missing or out of date: run `triage migrate`")
 	}
 	return nil

@@ -43,7 +43,10 @@ type Options struct {
 	StartTimeout time.Duration
 }
 
-func (o Options) withDefaults() Options {
+// WithDefaults returns o with zero values replaced by the defaults: the
+// one place Options' defaults are resolved. A negative value is left as it
+// is, for Start to refuse.
+func (o Options) WithDefaults() Options {
 	if o.MaxConnections == 0 {
 		o.MaxConnections = 200
 	}
@@ -54,6 +57,17 @@ func (o Options) withDefaults() Options {
 		o.StartTimeout = 60 * time.Second
 	}
 	return o
+}
+
+// validate refuses what no default can stand for, naming the option.
+func (o Options) validate() error {
+	if o.MaxConnections < 0 {
+		return fmt.Errorf("pgcluster: Options.MaxConnections must not be negative, got %d (0 takes the default)", o.MaxConnections)
+	}
+	if o.StartTimeout < 0 {
+		return fmt.Errorf("pgcluster: Options.StartTimeout must not be negative, got %s (0 takes the default)", o.StartTimeout)
+	}
+	return nil
 }
 
 // Cluster is a running private cluster.
@@ -118,7 +132,10 @@ func isExecutable(p string) bool {
 // running, waits until it accepts connections and creates the database. Safe to
 // call from several processes at once: they serialise on a lock file.
 func Start(ctx context.Context, dir string, opts Options) (*Cluster, error) {
-	opts = opts.withDefaults()
+	opts = opts.WithDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
 

@@ -404,3 +404,27 @@ func TestSafetyNetSettings(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, tc.lines)
 	}
 }
+
+// A Config built in Go with a negative storm wait is refused with the
+// key's name, not run as the default (a file cannot hold one: its
+// durations must be positive).
+func TestValidateRefusesNegativeStormWaits(t *testing.T) {
+	t.Parallel()
+	for _, field := range []string{"window", "probe_min", "probe_max"} {
+		t.Run(field, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := Parse([]byte(minimal), "triage.toml")
+			require.NoError(t, err)
+			k := &cfg.Keys[0]
+			switch field {
+			case "window":
+				k.StormWindow = -time.Second
+			case "probe_min":
+				k.StormProbeMin = -time.Second
+			case "probe_max":
+				k.StormProbeMax = -time.Second
+			}
+			require.ErrorContains(t, cfg.Validate(), `keys[0] "main": storm_window, storm_probe_min and storm_probe_max must not be negative`)
+		})
+	}
+}

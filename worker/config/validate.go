@@ -203,6 +203,10 @@ func (c *Config) Validate() error {
 		if k.StormFailures < -1 || k.StormMinCalls < 0 {
 			v.addf(at, "storm_failures and storm_min_calls must not be negative")
 		}
+		if k.StormWindow < 0 || k.StormProbeMin < 0 || k.StormProbeMax < 0 {
+			v.addf(at, "storm_window, storm_probe_min and storm_probe_max must not be negative, got %s, %s, %s",
+				k.StormWindow, k.StormProbeMin, k.StormProbeMax)
+		}
 		if k.BatchPollMin > 0 && k.BatchPollMax > 0 && k.BatchPollMax < k.BatchPollMin {
 			v.addf(at, "batch_poll_max (%s) must not be shorter than batch_poll_min (%s)", k.BatchPollMax, k.BatchPollMin)
 		}

@@ -116,24 +116,37 @@ type alertItem struct {
 	flush chan struct{}
 }
 
+// Validate refuses a negative WebhookTimeout or QueueSize.
+func (c AlerterConfig) Validate() error {
+	return notNegative("AlerterConfig", setting{"WebhookTimeout", c.WebhookTimeout}, setting{"QueueSize", c.QueueSize})
+}
+
+// WithDefaults returns c with its zero fields set to the defaults.
+func (c AlerterConfig) WithDefaults() AlerterConfig {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.WebhookTimeout == 0 {
+		c.WebhookTimeout = AlertWebhookTimeoutDefault
+	}
+	if c.QueueSize == 0 {
+		c.QueueSize = AlertQueueSizeDefault
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{}
+	}
+	if c.Clock == nil {
+		c.Clock = systemClock{}
+	}
+	return c
+}
+
 // NewAlerter returns an Alerter; if a webhook is configured it starts the
-// goroutine that POSTs, stopped by Close.
+// goroutine that POSTs, stopped by Close. It panics on a cfg that Validate
+// refuses.
 func NewAlerter(cfg AlerterConfig) *Alerter {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.WebhookTimeout <= 0 {
-		cfg.WebhookTimeout = AlertWebhookTimeoutDefault
-	}
-	if cfg.QueueSize <= 0 {
-		cfg.QueueSize = AlertQueueSizeDefault
-	}
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{}
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = systemClock{}
-	}
+	mustValid(cfg.Validate())
+	cfg = cfg.WithDefaults()
 	a := &Alerter{cfg: cfg, done: make(chan struct{})}
 	if cfg.WebhookURL == "" {
 		close(a.done)

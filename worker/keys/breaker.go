@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/rivertable"
 )
 
@@ -25,33 +26,19 @@ func (s State) String() string { return string(s) }
 
 // Breaker names one of a key's two breakers. Both share one state machine
 // and one probe protocol; they differ in what trips them and how they heal.
-type Breaker int
+// Their rows are the ledger's (ledger.Breaker).
+type Breaker = ledger.Breaker
 
 const (
 	// BreakerExhausted is tripped by an exhausted key (credits, quota,
 	// revoked key): it needs a human, pages one, and probes every
 	// probe_interval.
-	BreakerExhausted Breaker = iota
+	BreakerExhausted = ledger.BreakerExhausted
 	// BreakerStorm is tripped by a run or a high share of transient
 	// failures (the provider is down): it heals itself through probes whose
 	// cooldown grows while they fail, and alerts only when open for long.
-	BreakerStorm
+	BreakerStorm = ledger.BreakerStorm
 )
-
-func (b Breaker) String() string {
-	if b == BreakerStorm {
-		return "storm"
-	}
-	return "exhausted"
-}
-
-// table is the breaker's state table.
-func (b Breaker) table() string {
-	if b == BreakerStorm {
-		return "triage_storm_state"
-	}
-	return "triage_key_state"
-}
 
 // Admission is Admit's answer for one call.
 type Admission struct {
@@ -79,33 +66,14 @@ type Admission struct {
 	State State
 }
 
-// keyState is one triage_key_state row.
+// keyState is one breaker's row, read under its lock.
 type keyState struct {
-	State           State
-	Generation      int64
-	OpenedAt        *time.Time
-	ProbeAt         *time.Time
-	ProbeOwner      *string
-	ProbeJobID      *int64
-	ProbeLeaseUntil *time.Time
-	Reason          string
-	UpdatedAt       time.Time
-	CooldownMS      int64
+	ledger.BreakerRow
+	State State
 }
 
 func (k *keyState) liveClaim(now time.Time) bool {
 	return k.State == StateHalfOpen && k.ProbeOwner != nil && k.ProbeLeaseUntil != nil && k.ProbeLeaseUntil.After(now)
-}
-
-const keyStateColumns = `state, generation, opened_at, probe_at, probe_owner, probe_job_id, probe_lease_until, reason, updated_at, cooldown_ms`
-
-func scanKeyState(row pgx.Row, extra ...any) (*keyState, error) {
-	var k keyState
-	dest := append([]any{&k.State, &k.Generation, &k.OpenedAt, &k.ProbeAt, &k.ProbeOwner, &k.ProbeJobID, &k.ProbeLeaseUntil, &k.Reason, &k.UpdatedAt, &k.CooldownMS}, extra...)
-	if err := row.Scan(dest...); err != nil {
-		return nil, err
-	}
-	return &k, nil
 }
 
 // Admit decides whether a call on key may be sent now. jobID is the River
@@ -146,13 +114,13 @@ func (s *Store) AdmitCallWith(ctx context.Context, key string, jobID int64, extr
 	if err := checkKey(key); err != nil {
 		return Admission{}, nil, err
 	}
-	var r admitRow
+	var r ledger.KeyAdmission
 	var err error
 	if extra == nil {
-		err = r.scan(s.pool.QueryRow(ctx, admitSQL, key, s.nowParam()))
+		r, err = ledger.ReadKeyAdmission(ctx, s.pool, key, s.now())
 	} else {
 		var b pgx.Batch
-		b.Queue(admitSQL, key, s.nowParam()).QueryRow(r.scan)
+		ledger.QueueKeyAdmission(&b, &r, key, s.now())
 		extra(&b)
 		err = s.pool.SendBatch(ctx, &b).Close()
 	}
@@ -160,42 +128,22 @@ func (s *Store) AdmitCallWith(ctx context.Context, key string, jobID int64, extr
 		return Admission{}, nil, fmt.Errorf("keys: admit %s: %w", key, err)
 	}
 	var pause *Pause
-	if r.pauseKey != nil {
-		r.pause.Key = *r.pauseKey
-		pause = &r.pause
+	if r.Pause != nil {
+		p := Pause(*r.Pause)
+		pause = &p
 	}
-	adm := Admission{Allowed: true, State: StateClosed, Generation: deref(r.gen), StormGeneration: deref(r.stormGen)}
+	adm := Admission{Allowed: true, State: StateClosed, Generation: deref(r.Generation), StormGeneration: deref(r.StormGeneration)}
 	switch {
-	case r.state != nil && *r.state != StateClosed:
+	case r.State != nil && State(*r.State) != StateClosed:
 		adm, err = s.admitLocked(ctx, BreakerExhausted, key, jobID)
-		adm.StormGeneration = deref(r.stormGen)
+		adm.StormGeneration = deref(r.StormGeneration)
 		return adm, nil, err
-	case r.storm != nil && *r.storm != StateClosed:
+	case r.StormState != nil && State(*r.StormState) != StateClosed:
 		adm, err = s.admitLocked(ctx, BreakerStorm, key, jobID)
-		adm.Generation = deref(r.gen)
+		adm.Generation = deref(r.Generation)
 		return adm, nil, err
 	}
 	return adm, pause, nil
-}
-
-// admitSQL reads both breakers and the active pause of key ($1) at $2 (or
-// the database's now()).
-const admitSQL = `SELECT s.state, s.generation, st.state, st.generation, p.key, p.reason, p.until, p.set_by, p.created_at
-	FROM (SELECT 1) one
-	LEFT JOIN triage_key_state s ON s.key = $1
-	LEFT JOIN triage_storm_state st ON st.key = $1
-	LEFT JOIN triage_pause p ON p.key = $1 AND p.until > coalesce($2::timestamptz, now())`
-
-type admitRow struct {
-	state, storm  *State
-	gen, stormGen *int64
-	pauseKey      *string
-	pause         Pause
-}
-
-func (r *admitRow) scan(row pgx.Row) error {
-	return row.Scan(&r.state, &r.gen, &r.storm, &r.stormGen, &r.pauseKey,
-		nullable(&r.pause.Reason), nullable(&r.pause.Until), nullable(&r.pause.SetBy), nullable(&r.pause.CreatedAt))
 }
 
 func deref(p *int64) int64 {
@@ -203,25 +151,6 @@ func deref(p *int64) int64 {
 		return 0
 	}
 	return *p
-}
-
-// nullable scans a NULL as the zero value.
-func nullable[T any](dst *T) any { return &nullScan[T]{dst: dst} }
-
-type nullScan[T any] struct{ dst *T }
-
-func (n *nullScan[T]) Scan(src any) error {
-	if src == nil {
-		var zero T
-		*n.dst = zero
-		return nil
-	}
-	v, ok := src.(T)
-	if !ok {
-		return fmt.Errorf("keys: scan %T into %T", src, *n.dst)
-	}
-	*n.dst = v
-	return nil
 }
 
 // admitLocked is Admit's path for a breaker b that is not closed. The
@@ -260,16 +189,7 @@ func (s *Store) admitLocked(ctx context.Context, b Breaker, key string, jobID in
 }
 
 func (s *Store) claim(ctx context.Context, tx pgx.Tx, b Breaker, key string, gen int64, token string, jobID int64, now time.Time) error {
-	var job *int64
-	if jobID != 0 {
-		job = &jobID
-	}
-	_, err := tx.Exec(ctx, `
-UPDATE `+b.table()+`
-SET state = 'half_open', probe_owner = $3, probe_job_id = $4, probe_lease_until = $5, updated_at = $6
-WHERE key = $1 AND generation = $2`,
-		key, gen, token, job, now.Add(s.cfg.ProbeLease), now)
-	return err
+	return ledger.ClaimProbe(ctx, tx, b, key, gen, token, jobID, now.Add(s.cfg.ProbeLease), now)
 }
 
 // Trip records that a call admitted with adm saw the key exhausted. From
@@ -295,12 +215,7 @@ func (s *Store) Trip(ctx context.Context, key string, adm Admission, reason stri
 			return nil
 		}
 		opened = true
-		_, err := tx.Exec(ctx, `
-UPDATE triage_key_state
-SET state = 'open', generation = generation + 1, opened_at = $2, probe_at = $3,
-    probe_owner = NULL, probe_job_id = NULL, probe_lease_until = NULL, reason = $4, updated_at = $2
-WHERE key = $1`, key, now, now.Add(probeInterval), reason)
-		return err
+		return ledger.OpenBreaker(ctx, tx, BreakerExhausted, key, k.Generation, now, now.Add(probeInterval), reason, nil)
 	})
 	if err != nil {
 		return false, fmt.Errorf("keys: trip %s: %w", key, err)
@@ -324,24 +239,13 @@ func (s *Store) ProbeResult(ctx context.Context, key string, adm Admission, succ
 			return nil
 		}
 		applied = true
-		var err error
 		if success {
-			_, err = tx.Exec(ctx, `
-UPDATE `+adm.Breaker.table()+`
-SET state = 'closed', generation = generation + 1, opened_at = NULL, probe_at = NULL, cooldown_ms = 0,
-    probe_owner = NULL, probe_job_id = NULL, probe_lease_until = NULL, reason = '', updated_at = $2
-WHERE key = $1`, key, now)
-		} else {
-			_, err = tx.Exec(ctx, `
-UPDATE `+adm.Breaker.table()+`
-SET state = 'open', generation = generation + 1, probe_at = $3, cooldown_ms = $4,
-    probe_owner = NULL, probe_job_id = NULL, probe_lease_until = NULL, updated_at = $2
-WHERE key = $1`, key, now, now.Add(next), next.Milliseconds())
-			if err == nil {
-				err = s.returnProbeJob(ctx, tx, key, k)
-			}
+			return ledger.CloseBreaker(ctx, tx, adm.Breaker, key, k.Generation, now)
 		}
-		return err
+		if err := ledger.ReopenBreaker(ctx, tx, adm.Breaker, key, k.Generation, now, next); err != nil {
+			return err
+		}
+		return s.returnProbeJob(ctx, tx, key, k)
 	})
 	if err != nil {
 		return false, fmt.Errorf("keys: probe result %s: %w", key, err)
@@ -364,11 +268,7 @@ func (s *Store) ReleaseProbe(ctx context.Context, key string, adm Admission, ret
 			return nil
 		}
 		applied = true
-		_, err := tx.Exec(ctx, `
-UPDATE `+adm.Breaker.table()+`
-SET state = 'open', probe_at = $2, probe_owner = NULL, probe_job_id = NULL, probe_lease_until = NULL, updated_at = $3
-WHERE key = $1`, key, now.Add(retryIn), now)
-		if err != nil {
+		if err := ledger.ReleaseProbe(ctx, tx, adm.Breaker, key, k.Generation, now, now.Add(retryIn)); err != nil {
 			return err
 		}
 		return s.returnProbeJob(ctx, tx, key, k)
@@ -390,15 +290,11 @@ func (s *Store) ReleaseProbeOfJob(ctx context.Context, key string, jobID int64) 
 	}
 	var released bool
 	for _, b := range []Breaker{BreakerExhausted, BreakerStorm} {
-		tag, err := s.pool.Exec(ctx, `
-UPDATE `+b.table()+`
-SET state = 'open', probe_at = coalesce($3::timestamptz, now()), probe_owner = NULL, probe_job_id = NULL,
-    probe_lease_until = NULL, updated_at = coalesce($3::timestamptz, now())
-WHERE key = $1 AND state = 'half_open' AND probe_job_id = $2`, key, jobID, s.nowParam())
+		ok, err := ledger.ReleaseProbeOfJob(ctx, s.pool, b, key, jobID, s.now())
 		if err != nil {
 			return released, fmt.Errorf("keys: release probe of job %d on %s: %w", jobID, key, err)
 		}
-		released = released || tag.RowsAffected() > 0
+		released = released || ok
 	}
 	return released, nil
 }
@@ -420,12 +316,7 @@ func (s *Store) StormFailure(ctx context.Context, key string, adm Admission, tri
 				return nil
 			}
 			rep = StormReport{Opened: true, Open: true, Wait: first, Generation: k.Generation + 1}
-			_, err := tx.Exec(ctx, `
-UPDATE triage_storm_state
-SET state = 'open', generation = generation + 1, opened_at = $2, probe_at = $3, cooldown_ms = $4,
-    probe_owner = NULL, probe_job_id = NULL, probe_lease_until = NULL, reason = $5, updated_at = $2
-WHERE key = $1`, key, now, now.Add(first), first.Milliseconds(), reason)
-			return err
+			return ledger.OpenBreaker(ctx, tx, BreakerStorm, key, k.Generation, now, now.Add(first), reason, &first)
 		}
 		rep = StormReport{Open: true, Generation: k.Generation, Wait: time.Duration(k.CooldownMS) * time.Millisecond}
 		if k.ProbeAt != nil && k.ProbeAt.After(now) {
@@ -488,19 +379,14 @@ func (s *Store) Reset(ctx context.Context, key string) error {
 	for _, b := range []Breaker{BreakerStorm, BreakerExhausted} {
 		err := s.lockedIn(ctx, b, key, func(tx pgx.Tx, k *keyState, now time.Time) error {
 			if k.State != StateClosed {
-				if _, err := tx.Exec(ctx, `
-UPDATE `+b.table()+`
-SET state = 'closed', generation = generation + 1, opened_at = NULL, probe_at = NULL, cooldown_ms = 0,
-    probe_owner = NULL, probe_job_id = NULL, probe_lease_until = NULL, reason = '', updated_at = $2
-WHERE key = $1`, key, now); err != nil {
+				if err := ledger.CloseBreaker(ctx, tx, b, key, k.Generation, now); err != nil {
 					return err
 				}
 			}
 			if b != BreakerExhausted {
 				return nil
 			}
-			_, err := tx.Exec(ctx, `UPDATE triage_pause SET until = $2, updated_at = $2 WHERE key = $1 AND until > $2`, key, now)
-			return err
+			return ledger.EndKeyPause(ctx, tx, key, now)
 		})
 		if err != nil {
 			return fmt.Errorf("keys: reset %s: %w", key, err)
@@ -519,18 +405,10 @@ func (s *Store) locked(ctx context.Context, key string, fn func(tx pgx.Tx, k *ke
 // lockedIn is locked on breaker b's row.
 func (s *Store) lockedIn(ctx context.Context, b Breaker, key string, fn func(tx pgx.Tx, k *keyState, now time.Time) error) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var now time.Time
-		if _, err := tx.Exec(ctx, `
-INSERT INTO `+b.table()+` (key, updated_at) VALUES ($1, coalesce($2::timestamptz, now()))
-ON CONFLICT (key) DO NOTHING`, key, s.nowParam()); err != nil {
-			return err
-		}
-		k, err := scanKeyState(tx.QueryRow(ctx, `
-SELECT `+keyStateColumns+`, coalesce($2::timestamptz, now())
-FROM `+b.table()+` WHERE key = $1 FOR UPDATE`, key, s.nowParam()), &now)
+		row, now, err := ledger.LockBreaker(ctx, tx, b, key, s.now())
 		if err != nil {
 			return err
 		}
-		return fn(tx, k, now)
+		return fn(tx, &keyState{BreakerRow: row, State: State(row.State)}, now)
 	})
 }

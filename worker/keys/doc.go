@@ -16,7 +16,9 @@
 //
 // Each key has two breakers with the same state machine (closed, open,
 // half-open with a single probe, generations that discard stale results),
-// each a row in PostgreSQL (triage_key_state, triage_storm_state):
+// each a row in PostgreSQL (triage_key_state, triage_storm_state, written
+// and read by the ledger's breaker functions, ledger.LockBreaker and its
+// neighbours; this package decides the transitions):
 //
 //   - the exhausted breaker (BreakerExhausted) is tripped by the first
 //     exhausted call (credits, quota, revoked key). It needs a human, pages

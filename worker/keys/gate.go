@@ -44,6 +44,13 @@ type StormSettings struct {
 	ProbeMin, ProbeMax time.Duration
 }
 
+// Validate refuses a negative MinCalls, Window, ProbeMin or ProbeMax
+// (a negative Failures or Share means "never", see above).
+func (s StormSettings) Validate() error {
+	return notNegative("StormSettings", setting{"MinCalls", s.MinCalls}, setting{"Window", s.Window},
+		setting{"ProbeMin", s.ProbeMin}, setting{"ProbeMax", s.ProbeMax})
+}
+
 // WithDefaults fills zero fields with the documented defaults.
 func (s StormSettings) WithDefaults() StormSettings {
 	if s.Failures == 0 {
@@ -52,16 +59,16 @@ func (s StormSettings) WithDefaults() StormSettings {
 	if s.Share == 0 {
 		s.Share = StormShareDefault
 	}
-	if s.MinCalls <= 0 {
+	if s.MinCalls == 0 {
 		s.MinCalls = StormMinCallsDefault
 	}
-	if s.Window <= 0 {
+	if s.Window == 0 {
 		s.Window = StormWindowDefault
 	}
-	if s.ProbeMin <= 0 {
+	if s.ProbeMin == 0 {
 		s.ProbeMin = StormProbeMinDefault
 	}
-	if s.ProbeMax <= 0 {
+	if s.ProbeMax == 0 {
 		s.ProbeMax = StormProbeMaxDefault
 	}
 	s.ProbeMax = max(s.ProbeMax, s.ProbeMin)
@@ -160,6 +167,7 @@ var (
 
 // NewGate returns key's Gate.
 func (s *Store) NewGate(cfg GateConfig) *Gate {
+	mustValid(cfg.Storm.Validate())
 	cfg.Storm = cfg.Storm.WithDefaults()
 	g := &Gate{store: s, cfg: cfg}
 	g.cb = g.newBreaker()

@@ -83,8 +83,19 @@ type PacerConfig struct {
 	KnownRate, KnownTokens float64
 }
 
-func (c PacerConfig) withDefaults() PacerConfig {
-	if c.InitialRate <= 0 {
+// Validate refuses a negative InitialRate, Concurrency, Probe, Recover,
+// KnownRate or KnownTokens.
+func (c PacerConfig) Validate() error {
+	return notNegative("PacerConfig", setting{"InitialRate", c.InitialRate}, setting{"Concurrency", c.Concurrency},
+		setting{"Probe", c.Probe}, setting{"Recover", c.Recover}, setting{"KnownRate", c.KnownRate},
+		setting{"KnownTokens", c.KnownTokens})
+}
+
+// WithDefaults returns c with its unset fields set to the defaults: zero,
+// and for Headroom and Decrease a share outside (0, 1], for SlowStart a
+// factor that would not grow (1 or less).
+func (c PacerConfig) WithDefaults() PacerConfig {
+	if c.InitialRate == 0 {
 		c.InitialRate = PacerInitialRateDefault
 	}
 	if c.Headroom <= 0 || c.Headroom > 1 {
@@ -93,10 +104,10 @@ func (c PacerConfig) withDefaults() PacerConfig {
 	if c.Decrease <= 0 || c.Decrease >= 1 {
 		c.Decrease = PacerDecreaseDefault
 	}
-	if c.Probe <= 0 {
+	if c.Probe == 0 {
 		c.Probe = PacerProbeDefault
 	}
-	if c.Recover <= 0 {
+	if c.Recover == 0 {
 		c.Recover = PacerRecoverDefault
 	}
 	if c.SlowStart <= 1 {
@@ -225,7 +236,7 @@ const (
 )
 
 func newControl(cfg PacerConfig, now time.Time) *control {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	c := &control{cfg: cfg, source: PaceStarting, rate: cfg.InitialRate, factor: 1, lastTick: now}
 	if cfg.KnownRate > 0 || cfg.KnownTokens > 0 {
 		c.source, c.reqLimit, c.tokLimit = PaceConfigured, max(cfg.KnownRate, 0), max(cfg.KnownTokens, 0)
@@ -524,8 +535,10 @@ const probeCalmCap = 3.0
 const acceptedSlots = 10 // 1 s: the accepted rate is what the provider let through lately
 
 // NewPacer returns a Pacer for one key, alone in the fleet until told
-// otherwise (SetLive, or a Pacers service).
+// otherwise (SetLive, or a Pacers service). It panics on a cfg that
+// Validate refuses.
 func NewPacer(cfg PacerConfig) *Pacer {
+	mustValid(cfg.Validate())
 	return newPacer(cfg, time.Now)
 }
 

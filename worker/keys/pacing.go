@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/decide"
 )
 
@@ -23,41 +23,8 @@ const (
 )
 
 // PacerPeers is what a heartbeat learned about a key's other live
-// processes.
-type PacerPeers struct {
-	// Live is the processes with a live heartbeat, this one included.
-	Live int
-	// ThrottleRate is the lowest fleet rate among peers learning from
-	// throttles (0: none).
-	ThrottleRate float64
-	// HeaderReqRate and HeaderTokRate are the headers' limits per second
-	// a peer saw (0: none); HeaderFactor the lowest share of them in use.
-	HeaderReqRate, HeaderTokRate, HeaderFactor float64
-	// StartingRate is the highest rate among peers still looking for the
-	// limit (0: none).
-	StartingRate float64
-	// AcceptedRate is the peers' accepted requests per second, summed.
-	AcceptedRate float64
-}
-
-func nullIfZero(f float64) *float64 {
-	if f <= 0 {
-		return nil
-	}
-	return &f
-}
-
-func windowCols(limit, remaining int64) (*int64, *int64) {
-	if limit <= 0 {
-		return nil, nil
-	}
-	l := limit
-	if remaining < 0 {
-		return &l, nil
-	}
-	r := remaining
-	return &l, &r
-}
+// processes (ledger.PacerHeartbeat).
+type PacerPeers = ledger.PacerPeers
 
 // PacerHeartbeat renews owner's heartbeat for key (live for ttl), stores
 // what its pacer knows and returns what the other live processes know, in
@@ -66,54 +33,17 @@ func (s *Store) PacerHeartbeat(ctx context.Context, key, owner string, st PaceSt
 	if err := checkKey(key); err != nil {
 		return PacerPeers{}, err
 	}
-	var headersAt *time.Time
-	if !st.HeadersAt.IsZero() {
-		headersAt = &st.HeadersAt
-	}
 	tw := st.Headers.TokenWindow()
-	limReq, remReq := windowCols(st.Headers.Requests.Limit, st.Headers.Requests.Remaining)
-	limTok, remTok := windowCols(tw.Limit, tw.Remaining)
-	var p PacerPeers
-	var throttleRate, hReq, hTok, hFactor, starting, accepted *float64
-	err := s.pool.QueryRow(ctx, `
-WITH now AS (SELECT coalesce($1::timestamptz, now()) AS t),
-gc AS (
-    DELETE FROM triage_pacer USING now WHERE key = $2 AND expires_at < now.t - interval '10 minutes'
-),
-up AS (
-    INSERT INTO triage_pacer AS p (key, owner, source, req_rate, tok_rate, factor, header_req_rate, header_tok_rate,
-        limit_requests, remaining_requests, limit_tokens, remaining_tokens, headers_at, throttles, accepted_rate, expires_at, updated_at)
-    SELECT $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $17, now.t + $16::bigint * interval '1 microsecond', now.t FROM now
-    ON CONFLICT (key, owner) DO UPDATE SET
-        source = EXCLUDED.source, req_rate = EXCLUDED.req_rate, tok_rate = EXCLUDED.tok_rate, factor = EXCLUDED.factor,
-        header_req_rate = EXCLUDED.header_req_rate, header_tok_rate = EXCLUDED.header_tok_rate,
-        limit_requests = EXCLUDED.limit_requests, remaining_requests = EXCLUDED.remaining_requests,
-        limit_tokens = EXCLUDED.limit_tokens, remaining_tokens = EXCLUDED.remaining_tokens,
-        headers_at = EXCLUDED.headers_at, throttles = EXCLUDED.throttles, accepted_rate = EXCLUDED.accepted_rate,
-        expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at
-    RETURNING 1
-)
-SELECT 1 + count(*),
-       min(req_rate) FILTER (WHERE source = 'throttles'),
-       max(header_req_rate), max(header_tok_rate),
-       min(factor) FILTER (WHERE source IN ('headers', 'configured')),
-       max(req_rate) FILTER (WHERE source = 'starting'),
-       sum(accepted_rate)
-FROM triage_pacer, now
-WHERE key = $2 AND owner <> $3 AND expires_at > now.t`,
-		s.nowParam(), key, owner, string(st.Source), nullIfZero(st.FleetRate), nullIfZero(st.FleetTokens), st.Factor,
-		nullIfZero(st.ReqLimit), nullIfZero(st.TokLimit), limReq, remReq, limTok, remTok, headersAt, st.Throttles,
-		ttl.Microseconds(), st.AcceptedRate).Scan(&p.Live, &throttleRate, &hReq, &hTok, &hFactor, &starting, &accepted)
+	p, err := ledger.PacerHeartbeat(ctx, s.pool, ledger.PacerBeat{
+		Key: key, Owner: owner, Source: string(st.Source),
+		ReqRate: st.FleetRate, TokRate: st.FleetTokens, Factor: st.Factor,
+		HeaderReqRate: st.ReqLimit, HeaderTokRate: st.TokLimit,
+		LimitRequests: st.Headers.Requests.Limit, RemainingRequests: st.Headers.Requests.Remaining,
+		LimitTokens: tw.Limit, RemainingTokens: tw.Remaining, HeadersAt: st.HeadersAt,
+		Throttles: st.Throttles, AcceptedRate: st.AcceptedRate, TTL: ttl, Now: s.now(),
+	})
 	if err != nil {
 		return PacerPeers{}, fmt.Errorf("keys: pacer heartbeat %s: %w", key, err)
-	}
-	for _, f := range []struct {
-		dst *float64
-		src *float64
-	}{{&p.ThrottleRate, throttleRate}, {&p.HeaderReqRate, hReq}, {&p.HeaderTokRate, hTok}, {&p.HeaderFactor, hFactor}, {&p.StartingRate, starting}, {&p.AcceptedRate, accepted}} {
-		if f.src != nil {
-			*f.dst = *f.src
-		}
 	}
 	return p, nil
 }
@@ -121,7 +51,7 @@ WHERE key = $2 AND owner <> $3 AND expires_at > now.t`,
 // PacerLeave deletes owner's heartbeat rows, so its share goes to the
 // others at their next heartbeat instead of when the rows expire.
 func (s *Store) PacerLeave(ctx context.Context, owner string) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM triage_pacer WHERE owner = $1`, owner); err != nil {
+	if err := ledger.PacerLeave(ctx, s.pool, owner); err != nil {
 		return fmt.Errorf("keys: pacer leave: %w", err)
 	}
 	return nil
@@ -149,39 +79,19 @@ type PacingStatus struct {
 
 // ListPacing returns the pacing of every key with a live heartbeat, by key.
 func (s *Store) ListPacing(ctx context.Context) ([]PacingStatus, error) {
-	rows, err := s.pool.Query(ctx, `
-WITH now AS (SELECT coalesce($1::timestamptz, now()) AS t),
-live AS (SELECT p.* FROM triage_pacer p, now WHERE p.expires_at > now.t),
-agg AS (
-    SELECT key, count(*) AS n,
-           CASE WHEN bool_or(source = 'headers') THEN 'headers' WHEN bool_or(source = 'configured') THEN 'configured'
-                WHEN bool_or(source = 'throttles') THEN 'throttles' ELSE 'starting' END AS source,
-           coalesce(min(req_rate), 0) AS req_rate, coalesce(min(tok_rate), 0) AS tok_rate, sum(throttles) AS throttles
-    FROM live GROUP BY key
-),
-hdr AS (
-    SELECT DISTINCT ON (key) key, limit_requests, remaining_requests, limit_tokens, remaining_tokens, headers_at
-    FROM live WHERE headers_at IS NOT NULL ORDER BY key, headers_at DESC
-)
-SELECT agg.key, agg.n, agg.source, agg.req_rate, agg.tok_rate, agg.throttles,
-       hdr.limit_requests, hdr.remaining_requests, hdr.limit_tokens, hdr.remaining_tokens, hdr.headers_at
-FROM agg LEFT JOIN hdr ON hdr.key = agg.key ORDER BY agg.key`, s.nowParam())
+	rows, err := ledger.ListKeyPacing(ctx, s.pool, s.now())
 	if err != nil {
 		return nil, fmt.Errorf("keys: list pacing: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PacingStatus, error) {
-		var ps PacingStatus
-		var source string
-		err := r.Scan(&ps.Key, &ps.Live, &source, &ps.RatePerS, &ps.TokensPerS, &ps.Throttles,
-			&ps.LimitRequests, &ps.RemainingRequests, &ps.LimitTokens, &ps.RemainingTokens, &ps.HeadersAt)
-		ps.Source = PaceSource(source)
+	out := make([]PacingStatus, len(rows))
+	for i, r := range rows {
+		ps := PacingStatus{Key: r.Key, Live: r.Live, Source: PaceSource(r.Source), RatePerS: r.RatePerS, TokensPerS: r.TokensPerS,
+			LimitRequests: r.LimitRequests, RemainingRequests: r.RemainingRequests, LimitTokens: r.LimitTokens,
+			RemainingTokens: r.RemainingTokens, HeadersAt: r.HeadersAt, Throttles: r.Throttles}
 		if ps.Live > 0 {
 			ps.ShareRatePerS = ps.RatePerS / float64(ps.Live)
 		}
-		return ps, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("keys: list pacing: %w", err)
+		out[i] = ps
 	}
 	return out, nil
 }
@@ -227,19 +137,33 @@ type Pacers struct {
 	recorded map[string]time.Time
 }
 
-// NewPacers returns the service for pacers (by key name).
+// Validate refuses a negative Heartbeat or RecordEvery.
+func (c PacersConfig) Validate() error {
+	return notNegative("PacersConfig", setting{"Heartbeat", c.Heartbeat}, setting{"RecordEvery", c.RecordEvery})
+}
+
+// WithDefaults returns c with its zero fields set to the defaults, but for
+// Owner, which NewPacers derives from its Store's.
+func (c PacersConfig) WithDefaults() PacersConfig {
+	if c.Heartbeat == 0 {
+		c.Heartbeat = PacerHeartbeatDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.RecordEvery == 0 {
+		c.RecordEvery = PaceRecordEveryDefault
+	}
+	return c
+}
+
+// NewPacers returns the service for pacers (by key name). It panics on a
+// cfg that Validate refuses.
 func NewPacers(store *Store, pacers map[string]*Pacer, cfg PacersConfig) *Pacers {
+	mustValid(cfg.Validate())
+	cfg = cfg.WithDefaults()
 	if cfg.Owner == "" {
 		cfg.Owner = store.cfg.Owner + ":" + newToken()[:8]
-	}
-	if cfg.Heartbeat <= 0 {
-		cfg.Heartbeat = PacerHeartbeatDefault
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.RecordEvery <= 0 {
-		cfg.RecordEvery = PaceRecordEveryDefault
 	}
 	return &Pacers{store: store, pacers: pacers, cfg: cfg, recorded: map[string]time.Time{}}
 }

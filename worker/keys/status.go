@@ -2,11 +2,10 @@ package keys
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/triage-dev/triage/ledger"
 )
 
 // KeyStatus is what `triage keys` shows about one key.
@@ -57,37 +56,14 @@ func (k *KeyStatus) Paused() bool {
 	return k.Pause != nil || k.State != StateClosed || k.Storm.State != StateClosed
 }
 
-const statusSQL = `
-WITH now AS (SELECT coalesce($1::timestamptz, now()) AS t),
-k AS (SELECT key FROM triage_key_state UNION SELECT key FROM triage_storm_state UNION SELECT key FROM triage_pause)
-SELECT k.key, coalesce(s.state, 'closed'), coalesce(s.generation, 0), coalesce(s.reason, ''),
-       s.opened_at, s.probe_at, s.probe_lease_until, coalesce(s.probe_job_id, 0),
-       p.key IS NOT NULL AND p.until > now.t, coalesce(p.reason, ''), p.until, coalesce(p.set_by, ''), p.created_at,
-       now.t,
-       coalesce(st.state, 'closed'), coalesce(st.generation, 0), coalesce(st.reason, ''),
-       st.opened_at, st.probe_at, st.probe_lease_until, coalesce(st.probe_job_id, 0), coalesce(st.cooldown_ms, 0)
-FROM k
-LEFT JOIN triage_key_state s ON s.key = k.key
-LEFT JOIN triage_storm_state st ON st.key = k.key
-LEFT JOIN triage_pause p ON p.key = k.key
-CROSS JOIN now
-`
-
-func scanStatus(row pgx.Row) (*KeyStatus, error) {
-	var (
-		st       KeyStatus
-		paused   bool
-		p        Pause
-		until    *time.Time
-		pCreated *time.Time
-		coolMS   int64
-	)
-	if err := row.Scan(&st.Key, &st.State, &st.Generation, &st.Reason, &st.OpenedAt, &st.NextProbe,
-		&st.ProbeLeaseUntil, &st.ProbeJobID, &paused, &p.Reason, &until, &p.SetBy, &pCreated, &st.Now,
-		&st.Storm.State, &st.Storm.Generation, &st.Storm.Reason, &st.Storm.OpenedAt, &st.Storm.NextProbe,
-		&st.Storm.ProbeLeaseUntil, &st.Storm.ProbeJobID, &coolMS); err != nil {
-		return nil, err
-	}
+// keyStatus is the status of the ledger's rows of one key.
+func keyStatus(k ledger.KeyBreakers) KeyStatus {
+	st := KeyStatus{Key: k.Key, State: State(k.Exhausted.State), Generation: k.Exhausted.Generation, Reason: k.Exhausted.Reason,
+		OpenedAt: k.Exhausted.OpenedAt, NextProbe: k.Exhausted.ProbeAt, ProbeLeaseUntil: k.Exhausted.ProbeLeaseUntil,
+		ProbeJobID: deref(k.Exhausted.ProbeJobID), Now: k.Now,
+		Storm: StormStatus{State: State(k.Storm.State), Generation: k.Storm.Generation, Reason: k.Storm.Reason,
+			OpenedAt: k.Storm.OpenedAt, NextProbe: k.Storm.ProbeAt, ProbeLeaseUntil: k.Storm.ProbeLeaseUntil,
+			ProbeJobID: deref(k.Storm.ProbeJobID)}}
 	if st.State != StateHalfOpen {
 		st.ProbeLeaseUntil = nil
 	}
@@ -98,47 +74,35 @@ func scanStatus(row pgx.Row) (*KeyStatus, error) {
 		st.Storm.ProbeLeaseUntil = nil
 	}
 	if st.Storm.State != StateClosed {
-		st.Storm.CooldownS = float64(coolMS) / 1000
+		st.Storm.CooldownS = float64(k.Storm.CooldownMS) / 1000
 	}
-	if paused {
-		p.Key, p.Until, p.CreatedAt = st.Key, *until, *pCreated
+	if k.Pause != nil {
+		p := Pause(*k.Pause)
 		st.Pause = &p
 	}
-	return &st, nil
+	return st
 }
 
 // KeyStatus returns key's breaker and pause. A key never seen is closed.
 func (s *Store) KeyStatus(ctx context.Context, key string) (*KeyStatus, error) {
-	st, err := scanStatus(s.pool.QueryRow(ctx, statusSQL+`WHERE k.key = $2`, s.nowParam(), key))
-	if errors.Is(err, pgx.ErrNoRows) {
-		var now time.Time
-		if err := s.pool.QueryRow(ctx, `SELECT coalesce($1::timestamptz, now())`, s.nowParam()).Scan(&now); err != nil {
-			return nil, fmt.Errorf("keys: status %s: %w", key, err)
-		}
-		return &KeyStatus{Key: key, State: StateClosed, Storm: StormStatus{State: StateClosed}, Now: now}, nil
-	}
+	k, err := ledger.ReadKeyBreakers(ctx, s.pool, key, s.now())
 	if err != nil {
 		return nil, fmt.Errorf("keys: status %s: %w", key, err)
 	}
-	return st, nil
+	st := keyStatus(k)
+	return &st, nil
 }
 
 // ListKeyStatus returns the status of every key that has breaker or pause
 // state, by key. Keys never tripped nor paused are closed and not listed.
 func (s *Store) ListKeyStatus(ctx context.Context) ([]KeyStatus, error) {
-	rows, err := s.pool.Query(ctx, statusSQL+`ORDER BY 1`, s.nowParam())
+	ks, err := ledger.ListKeyBreakers(ctx, s.pool, s.now())
 	if err != nil {
 		return nil, fmt.Errorf("keys: list status: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (KeyStatus, error) {
-		st, err := scanStatus(r)
-		if err != nil {
-			return KeyStatus{}, err
-		}
-		return *st, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("keys: list status: %w", err)
+	out := make([]KeyStatus, len(ks))
+	for i, k := range ks {
+		out[i] = keyStatus(k)
 	}
 	return out, nil
 }

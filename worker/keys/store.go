@@ -50,8 +50,16 @@ type StoreConfig struct {
 	ProbeMaxAge       time.Duration
 }
 
-func (c StoreConfig) withDefaults() StoreConfig {
-	if c.ProbeLease <= 0 {
+// Validate refuses a negative ProbeLease, ProbeAttemptsLeft or
+// ProbeMaxAge.
+func (c StoreConfig) Validate() error {
+	return notNegative("StoreConfig", setting{"ProbeLease", c.ProbeLease},
+		setting{"ProbeAttemptsLeft", c.ProbeAttemptsLeft}, setting{"ProbeMaxAge", c.ProbeMaxAge})
+}
+
+// WithDefaults returns c with its zero fields set to the defaults.
+func (c StoreConfig) WithDefaults() StoreConfig {
+	if c.ProbeLease == 0 {
 		c.ProbeLease = ProbeLeaseDefault
 	}
 	if c.Owner == "" {
@@ -70,9 +78,10 @@ type Store struct {
 }
 
 // NewStore returns a Store on pool, whose search_path must reach triage's
-// tables.
+// tables. It panics on a cfg that Validate refuses.
 func NewStore(pool *pgxpool.Pool, cfg StoreConfig) *Store {
-	return &Store{pool: pool, cfg: cfg.withDefaults()}
+	mustValid(cfg.Validate())
+	return &Store{pool: pool, cfg: cfg.WithDefaults()}
 }
 
 // nowParam is the time given to SQL as coalesce($n::timestamptz, now()).
@@ -82,6 +91,15 @@ func (s *Store) nowParam() *time.Time {
 	}
 	t := s.cfg.Clock.Now()
 	return &t
+}
+
+// now is the Clock's time, or zero for the database's clock: the ledger's
+// "now" argument.
+func (s *Store) now() time.Time {
+	if s.cfg.Clock == nil {
+		return time.Time{}
+	}
+	return s.cfg.Clock.Now()
 }
 
 func newToken() string {

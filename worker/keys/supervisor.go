@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/rivertable"
 )
@@ -48,15 +49,27 @@ type Supervisor struct {
 	done   chan struct{}
 }
 
+// Validate refuses a negative Tick.
+func (c SupervisorConfig) Validate() error {
+	return notNegative("SupervisorConfig", setting{"Tick", c.Tick})
+}
+
+// WithDefaults returns c with its zero fields set to the defaults.
+func (c SupervisorConfig) WithDefaults() SupervisorConfig {
+	if c.Tick == 0 {
+		c.Tick = SupervisorTickDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
 // NewSupervisor returns a Supervisor acting on queues (a *river.Client[pgx.Tx]).
+// It panics on a cfg that Validate refuses.
 func NewSupervisor(store *Store, queues QueueController, cfg SupervisorConfig) *Supervisor {
-	if cfg.Tick <= 0 {
-		cfg.Tick = SupervisorTickDefault
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	return &Supervisor{store: store, queues: queues, cfg: cfg}
+	mustValid(cfg.Validate())
+	return &Supervisor{store: store, queues: queues, cfg: cfg.WithDefaults()}
 }
 
 // Start runs the reconcile loop until ctx ends or Stop is called. Starting a
@@ -235,14 +248,11 @@ func (s *Supervisor) pauseQueue(ctx context.Context, queue string, exists bool) 
 
 // queuePaused reads River's river_queue row of queue.
 func (s *Store) queuePaused(ctx context.Context, queue string) (paused, exists bool, err error) {
-	err = s.pool.QueryRow(ctx, `SELECT paused_at IS NOT NULL FROM `+rivertable.Queue(s.cfg.RiverSchema)+` WHERE name = $1`, queue).Scan(&paused)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, false, nil
-	}
+	paused, exists, err = rivertable.QueuePaused(ctx, s.pool, s.cfg.RiverSchema, queue)
 	if err != nil {
 		return false, false, fmt.Errorf("keys: read queue %s: %w", queue, err)
 	}
-	return paused, true, nil
+	return paused, exists, nil
 }
 
 // dispatchProbe claims the due probe of key's breaker b on behalf of the
@@ -258,8 +268,7 @@ func (s *Store) dispatchProbe(ctx context.Context, b Breaker, key string) (int64
 		if !due {
 			return nil
 		}
-		var paused bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM triage_pause WHERE key = $1 AND until > $2)`, key, now).Scan(&paused); err != nil || paused {
+		if paused, err := ledger.KeyPaused(ctx, tx, key, now); err != nil || paused {
 			return err
 		}
 		// Jobs that cannot call (see StoreConfig.ProbeAttemptsLeft) come
@@ -269,16 +278,9 @@ func (s *Store) dispatchProbe(ctx context.Context, b Breaker, key string) (int64
 			t := now.Add(-s.cfg.ProbeMaxAge)
 			maxAge = &t
 		}
-		err := tx.QueryRow(ctx, `
-SELECT id FROM `+rivertable.Job(s.cfg.RiverSchema)+`
-WHERE queue = $1 AND state = 'available'
-ORDER BY (max_attempts - attempt < $2 OR created_at < coalesce($3::timestamptz, '-infinity')), priority, scheduled_at, id
-LIMIT 1
-FOR UPDATE SKIP LOCKED`, QueueName(key), s.cfg.ProbeAttemptsLeft, maxAge).Scan(&jobID)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
+		var err error
+		jobID, err = rivertable.LockNextProbeJob(ctx, tx, s.cfg.RiverSchema, QueueName(key), s.cfg.ProbeAttemptsLeft, maxAge)
+		if err != nil || jobID == 0 {
 			return err
 		}
 		if err := s.claim(ctx, tx, b, key, k.Generation, newToken(), jobID, now); err != nil {

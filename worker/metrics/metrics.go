@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"cmp"
+	"fmt"
 	"log/slog"
 	"maps"
 	"math"
@@ -69,20 +71,16 @@ type Options struct {
 	DurationBuckets []float64
 }
 
-// WithDefaults returns o with zero values replaced by the defaults.
+// WithDefaults returns o with zero values replaced by the defaults: the
+// one place Options' defaults are resolved. A negative value is left as it
+// is, for New to refuse.
 func (o Options) WithDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.HealthTimeout <= 0 {
-		o.HealthTimeout = HealthTimeoutDefault
-	}
-	if o.ScrapeTimeout <= 0 {
-		o.ScrapeTimeout = ScrapeTimeoutDefault
-	}
-	if o.ShutdownTimeout <= 0 {
-		o.ShutdownTimeout = ShutdownTimeoutDefault
-	}
+	o.HealthTimeout = cmp.Or(o.HealthTimeout, HealthTimeoutDefault)
+	o.ScrapeTimeout = cmp.Or(o.ScrapeTimeout, ScrapeTimeoutDefault)
+	o.ShutdownTimeout = cmp.Or(o.ShutdownTimeout, ShutdownTimeoutDefault)
 	if len(o.DurationBuckets) == 0 {
 		o.DurationBuckets = append([]float64(nil), durationBucketsDefault...)
 	}
@@ -91,6 +89,31 @@ func (o Options) WithDefaults() Options {
 		o.RetryBudget = decide.RetryBudgetDefault
 	}
 	return o
+}
+
+// validate refuses what no default can stand for, naming the option: a
+// negative timeout or retry budget, duration buckets that do not increase.
+func (o Options) validate() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"HealthTimeout", o.HealthTimeout}, {"ScrapeTimeout", o.ScrapeTimeout}, {"ShutdownTimeout", o.ShutdownTimeout},
+		{"RetryBudget.Window", o.RetryBudget.Window},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("metrics: Options.%s must not be negative, got %s (0 takes the default)", d.name, d.v)
+		}
+	}
+	if o.RetryBudget.Floor < 0 {
+		return fmt.Errorf("metrics: Options.RetryBudget.Floor must not be negative, got %d", o.RetryBudget.Floor)
+	}
+	for i, b := range o.DurationBuckets {
+		if math.IsNaN(b) || i > 0 && b <= o.DurationBuckets[i-1] {
+			return fmt.Errorf("metrics: Options.DurationBuckets must increase, got %v", o.DurationBuckets)
+		}
+	}
+	return nil
 }
 
 // Metrics counts one process's calls and reports the fleet's key state. It
@@ -112,9 +135,14 @@ type Metrics struct {
 var _ worker.Observer = (*Metrics)(nil)
 
 // New builds a Metrics on its own registry. pool answers /healthz and the
-// ledger reads; store gives the breaker and pause state.
-func New(pool *pgxpool.Pool, store *keys.Store, opts Options) *Metrics {
+// ledger reads; store gives the breaker and pause state. It refuses
+// options no default can stand for (a negative timeout, buckets that do
+// not increase), naming the option.
+func New(pool *pgxpool.Pool, store *keys.Store, opts Options) (*Metrics, error) {
 	opts = opts.WithDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
 	m := &Metrics{
 		opts: opts,
 		pool: pool,
@@ -158,7 +186,7 @@ func New(pool *pgxpool.Pool, store *keys.Store, opts Options) *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	m.handler = m.newHandler()
-	return m
+	return m, nil
 }
 
 // Registry is the Metrics' own registry, for callers that add collectors.

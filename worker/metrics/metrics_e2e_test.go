@@ -46,8 +46,9 @@ func TestWorkerEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	opts := workertest.WorkerOptions(cfg, db.Schema)
-	m := metrics.New(pool, keys.NewStore(pool, keys.StoreConfig{RiverSchema: db.Schema}),
+	m, err := metrics.New(pool, keys.NewStore(pool, keys.StoreConfig{RiverSchema: db.Schema}),
 		metrics.Options{Keys: []string{workertest.Key}, Logger: opts.Logger})
+	require.NoError(t, err)
 	opts.Pool, opts.Observer = pool, m
 	rt, err := worker.New(opts)
 	require.NoError(t, err)

@@ -44,7 +44,8 @@ func setup(t *testing.T, opts metrics.Options) *testBundle {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	m := metrics.New(db.Pool, store, opts)
+	m, err := metrics.New(db.Pool, store, opts)
+	require.NoError(t, err)
 	srv := httptest.NewServer(m.Handler())
 	t.Cleanup(srv.Close)
 	return &testBundle{db: db, store: store, m: m, srv: srv}

@@ -3,8 +3,10 @@
 // queue's, named ones, those of provider-batch lines), cancelling a
 // batch's queued jobs, deleting its finished ones, moving a job between
 // queues (a probe, a fallback), creating a paused queue's row, and marking
-// jobs. River's own API has no bulk form of these. Statements elsewhere
-// only read River's tables.
+// jobs. River's own API has no bulk form of these. It also holds reads
+// that the key supervisor makes in its own transactions (a queue's pause,
+// the next job to send a probe, locked). Statements elsewhere only read
+// River's tables.
 //
 // Every statement on River's tables takes its table name from here (Job,
 // Queue), so that River in a schema of its own (River's Config.Schema,

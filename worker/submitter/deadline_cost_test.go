@@ -144,7 +144,7 @@ func TestDeadlineTickReadsOnlyTheLinesItNeeds(t *testing.T) {
 	// Three days earlier no deadline is near.
 	clock := testclock.New(now.Add(-72 * time.Hour))
 	s := &Submitter{cfg: Config{Pool: pool, RiverSchema: db.Schema, Clock: clock}, key: "k", log: slog.New(slog.DiscardHandler),
-		auto: []ledger.AutoMargin{{Pipeline: "auto", Margin: 3 * time.Hour}}, autoNames: []string{"auto"}, autoMargins: []float64{(3 * time.Hour).Seconds()}}
+		auto: []ledger.AutoMargin{{Pipeline: "auto", Margin: 3 * time.Hour}}}
 	require.NoError(t, s.deadlines(ctx))
 	read, seq := linesRead(t, db.Pool, trace.take())
 	require.False(t, seq, "no tick scans the whole line table (%v lines read)", read)

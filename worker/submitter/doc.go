@@ -18,6 +18,10 @@
 //     results are not_run, and their jobs are woken. The job then applies
 //     the answer through the worker's one classify/decide/apply path.
 //
+// The rows and lines are written by the ledger (ledger.ClaimProviderBatch
+// and its neighbours, which keep the lease rule below); the submitter
+// decides, calls the provider and wakes the lines' jobs.
+//
 // Fleet safety: a row is claimed by a short UPDATE … FOR UPDATE SKIP LOCKED
 // that moves its next_poll_at a lease ahead; no lock is held across a
 // provider call, and a process that dies mid-step loses its lease. A live

@@ -11,6 +11,7 @@ import (
 	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/provider"
+	"github.com/triage-dev/triage/worker/rivertable"
 )
 
 // ReasonJobGone is the ledger reason of a batch attempt whose line the
@@ -28,33 +29,17 @@ const ReasonJobGone = ledger.ReasonJobGone
 // nobody does.
 func (s *Submitter) settleAnsweredOrphans(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT l.id, l.attempt_id, l.observation, a.model
-			FROM triage_provider_batch_line l JOIN triage_attempt a ON a.id = l.attempt_id
-			WHERE l.key = $1 AND l.state = 'answered' AND a.status = 'intent' AND NOT `+s.liveJobSQL()+`
-			ORDER BY l.id LIMIT $2 FOR UPDATE OF l SKIP LOCKED`, s.key, chunk)
-		if err != nil {
-			return err
-		}
-		type orphan struct {
-			id, attempt int64
-			obs         []byte
-			model       string
-		}
-		found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (orphan, error) {
-			var o orphan
-			err := r.Scan(&o.id, &o.attempt, &o.obs, &o.model)
-			return o, err
-		})
+		found, err := ledger.LockOrphanLines(ctx, tx, s.key, rivertable.Job(s.cfg.RiverSchema), chunk)
 		if err != nil || len(found) == 0 {
 			return err
 		}
 		for _, o := range found {
 			var ans ledger.BatchLineAnswer
-			if err := json.Unmarshal(o.obs, &ans); err != nil {
-				return fmt.Errorf("answer of line %d: %w", o.id, err)
+			if err := json.Unmarshal(o.Answer, &ans); err != nil {
+				return fmt.Errorf("answer of line %d: %w", o.ID, err)
 			}
-			out := s.orphanOutcome(ans, o.model)
-			if err := ledger.FinishAttempt(ctx, tx, o.attempt, out); err != nil && !errors.Is(err, ledger.ErrAttemptFinished) {
+			out := s.orphanOutcome(ans, o.Model)
+			if err := ledger.FinishAttempt(ctx, tx, o.AttemptID, out); err != nil && !errors.Is(err, ledger.ErrAttemptFinished) {
 				return err
 			}
 		}

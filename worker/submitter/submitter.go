@@ -175,9 +175,7 @@ type Submitter struct {
 	key   string
 	limit batchapi.Limits
 	// auto pipelines and their margins, for the deadline checks.
-	auto        []ledger.AutoMargin
-	autoNames   []string
-	autoMargins []float64
+	auto []ledger.AutoMargin
 
 	// notBefore: no new provider batch before then (a create throttled or
 	// failing). Only the loop goroutine touches it.
@@ -221,8 +219,6 @@ func New(cfg Config) (*Submitter, error) {
 	for _, p := range cfg.Config.Pipelines {
 		if p.Mode == config.ModeAuto {
 			s.auto = append(s.auto, ledger.AutoMargin{Pipeline: p.Name, Margin: p.AutoMargin})
-			s.autoNames = append(s.autoNames, p.Name)
-			s.autoMargins = append(s.autoMargins, p.AutoMargin.Seconds())
 		}
 	}
 	return s, nil
@@ -309,12 +305,12 @@ func (s *Submitter) Round(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// liveJobSQL is the condition "line l's River job can still run": a line
-// whose job was cancelled or deleted by hand (to stop its record for good)
-// is never sent, so it is never billed.
-func (s *Submitter) liveJobSQL() string {
-	return `EXISTS (SELECT 1 FROM ` + rivertable.Job(s.cfg.RiverSchema) + ` j
-		WHERE j.id = l.job_id AND j.state NOT IN ('cancelled', 'completed', 'discarded'))`
+// pending selects the key's lines that may go in a new provider batch
+// now: not of a batch whose auto deadline is near (they go synchronously),
+// not of a job cancelled or deleted by hand (never sent, so never billed),
+// not of a batch held by hand.
+func (s *Submitter) pending(now time.Time) ledger.PendingLines {
+	return ledger.PendingLines{Key: s.key, Auto: s.auto, Now: now, RiverJob: rivertable.Job(s.cfg.RiverSchema)}
 }
 
 // formAll forms and submits provider batches while pending lines are ripe,
@@ -355,14 +351,6 @@ func (s *Submitter) formAll(ctx context.Context) error {
 	}
 	return nil
 }
-
-// nearSQL is the condition "line l's triage batch has an auto pipeline
-// whose deadline is within its margin" (as ledger.NearDeadlineBatches
-// says), for the pending lines a new provider batch leaves out; $2, $3:
-// the auto pipelines and their margins in seconds, $4 now.
-const nearSQL = `EXISTS (SELECT 1 FROM triage_batch tb
-		JOIN unnest($2::text[], $3::float8[]) AS m(pipeline, margin) ON m.pipeline = tb.pipeline
-		WHERE tb.id = l.batch AND tb.deadline IS NOT NULL AND tb.deadline < $4::timestamptz + make_interval(secs => m.margin))`
 
 // deadlines asks for the cancel of the provider batches holding a line of
 // an auto pipeline whose deadline is near, and wakes the jobs of such lines
@@ -423,34 +411,13 @@ func (s *Submitter) wakeAnswered(ctx context.Context) error {
 	return s.settleAnsweredOrphans(ctx)
 }
 
-// row is a claimed triage_provider_batch row.
-type row struct {
-	id                               int64
-	state, model                     string
-	providerID, inputFileID, vstatus *string
-	createdAt                        time.Time
-	cancelRequested                  bool
-	polls                            int
-	// lease is the row's next_poll_at as this process last set it (claim,
-	// form, renew): the fencing token of its writes. Another process can
-	// claim the row only once next_poll_at is due, and its claim moves it,
-	// so a write conditioned on it is lost by a process whose lease ran out
-	// while a slow provider call was still running, instead of undoing the
-	// new owner's work (an intent write after the new owner's submitted,
-	// its lines released while its provider batch runs).
-	lease time.Time
-	// tagValue is the row's tag (triage_provider_batch.tag), sent as the
-	// provider batch's metadata and looked for after a crash.
-	tagValue string
-}
+// row is a claimed provider batch row; its Lease fences this process's
+// writes (see ledger's provider batch leases).
+type row = ledger.ProviderBatch
 
 // errLeaseLost: another process claimed the row after this one's lease ran
 // out; this one writes nothing more to it.
-var errLeaseLost = errors.New("submitter: lease on the provider batch row lost to another process")
-
-// tag is random per row (migration 014), so a batch of another
-// installation on the same provider account is never taken for this one.
-func (r *row) tag() string { return r.tagValue }
+var errLeaseLost = ledger.ErrLeaseLost
 
 // line is one line of a provider batch, in input order.
 type line struct {
@@ -464,13 +431,9 @@ type line struct {
 // trickle is still sent), or a batch is full. Lines whose deadline is near,
 // whose job is gone or which are held are left out, as form leaves them.
 func (s *Submitter) ripe(ctx context.Context) (bool, error) {
-	var ripe bool
-	if err := s.cfg.Pool.QueryRow(ctx, `SELECT coalesce(max(l.pending_since) < now() - make_interval(secs => $5)
-			OR min(l.pending_since) < now() - make_interval(secs => 10 * $5) OR count(*) >= $6, false)
-		FROM triage_provider_batch_line l
-		WHERE l.key = $1 AND l.state = 'pending' AND NOT `+nearSQL+` AND `+s.liveJobSQL()+` AND NOT `+ledger.LineHeldSQL,
-		s.key, s.autoNames, s.autoMargins, s.now(), s.t.Gather.Seconds(), s.limit.MaxLines).Scan(&ripe); err != nil {
-		return false, fmt.Errorf("submitter: pending lines: %w", err)
+	ripe, err := ledger.PendingLinesRipe(ctx, s.cfg.Pool, s.pending(s.now()), s.t.Gather, s.limit.MaxLines)
+	if err != nil {
+		return false, fmt.Errorf("submitter: %w", err)
 	}
 	return ripe, nil
 }
@@ -485,56 +448,25 @@ func (s *Submitter) form(ctx context.Context, adm keys.Admission) (bool, error) 
 		lines []line
 	)
 	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT l.id, l.custom_id, l.body, l.body->>'model'
-			FROM triage_provider_batch_line l
-			WHERE l.key = $1 AND l.state = 'pending' AND NOT `+nearSQL+` AND `+s.liveJobSQL()+`
-			  AND NOT `+ledger.LineHeldSQL+`
-			ORDER BY l.id LIMIT $5 FOR UPDATE OF l SKIP LOCKED`,
-			s.key, s.autoNames, s.autoMargins, now, s.limit.MaxLines)
-		if err != nil {
-			return err
-		}
 		g := group{limit: s.limit}
-		for rows.Next() {
-			var (
-				l     line
-				model *string
-			)
-			if err := rows.Scan(&l.id, &l.customID, &l.body, &model); err != nil {
-				rows.Close()
-				return err
-			}
+		err := ledger.LockPendingLines(ctx, tx, s.pending(now), s.limit.MaxLines, func(pl ledger.ProviderBatchLine) bool {
+			l := line{id: pl.ID, customID: pl.CustomID, body: pl.Body}
 			n, err := s.cfg.Client.LineBytes(batchapi.Line{CustomID: l.customID, Body: l.body})
 			if err != nil {
 				n = int64(len(l.body))
 			}
-			if _, full := g.add(l, deref(model), n); full {
-				break
-			}
-		}
-		lines, r.model = g.lines, g.model
-		rows.Close()
-		if err := rows.Err(); err != nil {
+			_, full := g.add(l, pl.Model, n)
+			return !full
+		})
+		if err != nil {
 			return err
 		}
+		lines = g.lines
 		if len(lines) == 0 {
 			return nil
 		}
-		// created_at is the database's clock, not this host's: it is the
-		// lower bound of the look-up (Find) after a lost create answer, and
-		// a host clock ahead of the provider's would cut that window short
-		// of the batch and have it created again.
-		r.state = "intent"
-		if err := tx.QueryRow(ctx, `INSERT INTO triage_provider_batch (key, vendor, model, lines, next_poll_at)
-			VALUES ($1, $2, $3, $4, $5) RETURNING id, next_poll_at, tag, created_at`,
-			s.key, s.cfg.Key.Vendor, r.model, len(lines), now.Add(s.t.Lease)).Scan(&r.id, &r.lease, &r.tagValue, &r.createdAt); err != nil {
-			return err
-		}
-		ids := make([]int64, len(lines))
-		for i, l := range lines {
-			ids[i] = l.id
-		}
-		_, err = tx.Exec(ctx, `UPDATE triage_provider_batch_line SET provider_batch = $1, state = 'submitted' WHERE id = ANY($2)`, r.id, ids)
+		r, err = ledger.CreateProviderBatch(ctx, tx, ledger.NewProviderBatch{Key: s.key, Vendor: s.cfg.Key.Vendor,
+			Model: g.model, Lines: lineIDs(lines), NextPollAt: now.Add(s.t.Lease)})
 		return err
 	})
 	if err != nil {
@@ -549,19 +481,12 @@ func (s *Submitter) form(ctx context.Context, adm keys.Admission) (bool, error) 
 // claim takes the provider batch row due a step soonest, leasing it.
 func (s *Submitter) claim(ctx context.Context) (*row, error) {
 	now := s.now()
-	var r row
-	err := s.cfg.Pool.QueryRow(ctx, `UPDATE triage_provider_batch SET next_poll_at = $2
-		WHERE id = (SELECT id FROM triage_provider_batch
-			WHERE key = $1 AND state IN ('intent', 'uploaded', 'submitted', 'ended') AND next_poll_at <= $3
-			ORDER BY next_poll_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-		RETURNING id, state, model, provider_batch_id, input_file_id, vendor_status, created_at, cancel_requested, polls, next_poll_at, tag`,
-		s.key, now.Add(s.t.Lease), now).Scan(&r.id, &r.state, &r.model, &r.providerID, &r.inputFileID, &r.vstatus,
-		&r.createdAt, &r.cancelRequested, &r.polls, &r.lease, &r.tagValue)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
+	r, ok, err := ledger.ClaimProviderBatch(ctx, s.cfg.Pool, s.key, now, now.Add(s.t.Lease))
 	if err != nil {
-		return nil, fmt.Errorf("submitter: claim a provider batch: %w", err)
+		return nil, fmt.Errorf("submitter: %w", err)
+	}
+	if !ok {
+		return nil, nil
 	}
 	return &r, nil
 }
@@ -572,13 +497,13 @@ func (s *Submitter) step(ctx context.Context) (bool, error) {
 	if r == nil || err != nil {
 		return false, err
 	}
-	switch r.state {
+	switch r.State {
 	case "intent", "uploaded":
 		return true, s.recover(ctx, r)
 	case "submitted":
 		return true, s.poll(ctx, r)
 	default: // ended
-		b, err := s.cfg.Client.Get(ctx, deref(r.providerID))
+		b, err := s.cfg.Client.Get(ctx, deref(r.ProviderID))
 		if err != nil {
 			return true, s.later(ctx, r, err)
 		}
@@ -587,27 +512,31 @@ func (s *Submitter) step(ctx context.Context) (bool, error) {
 }
 
 func (s *Submitter) lines(ctx context.Context, id int64) ([]line, error) {
-	rows, err := s.cfg.Pool.Query(ctx, `SELECT id, custom_id, body FROM triage_provider_batch_line
-		WHERE provider_batch = $1 ORDER BY id`, id)
+	ls, err := ledger.ProviderBatchLines(ctx, s.cfg.Pool, id)
 	if err != nil {
-		return nil, fmt.Errorf("submitter: lines of provider batch %d: %w", id, err)
+		return nil, fmt.Errorf("submitter: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (line, error) {
-		var l line
-		err := r.Scan(&l.id, &l.customID, &l.body)
-		return l, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("submitter: lines of provider batch %d: %w", id, err)
+	out := make([]line, len(ls))
+	for i, l := range ls {
+		out[i] = line{id: l.ID, customID: l.CustomID, body: l.Body}
 	}
 	return out, nil
+}
+
+// lineIDs are the ids of lines.
+func lineIDs(lines []line) []int64 {
+	ids := make([]int64, len(lines))
+	for i, l := range lines {
+		ids[i] = l.id
+	}
+	return ids
 }
 
 // recover resumes an intent or uploaded row that a process left behind:
 // the provider batch may exist (created, then the process died before
 // recording it), so it is looked for before anything is sent again.
 func (s *Submitter) recover(ctx context.Context, r *row) error {
-	lines, err := s.lines(ctx, r.id)
+	lines, err := s.lines(ctx, r.ID)
 	if err != nil {
 		return err
 	}
@@ -615,14 +544,14 @@ func (s *Submitter) recover(ctx context.Context, r *row) error {
 	for i, l := range lines {
 		ids[i] = l.customID
 	}
-	if s.unsent[r.id] && r.polls == 0 && r.inputFileID == nil && !r.cancelRequested {
+	if s.unsent[r.ID] && r.Polls == 0 && r.InputFileID == nil && !r.CancelRequested {
 		// Split off a refused batch by this process, and not sent since by
 		// any process (every send counts in polls first): nothing to look
 		// for (and an Anthropic Find would wait for its running sibling of
 		// the same size to end).
 		return s.submit(ctx, r, lines, nil)
 	}
-	delete(s.unsent, r.id)
+	delete(s.unsent, r.ID)
 	// The row's created_at is the database's clock at the intent; the
 	// provider's clock may differ from it by minutes, which the client's
 	// margin (batchapi.FindClockSkew) covers. No host clock is involved.
@@ -630,9 +559,9 @@ func (s *Submitter) recover(ctx context.Context, r *row) error {
 	// A line sent again keeps its custom_id, so an Anthropic batch of the
 	// same lines may be another row's: recorded batches are not this one.
 	known := func(ctx context.Context, id string) (bool, error) {
-		return ledger.ProviderBatchRecorded(ctx, s.cfg.Pool, s.key, id, r.id)
+		return ledger.ProviderBatchRecorded(ctx, s.cfg.Pool, s.key, id, r.ID)
 	}
-	b, found, err := s.cfg.Client.Find(hctx, r.tag(), r.createdAt, ids, known)
+	b, found, err := s.cfg.Client.Find(hctx, r.Tag, r.CreatedAt, ids, known)
 	if lost := stop(); lost != nil {
 		return lost
 	}
@@ -643,12 +572,12 @@ func (s *Submitter) recover(ctx context.Context, r *row) error {
 	case err != nil:
 		return s.later(ctx, r, err)
 	case found:
-		s.log.InfoContext(ctx, "provider batch found after a restart", "key", s.key, "provider_batch", r.id, "id", b.ID)
+		s.log.InfoContext(ctx, "provider batch found after a restart", "key", s.key, "provider_batch", r.ID, "id", b.ID)
 		return s.recordSubmitted(ctx, r, b)
 	}
-	if r.cancelRequested {
+	if r.CancelRequested {
 		// Never reached the provider: its lines did not run.
-		delete(s.unsent, r.id)
+		delete(s.unsent, r.ID)
 		return s.release(ctx, r, "abandoned", "not_run")
 	}
 	return s.submit(ctx, r, lines, nil)
@@ -682,15 +611,15 @@ func (s *Submitter) submit(ctx context.Context, r *row, lines []line, admitted *
 		return err
 	}
 	// From here the provider may have it: a later claim looks first.
-	delete(s.unsent, r.id)
+	delete(s.unsent, r.ID)
 	bl := make([]batchapi.Line, len(lines))
 	for i, l := range lines {
 		bl[i] = batchapi.Line{CustomID: l.customID, Body: l.body}
 	}
-	fileID := deref(r.inputFileID)
+	fileID := deref(r.InputFileID)
 	if fileID == "" && s.cfg.Key.Vendor == "openai" {
 		hctx, stop := s.hold(ctx, r)
-		fileID, err = s.cfg.Client.Upload(hctx, bl, r.tag())
+		fileID, err = s.cfg.Client.Upload(hctx, bl, r.Tag)
 		if lost := stop(); lost != nil {
 			// Another process owns the row now and sends it itself; an
 			// uploaded file is only storage, never billed.
@@ -700,18 +629,15 @@ func (s *Submitter) submit(ctx context.Context, r *row, lines []line, admitted *
 		if err != nil {
 			return s.refused(ctx, r, lines, adm, err)
 		}
-		tag, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET state = 'uploaded', input_file_id = $2
-			WHERE id = $1 AND next_poll_at = $3`, r.id, fileID, r.lease)
-		if err != nil {
-			return fmt.Errorf("submitter: record upload of %d: %w", r.id, err)
-		}
-		if tag.RowsAffected() == 0 {
-			s.settle(ctx, adm, keys.OutcomeNone, "", true)
-			return fmt.Errorf("submitter: record upload of %d: %w", r.id, errLeaseLost)
+		if err := ledger.RecordUpload(ctx, s.cfg.Pool, *r, fileID); err != nil {
+			if errors.Is(err, errLeaseLost) {
+				s.settle(ctx, adm, keys.OutcomeNone, "", true)
+			}
+			return fmt.Errorf("submitter: %w", err)
 		}
 	}
 	hctx, stop := s.hold(ctx, r)
-	b, err := s.cfg.Client.Create(hctx, fileID, bl, r.tag())
+	b, err := s.cfg.Client.Create(hctx, fileID, bl, r.Tag)
 	lost := stop()
 	if err != nil {
 		if lost != nil {
@@ -727,7 +653,7 @@ func (s *Submitter) submit(ctx context.Context, r *row, lines []line, admitted *
 	if b.VendorStatus != "validating" {
 		s.accepted() // Anthropic validates at create
 	}
-	s.log.InfoContext(ctx, "provider batch submitted", "key", s.key, "provider_batch", r.id, "id", b.ID, "lines", len(lines))
+	s.log.InfoContext(ctx, "provider batch submitted", "key", s.key, "provider_batch", r.ID, "id", b.ID, "lines", len(lines))
 	return s.recordSubmitted(ctx, r, b)
 }
 
@@ -760,16 +686,13 @@ func (s *Submitter) settle(ctx context.Context, adm keys.Admission, o keys.Outco
 
 func (s *Submitter) recordSubmitted(ctx context.Context, r *row, b batchapi.Batch) error {
 	counts, _ := json.Marshal(b.Counts.Vendor(s.cfg.Key.Vendor))
-	tag, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET state = 'submitted', provider_batch_id = $2,
-			input_file_id = coalesce(nullif($3, ''), input_file_id), vendor_status = $4, counts = $5,
-			submitted_at = coalesce(submitted_at, $6), expires_at = $7, next_poll_at = $8, polls = 0, last_error = NULL
-		WHERE id = $1 AND next_poll_at = $9`, r.id, b.ID, b.InputFileID, b.VendorStatus, counts, s.now(), nullTime(b.ExpiresAt),
-		s.now().Add(s.t.PollMin), r.lease)
-	if err != nil {
-		return fmt.Errorf("submitter: record provider batch %d as %s: %w", r.id, b.ID, err)
-	}
-	if tag.RowsAffected() == 0 {
+	err := ledger.RecordSubmitted(ctx, s.cfg.Pool, *r, ledger.SubmittedBatch{ProviderID: b.ID, InputFileID: b.InputFileID,
+		VendorStatus: b.VendorStatus, Counts: counts, ExpiresAt: b.ExpiresAt}, s.now(), s.now().Add(s.t.PollMin))
+	if errors.Is(err, errLeaseLost) {
 		return s.strayBatch(ctx, r, b)
+	}
+	if err != nil {
+		return fmt.Errorf("submitter: %w", err)
 	}
 	return nil
 }
@@ -779,19 +702,19 @@ func (s *Submitter) recordSubmitted(ctx context.Context, r *row, b batchapi.Batc
 // owner recorded this very batch (found it), it is a second batch of the
 // same lines, cancelled at once so that its lines are not billed twice.
 func (s *Submitter) strayBatch(ctx context.Context, r *row, b batchapi.Batch) error {
-	var recorded *string
-	if err := s.cfg.Pool.QueryRow(ctx, `SELECT provider_batch_id FROM triage_provider_batch WHERE id = $1`, r.id).Scan(&recorded); err != nil {
-		return fmt.Errorf("submitter: provider batch %d (%s) created after its lease was lost: %w", r.id, b.ID, err)
+	recorded, err := ledger.ProviderBatchID(ctx, s.cfg.Pool, r.ID)
+	if err != nil {
+		return fmt.Errorf("submitter: provider batch %d (%s) created after its lease was lost: %w", r.ID, b.ID, err)
 	}
-	if deref(recorded) == b.ID {
+	if recorded == b.ID {
 		return nil
 	}
 	s.log.ErrorContext(ctx, "provider batch created after the row's lease was lost: cancelling it", "key", s.key,
-		"provider_batch", r.id, "id", b.ID)
+		"provider_batch", r.ID, "id", b.ID)
 	if _, err := s.cfg.Client.Cancel(ctx, b.ID); err != nil {
-		return fmt.Errorf("submitter: cancel stray provider batch %s of %d: %w", b.ID, r.id, err)
+		return fmt.Errorf("submitter: cancel stray provider batch %s of %d: %w", b.ID, r.ID, err)
 	}
-	return fmt.Errorf("submitter: provider batch %d: %w", r.id, errLeaseLost)
+	return fmt.Errorf("submitter: provider batch %d: %w", r.ID, errLeaseLost)
 }
 
 // renew moves the row's lease a full Lease ahead, if it is still this
@@ -806,14 +729,8 @@ func (s *Submitter) renewSending(ctx context.Context, r *row) error {
 }
 
 func (s *Submitter) renewCounting(ctx context.Context, r *row, sends int) error {
-	err := s.cfg.Pool.QueryRow(ctx, `UPDATE triage_provider_batch SET next_poll_at = $2, polls = polls + $4
-		WHERE id = $1 AND next_poll_at = $3
-		RETURNING next_poll_at`, r.id, s.now().Add(s.t.Lease), r.lease, sends).Scan(&r.lease)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("submitter: provider batch %d: %w", r.id, errLeaseLost)
-	}
-	if err != nil {
-		return fmt.Errorf("submitter: renew the lease of %d: %w", r.id, err)
+	if err := ledger.RenewProviderBatch(ctx, s.cfg.Pool, r, s.now().Add(s.t.Lease), sends); err != nil {
+		return fmt.Errorf("submitter: %w", err)
 	}
 	return nil
 }
@@ -823,7 +740,7 @@ func (s *Submitter) renewCounting(ctx context.Context, r *row, sends int) error 
 // Lease and cuts the call once it cannot, so no call of this process runs
 // on a row another process may have claimed. stop ends the renewals and
 // reports errLeaseLost (or the renewal's error) if the lease was not kept;
-// r.lease is then only read after stop.
+// r.Lease is then only read after stop.
 func (s *Submitter) hold(ctx context.Context, r *row) (context.Context, func() error) {
 	ctx, cancel := context.WithCancel(ctx)
 	quit, done := make(chan struct{}), make(chan struct{})
@@ -864,13 +781,13 @@ func (s *Submitter) refused(ctx context.Context, r *row, lines []line, adm keys.
 		// The lines cannot make a batch (batchapi.ErrInvalidLines): a bug
 		// in what the worker rendered. Back to pending, and slow down.
 		s.settle(ctx, adm, keys.OutcomeNone, "", false)
-		s.log.ErrorContext(ctx, "provider batch not submitted", "key", s.key, "provider_batch", r.id, "err", err)
+		s.log.ErrorContext(ctx, "provider batch not submitted", "key", s.key, "provider_batch", r.ID, "err", err)
 		s.backOff()
 		return s.release(ctx, r, "abandoned", "pending")
 	}
 	o := ce.Res.Observation
 	v := s.cfg.Config.Classifier().Classify(o)
-	s.log.WarnContext(ctx, "provider batch call failed", "key", s.key, "provider_batch", r.id, "op", ce.Op,
+	s.log.WarnContext(ctx, "provider batch call failed", "key", s.key, "provider_batch", r.ID, "op", ce.Op,
 		"status", o.Status, "phase", o.Phase, "class", v.Class.String(), "reason", v.Reason)
 	noAnswer := o.Phase != classify.PhaseResponse || v.Class == classify.Ambiguous || v.Class == classify.OK
 	outcome := keys.OutcomeOf(v.Class)
@@ -929,23 +846,19 @@ func (s *Submitter) backoffWait() time.Duration {
 // reach).
 func (s *Submitter) release(ctx context.Context, r *row, state, lineState string) error {
 	return pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE triage_provider_batch SET state = $2, collected_at = $3 WHERE id = $1 AND next_poll_at = $4`,
-			r.id, state, s.now(), r.lease)
-		if err != nil {
-			return fmt.Errorf("submitter: release %d: %w", r.id, err)
+		// Under the lease: the new owner's provider batch may hold these
+		// lines.
+		if err := ledger.EndProviderBatch(ctx, tx, *r, state, s.now()); err != nil {
+			return fmt.Errorf("submitter: release: %w", err)
 		}
-		if tag.RowsAffected() == 0 {
-			// The new owner's provider batch may hold these lines.
-			return fmt.Errorf("submitter: release %d: %w", r.id, errLeaseLost)
-		}
+		var err error
 		if lineState == ledger.LinePending {
-			err = s.wakeJobs(ctx, tx, `UPDATE triage_provider_batch_line SET state = 'pending', provider_batch = NULL, pending_since = now()
-				WHERE provider_batch = $1 AND state = 'submitted' RETURNING job_id`, r.id)
+			err = s.wakeJobs(ctx, tx)(ledger.ReturnLinesPending(ctx, tx, r.ID))
 		} else {
-			err = s.markRest(ctx, tx, r.id)
+			err = s.markRest(ctx, tx, r.ID)
 		}
 		if err != nil {
-			return fmt.Errorf("submitter: release lines of %d: %w", r.id, err)
+			return fmt.Errorf("submitter: release lines of %d: %w", r.ID, err)
 		}
 		return nil
 	})
@@ -956,25 +869,18 @@ func (s *Submitter) release(ctx context.Context, r *row, state, lineState string
 // the lines' jobs.
 func (s *Submitter) answerAll(ctx context.Context, r *row, state string, ans []byte) error {
 	return pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE triage_provider_batch SET state = $3, collected_at = $2 WHERE id = $1 AND next_poll_at = $4`,
-			r.id, s.now(), state, r.lease)
-		if err != nil {
-			return err
+		if err := ledger.EndProviderBatch(ctx, tx, *r, state, s.now()); err != nil {
+			return fmt.Errorf("submitter: answer the lines: %w", err)
 		}
-		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("submitter: answer the lines of %d: %w", r.id, errLeaseLost)
-		}
-		return s.wakeJobs(ctx, tx, `UPDATE triage_provider_batch_line SET state = 'answered', observation = $2, answered_at = now()
-			WHERE provider_batch = $1 AND state = 'submitted' RETURNING job_id`, r.id, ans)
+		return s.wakeJobs(ctx, tx)(ledger.AnswerLines(ctx, tx, r.ID, ans))
 	})
 }
 
 // reschedule releases the lease until now+d.
 func (s *Submitter) reschedule(ctx context.Context, r *row, d time.Duration) error {
 	// A row another process claimed meanwhile keeps that one's lease.
-	if _, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET next_poll_at = $2 WHERE id = $1 AND next_poll_at = $3`,
-		r.id, s.now().Add(d), r.lease); err != nil {
-		return fmt.Errorf("submitter: reschedule %d: %w", r.id, err)
+	if err := ledger.RescheduleProviderBatch(ctx, s.cfg.Pool, *r, s.now().Add(d)); err != nil {
+		return fmt.Errorf("submitter: %w", err)
 	}
 	return nil
 }
@@ -982,11 +888,10 @@ func (s *Submitter) reschedule(ctx context.Context, r *row, d time.Duration) err
 // later records a failed get/cancel/download and polls again after a
 // backoff: the batch runs at the provider whatever happened to a poll.
 func (s *Submitter) later(ctx context.Context, r *row, err error) error {
-	s.log.WarnContext(ctx, "provider batch poll failed", "key", s.key, "provider_batch", r.id, "err", err)
+	s.log.WarnContext(ctx, "provider batch poll failed", "key", s.key, "provider_batch", r.ID, "err", err)
 	msg := err.Error()
-	if _, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET next_poll_at = $2, polls = polls + 1, last_error = $3
-		WHERE id = $1 AND next_poll_at = $4`, r.id, s.now().Add(jitter(s.t.PollMin, s.t.PollMax, r.polls)), msg, r.lease); err != nil {
-		return fmt.Errorf("submitter: reschedule %d: %w", r.id, err)
+	if err := ledger.RecordPollFailed(ctx, s.cfg.Pool, *r, msg, s.now().Add(jitter(s.t.PollMin, s.t.PollMax, r.Polls))); err != nil {
+		return fmt.Errorf("submitter: %w", err)
 	}
 	return nil
 }
@@ -994,18 +899,18 @@ func (s *Submitter) later(ctx context.Context, r *row, err error) error {
 // poll asks the provider how a submitted batch is doing (cancelling it
 // first when a cancel was asked for) and collects it once it has ended.
 func (s *Submitter) poll(ctx context.Context, r *row) error {
-	id := deref(r.providerID)
+	id := deref(r.ProviderID)
 	b, err := s.cfg.Client.Get(ctx, id)
 	if err != nil {
 		return s.later(ctx, r, err)
 	}
-	if r.cancelRequested && !b.Ended && !cancelling(b.VendorStatus) {
+	if r.CancelRequested && !b.Ended && !cancelling(b.VendorStatus) {
 		// Asked for by `triage batch cancel` or a near deadline: what ran
 		// is collected as usual, the rest comes back not run.
 		if b, err = s.cfg.Client.Cancel(ctx, id); err != nil {
 			return s.later(ctx, r, err)
 		}
-		s.log.InfoContext(ctx, "provider batch cancel sent", "key", s.key, "provider_batch", r.id, "id", id)
+		s.log.InfoContext(ctx, "provider batch cancel sent", "key", s.key, "provider_batch", r.ID, "id", id)
 	}
 	if b.Ended {
 		return s.collect(ctx, r, b)
@@ -1014,10 +919,8 @@ func (s *Submitter) poll(ctx context.Context, r *row) error {
 		s.accepted() // OpenAI accepted the file
 	}
 	counts, _ := json.Marshal(b.Counts.Vendor(s.cfg.Key.Vendor))
-	if _, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET vendor_status = $2, counts = $3, polls = polls + 1,
-			next_poll_at = $4, last_error = NULL WHERE id = $1 AND next_poll_at = $5`,
-		r.id, b.VendorStatus, counts, s.now().Add(jitter(s.t.PollMin, s.t.PollMax, r.polls)), r.lease); err != nil {
-		return fmt.Errorf("submitter: record poll of %d: %w", r.id, err)
+	if err := ledger.RecordPoll(ctx, s.cfg.Pool, *r, b.VendorStatus, counts, s.now().Add(jitter(s.t.PollMin, s.t.PollMax, r.Polls))); err != nil {
+		return fmt.Errorf("submitter: %w", err)
 	}
 	return nil
 }
@@ -1031,10 +934,9 @@ func cancelling(status string) bool { return status == "cancelling" || status ==
 // cut midway is resumed without writing a line twice.
 func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error {
 	counts, _ := json.Marshal(b.Counts.Vendor(s.cfg.Key.Vendor))
-	if _, err := s.cfg.Pool.Exec(ctx, `UPDATE triage_provider_batch SET state = 'ended', vendor_status = $2, counts = $3,
-			output_file_id = nullif($4, ''), error_file_id = nullif($5, ''), ended_at = coalesce(ended_at, $6)
-		WHERE id = $1 AND state IN ('submitted', 'ended')`, r.id, b.VendorStatus, counts, b.OutputFileID, b.ErrorFileID, endedAt(b, s.now())); err != nil {
-		return fmt.Errorf("submitter: record end of %d: %w", r.id, err)
+	if err := ledger.RecordProviderBatchEnd(ctx, s.cfg.Pool, *r, ledger.EndedBatch{VendorStatus: b.VendorStatus, Counts: counts,
+		OutputFileID: b.OutputFileID, ErrorFileID: b.ErrorFileID, EndedAt: endedAt(b, s.now())}); err != nil {
+		return fmt.Errorf("submitter: %w", err)
 	}
 	if b.Failed {
 		return s.collectFailed(ctx, r, b)
@@ -1050,13 +952,7 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 			return nil
 		}
 		err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
-			return s.wakeJobs(ctx, tx, `UPDATE triage_provider_batch_line l SET state = v.state, observation = v.obs,
-					answered_at = CASE WHEN v.state = 'answered' THEN now() END,
-					provider_batch = CASE WHEN v.state = 'pending' THEN NULL ELSE l.provider_batch END,
-					pending_since = CASE WHEN v.state = 'pending' THEN now() ELSE l.pending_since END
-				FROM unnest($2::text[], $3::text[], $4::jsonb[]) AS v(custom_id, state, obs)
-				WHERE l.provider_batch = $1 AND l.custom_id = v.custom_id AND l.state = 'submitted'
-				RETURNING l.job_id`, r.id, ids, states, answers)
+			return s.wakeJobs(ctx, tx)(ledger.StoreLineOutcomes(ctx, tx, r.ID, ids, states, answers))
 		})
 		ids, states, answers = ids[:0], states[:0], answers[:0]
 		return err
@@ -1065,7 +961,7 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 		if errors.Is(err, batchapi.ErrMalformedResult) {
 			// Its line stays submitted; see lostAnswer below.
 			unreadable++
-			s.log.WarnContext(ctx, "unreadable result line", "key", s.key, "provider_batch", r.id, "err", err)
+			s.log.WarnContext(ctx, "unreadable result line", "key", s.key, "provider_batch", r.ID, "err", err)
 			continue
 		}
 		if err != nil {
@@ -1091,12 +987,12 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 		}
 		if len(ids) >= chunk {
 			if err := flush(); err != nil {
-				return fmt.Errorf("submitter: store results of %d: %w", r.id, err)
+				return fmt.Errorf("submitter: store results of %d: %w", r.ID, err)
 			}
 		}
 	}
 	if err := flush(); err != nil {
-		return fmt.Errorf("submitter: store results of %d: %w", r.id, err)
+		return fmt.Errorf("submitter: store results of %d: %w", r.ID, err)
 	}
 	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
 		if unreadable > 0 {
@@ -1105,21 +1001,19 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 			// be billed twice with the first bill missing from the ledger;
 			// so each is an answer lost after the send, as a synchronous
 			// call's (ambiguous: possibly billed, ambiguous_retries decides).
-			if err := s.wakeJobs(ctx, tx, `UPDATE triage_provider_batch_line SET state = 'answered', observation = $2, answered_at = now()
-				WHERE provider_batch = $1 AND state = 'submitted' RETURNING job_id`, r.id, s.lostAnswer()); err != nil {
+			if err := s.wakeJobs(ctx, tx)(ledger.AnswerLines(ctx, tx, r.ID, s.lostAnswer())); err != nil {
 				return err
 			}
 		}
-		if err := s.markRest(ctx, tx, r.id); err != nil {
+		if err := s.markRest(ctx, tx, r.ID); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `UPDATE triage_provider_batch SET state = 'collected', collected_at = $2 WHERE id = $1`, r.id, s.now())
-		return err
+		return ledger.CollectedProviderBatch(ctx, tx, r.ID, s.now())
 	})
 	if err != nil {
-		return fmt.Errorf("submitter: finish collecting %d: %w", r.id, err)
+		return fmt.Errorf("submitter: finish collecting %d: %w", r.ID, err)
 	}
-	s.log.InfoContext(ctx, "provider batch collected", "key", s.key, "provider_batch", r.id, "id", b.ID,
+	s.log.InfoContext(ctx, "provider batch collected", "key", s.key, "provider_batch", r.ID, "id", b.ID,
 		"status", b.VendorStatus, "results", n, "exhausted", exhausted, "unreadable", unreadable)
 	if exhausted > 0 {
 		s.tripExhausted(ctx, "batch lines: balance exhausted")
@@ -1168,7 +1062,7 @@ func (s *Submitter) tripExhausted(ctx context.Context, reason string) {
 // batch_validation:<code>); the other lines did not run and go into a new
 // batch.
 func (s *Submitter) collectFailed(ctx context.Context, r *row, b batchapi.Batch) error {
-	lines, err := s.lines(ctx, r.id)
+	lines, err := s.lines(ctx, r.ID)
 	if err != nil {
 		return err
 	}
@@ -1198,21 +1092,17 @@ func (s *Submitter) collectFailed(ctx context.Context, r *row, b batchapi.Batch)
 	}
 	err = pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
 		if len(ids) > 0 {
-			if err := s.wakeJobs(ctx, tx, `UPDATE triage_provider_batch_line l SET state = 'answered', observation = v.obs, answered_at = now()
-				FROM unnest($2::text[], $3::jsonb[]) AS v(custom_id, obs)
-				WHERE l.provider_batch = $1 AND l.custom_id = v.custom_id AND l.state = 'submitted'
-				RETURNING l.job_id`, r.id, ids, answers); err != nil {
+			if err := s.wakeJobs(ctx, tx)(ledger.AnswerLinesByID(ctx, tx, r.ID, ids, answers)); err != nil {
 				return err
 			}
 		}
-		if err := s.markRest(ctx, tx, r.id); err != nil {
+		if err := s.markRest(ctx, tx, r.ID); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `UPDATE triage_provider_batch SET state = 'collected', collected_at = $2 WHERE id = $1`, r.id, s.now())
-		return err
+		return ledger.CollectedProviderBatch(ctx, tx, r.ID, s.now())
 	})
 	if err != nil {
-		return fmt.Errorf("submitter: failed validation of %d: %w", r.id, err)
+		return fmt.Errorf("submitter: failed validation of %d: %w", r.ID, err)
 	}
 	return nil
 }
@@ -1220,23 +1110,20 @@ func (s *Submitter) collectFailed(ctx context.Context, r *row, b batchapi.Batch)
 // markRest marks the lines of a provider batch still submitted as not run
 // and wakes their jobs.
 func (s *Submitter) markRest(ctx context.Context, tx pgx.Tx, id int64) error {
-	return s.wakeJobs(ctx, tx, `UPDATE triage_provider_batch_line SET state = 'not_run'
-		WHERE provider_batch = $1 AND state = 'submitted' RETURNING job_id`, id)
+	return s.wakeJobs(ctx, tx)(ledger.MarkLinesNotRun(ctx, tx, id))
 }
 
-// wakeJobs runs a line update returning job ids and makes those jobs
-// available now, in tx (rivertable.WakeJobs).
-func (s *Submitter) wakeJobs(ctx context.Context, tx pgx.Tx, update string, args ...any) error {
-	rows, err := tx.Query(ctx, update, args...)
-	if err != nil {
+// wakeJobs takes what a ledger line update in tx returned, the jobs of
+// the lines it changed, and makes those jobs available now in tx
+// (rivertable.WakeJobs): s.wakeJobs(ctx, tx)(ledger.AnswerLines(ctx, tx, …)).
+func (s *Submitter) wakeJobs(ctx context.Context, tx pgx.Tx) func(ids []int64, err error) error {
+	return func(ids []int64, err error) error {
+		if err != nil {
+			return err
+		}
+		_, err = rivertable.WakeJobs(ctx, tx, s.cfg.RiverSchema, ids)
 		return err
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return err
-	}
-	_, err = rivertable.WakeJobs(ctx, tx, s.cfg.RiverSchema, ids)
-	return err
 }
 
 func endedAt(b batchapi.Batch, now time.Time) time.Time {
@@ -1244,13 +1131,6 @@ func endedAt(b batchapi.Batch, now time.Time) time.Time {
 		return b.EndedAt
 	}
 	return now
-}
-
-func nullTime(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
 }
 
 func deref(s *string) string {
@@ -1285,7 +1165,7 @@ func (s *Submitter) refusedWhole(ctx context.Context, r *row, lines []line, rf r
 	s.refusals++
 	s.streakLines = max(s.streakLines, len(lines))
 	limit := refusalLimit(s.t.MaxRefusals, s.streakLines)
-	s.log.WarnContext(ctx, "provider batch refused as a whole, naming no line", "key", s.key, "provider_batch", r.id,
+	s.log.WarnContext(ctx, "provider batch refused as a whole, naming no line", "key", s.key, "provider_batch", r.ID,
 		"lines", len(lines), "status", rf.status, "vendor_code", rf.code, "refusals_in_a_row", s.refusals, "limit", limit)
 	ans, _ := json.Marshal(rf.answer)
 	switch {
@@ -1314,38 +1194,13 @@ func (s *Submitter) refusedWhole(ctx context.Context, r *row, lines []line, rf r
 // part, due now, in one transaction. Another process that claims one looks
 // for it at the provider first, as after a crash.
 func (s *Submitter) split(ctx context.Context, r *row, state string, parts ...[]line) error {
-	now := s.now()
-	out := make([]int64, len(parts))
-	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE triage_provider_batch SET state = $2, collected_at = $3 WHERE id = $1 AND next_poll_at = $4`,
-			r.id, state, now, r.lease)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return errLeaseLost
-		}
-		for i, p := range parts {
-			var id int64
-			if err := tx.QueryRow(ctx, `INSERT INTO triage_provider_batch (key, vendor, model, lines, next_poll_at)
-				VALUES ($1, $2, $3, $4, $5) RETURNING id`,
-				s.key, s.cfg.Key.Vendor, r.model, len(p), now).Scan(&id); err != nil {
-				return err
-			}
-			ids := make([]int64, len(p))
-			for j, l := range p {
-				ids[j] = l.id
-			}
-			if _, err := tx.Exec(ctx, `UPDATE triage_provider_batch_line SET provider_batch = $1
-				WHERE id = ANY($2) AND provider_batch = $3 AND state = 'submitted'`, id, ids, r.id); err != nil {
-				return err
-			}
-			out[i] = id
-		}
-		return nil
-	})
+	ids := make([][]int64, len(parts))
+	for i, p := range parts {
+		ids[i] = lineIDs(p)
+	}
+	out, err := ledger.SplitProviderBatch(ctx, s.cfg.Pool, s.key, s.cfg.Key.Vendor, *r, state, s.now(), ids)
 	if err != nil {
-		return fmt.Errorf("submitter: split provider batch %d: %w", r.id, err)
+		return fmt.Errorf("submitter: %w", err)
 	}
 	if s.unsent == nil {
 		s.unsent = map[int64]bool{}
@@ -1353,7 +1208,7 @@ func (s *Submitter) split(ctx context.Context, r *row, state string, parts ...[]
 	for _, id := range out {
 		s.unsent[id] = true
 	}
-	s.log.InfoContext(ctx, "refused provider batch split in halves", "key", s.key, "provider_batch", r.id, "into", out)
+	s.log.InfoContext(ctx, "refused provider batch split in halves", "key", s.key, "provider_batch", r.ID, "into", out)
 	return nil
 }
 
@@ -1361,10 +1216,10 @@ func (s *Submitter) split(ctx context.Context, r *row, state string, parts ...[]
 func (s *Submitter) accepted() { s.refusals, s.streakLines, s.alerted = 0, 0, false }
 
 func (s *Submitter) alertRefused(ctx context.Context, r *row, rf refusal, lines int, msg string) {
-	fields := map[string]any{"provider_batch": r.id, "lines": lines, "vendor_code": rf.code, "reason": rf.reason,
+	fields := map[string]any{"provider_batch": r.ID, "lines": lines, "vendor_code": rf.code, "reason": rf.reason,
 		"http_status": rf.status, "refusals_in_a_row": s.refusals}
 	if s.cfg.Alerter == nil {
-		s.log.ErrorContext(ctx, msg, "key", s.key, "provider_batch", r.id, "vendor_code", rf.code, "reason", rf.reason)
+		s.log.ErrorContext(ctx, msg, "key", s.key, "provider_batch", r.ID, "vendor_code", rf.code, "reason", rf.reason)
 		return
 	}
 	s.cfg.Alerter.Alert(ctx, keys.Alert{Kind: keys.AlertBatchRefused, Key: s.key, Message: msg, Fields: fields})
