@@ -927,6 +927,41 @@ func TestAnthropicIntentRowIsNotMatchedToAnEarlierBatchOfItsLines(t *testing.T) 
 	b.requireBilledOnce(t)
 }
 
+// The balance runs out in the middle of a provider batch and is not topped
+// up: the key's breaker opens and its queue is paused, but the records
+// whose lines came back answered hold a paid answer that needs no call.
+// They are applied at once, not one per probe interval as the key's probe
+// (night simulator seed 120349: 40 answered jobs left in the paused queue,
+// applied one per probe, past the night's bound).
+func TestBatchModeAnswersAreAppliedWhileTheKeyIsExhausted(t *testing.T) {
+	t.Parallel()
+	const n = 40
+	// Room for about half of the lines at batch prices.
+	sc := fakeprovider.Scenario{Balance: &fakeprovider.Balance{USD: 20 * 7.5e-6}}
+	b, _ := setupBatch(t, sc, "batch", tweaks{probeInterval: "1h"})
+	b.oneGather(n, 2*time.Second)
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	eventually(t, 30*time.Second, "the key trips", func() bool { return b.hooks.count("key_exhausted") >= 1 })
+	answered := b.fake.Stats().Batches.Succeeded
+	require.Positive(t, answered)
+	require.Less(t, answered, n)
+	eventually(t, 30*time.Second, "every paid answer applied while the key is exhausted", func() bool {
+		return b.status(t, "b1").Completed == answered
+	})
+	require.True(t, keyOpen(t, b), "applying answers closes no breaker")
+	require.Zero(t, b.hooks.count("key_resumed"))
+	stats := b.fake.Stats()
+	require.Equal(t, 1, stats.Batches.Created, "no new batch while the key is exhausted")
+	require.Zero(t, stats.DoubleBilledRecords, "nothing billed twice")
+	costUSD, _, _ := b.ledgerBill(t)
+	require.InDelta(t, stats.BilledUSD, costUSD, 1e-9, "the ledger is the provider's bill")
+	var pending int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM triage_provider_batch_line WHERE state = 'pending'`).Scan(&pending))
+	require.Equal(t, n-answered, pending, "the lines refused for the balance wait, unsent")
+}
+
 // allLinesSubmitted waits until each of the n lines is in a provider
 // batch the provider created and that is still running, and returns how
 // many the provider created: on a loaded machine the 200 ms gather window

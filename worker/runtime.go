@@ -355,7 +355,9 @@ func New(opts Options) (*Runtime, error) {
 			throttleFirst: opts.ThrottleWait,
 		}
 		queues[keys.QueueName(k.Name)] = river.QueueConfig{MaxWorkers: k.Concurrency, FetchCooldown: queueFetchCooldown(*k, opts)}
-		queues[keys.ProbeQueueName(k.Name)] = river.QueueConfig{MaxWorkers: 1}
+		// The probe queue runs the key's probe and, while the key's queue
+		// is paused, the jobs applying a paid answer (keys.Supervisor).
+		queues[keys.ProbeQueueName(k.Name)] = river.QueueConfig{MaxWorkers: k.Concurrency}
 		maxTimeout = max(maxTimeout, cfg.CallMax(k))
 	}
 

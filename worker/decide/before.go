@@ -207,7 +207,9 @@ func Before(b BeforeCall) Reaction {
 		if !a.Allowed && !held && b.Fallback.ready() {
 			return fallback(b.Fallback.Model, Reaction{Kind: ReactPark, After: BreakerPark})
 		}
-		if !a.Allowed {
+		// A paid answer is applied whatever the breakers say: applying it
+		// sends nothing.
+		if !a.Allowed && !held {
 			return Reaction{Kind: ReactPark, After: BreakerPark}
 		}
 		if !a.Probe && b.Pause != nil {

@@ -192,7 +192,7 @@ func TestDecideBeforeOpenLine(t *testing.T) {
 		{"answered, too old: applied", with(LineAnswered, tooOld), ReactGo},
 		{"answered, snoozed out: applied", with(LineAnswered, snoozedOut), ReactGo},
 		{"answered, calls used up: applied", with(LineAnswered, callsUsed), ReactGo},
-		{"answered, key open past the grace: parks with its key, not moved", with(LineAnswered, openKey), ReactPark},
+		{"answered, key open past the grace: applied (it sends nothing), not moved", with(LineAnswered, openKey), ReactGo},
 		{"unsent, key open past the grace: moves (taking the line back)", with(LineUnsent, openKey), ReactFallback},
 		{"unsent, past its runs: dead-lettered (taking the line back)", with(LineUnsent, pastRuns), ReactDeadLetter},
 		{"no line, too old: dead-lettered", with(LineNone, tooOld), ReactDeadLetter},

@@ -7,7 +7,10 @@
 //
 // Each key has one River queue, QueueName(key), and one probe queue,
 // ProbeQueueName(key). Every process working a key's queue also works its
-// probe queue (MaxWorkers 1) and runs a Supervisor.
+// probe queue and runs a Supervisor. Only the job holding the probe claim
+// may call from the probe queue; while the key's queue is paused, the
+// Supervisor also moves there the jobs holding a paid batch answer, which
+// apply it without a call.
 //
 // # Breakers
 //

@@ -13,8 +13,8 @@ func QueueName(key string) string { return "key_" + key }
 
 // ProbeQueueName is the River queue a key's probe job is moved to while the
 // key's breaker is open; see the package documentation. Every process that
-// works QueueName(key) must also work ProbeQueueName(key) (MaxWorkers 1 is
-// enough). The prefix differs from QueueName's so that no key's probe queue
+// works QueueName(key) must also work ProbeQueueName(key) (with the key's
+// concurrency: jobs applying a paid batch answer run there too). The prefix differs from QueueName's so that no key's probe queue
 // can collide with another key's queue.
 func ProbeQueueName(key string) string { return "probe_" + key }
 

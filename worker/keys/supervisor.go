@@ -183,6 +183,18 @@ func (s *Supervisor) reconcile(ctx context.Context, st *KeyStatus) error {
 	if err != nil {
 		return err
 	}
+	if st.Paused() {
+		// Jobs holding a paid answer apply it in the probe queue: it
+		// sends nothing, and one per probe would leave a collected
+		// provider batch unapplied for hours.
+		n, err := rivertable.MoveAnsweredJobs(ctx, s.store.pool, s.store.cfg.RiverSchema, queue, ProbeQueueName(key))
+		if err != nil {
+			return fmt.Errorf("keys: move answered jobs of %s: %w", key, err)
+		}
+		if n > 0 {
+			s.cfg.Logger.DebugContext(ctx, "keys supervisor: jobs holding an answer moved to the probe queue", slog.String("key", key), slog.Int64("jobs", n))
+		}
+	}
 	switch want := st.Paused(); {
 	case want && !paused:
 		if err := s.pauseQueue(ctx, queue, exists); err != nil {

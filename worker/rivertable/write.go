@@ -129,6 +129,7 @@ func ReturnProbeQueue(ctx context.Context, db DBTX, schema, key, queue, probeQue
 UPDATE `+Job(schema)+` SET queue = $2
 WHERE queue = $3
   AND state IN ('available', 'scheduled', 'retryable', 'pending')
+  AND NOT EXISTS (SELECT 1 FROM triage_provider_batch_line l WHERE l.job_id = `+Job(schema)+`.id AND l.state = 'answered')
   AND id NOT IN (
       SELECT probe_job_id FROM triage_key_state
       WHERE key = $1 AND state = 'half_open' AND probe_job_id IS NOT NULL AND probe_lease_until > coalesce($4::timestamptz, now())
@@ -136,6 +137,23 @@ WHERE queue = $3
       SELECT probe_job_id FROM triage_storm_state
       WHERE key = $1 AND state = 'half_open' AND probe_job_id IS NOT NULL AND probe_lease_until > coalesce($4::timestamptz, now()))`,
 		key, queue, probeQueue, now)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+// MoveAnsweredJobs moves the available jobs of queue whose record holds a
+// paid answer (a batch line answered, not applied yet) to probeQueue,
+// which is never paused: applying an answer sends nothing, so a key's
+// open breaker or pause must not hold it. ReturnProbeQueue leaves them
+// there until they have run.
+func MoveAnsweredJobs(ctx context.Context, db DBTX, schema, queue, probeQueue string) (int64, error) {
+	tag, err := db.Exec(ctx, `
+UPDATE `+Job(schema)+` j SET queue = $2
+WHERE j.queue = $1 AND j.state = 'available'
+  AND EXISTS (SELECT 1 FROM triage_provider_batch_line l WHERE l.job_id = j.id AND l.state = 'answered')`,
+		queue, probeQueue)
 	if err != nil {
 		return 0, err
 	}
