@@ -114,6 +114,12 @@ type call struct {
 	jobModel *config.Model
 	// prior is what the ledger knew about earlier sends (admit).
 	prior ledger.Prior
+	// intentID is the intent row admit wrote with the prior read for a
+	// first send (ledger.QueuePriorOutcomeAndIntent), not yet taken by
+	// reserve for the call; 0 when none is pending. Every exit that does
+	// not send withdraws it (withdrawIntent): in the transaction the exit
+	// writes anyway, or alone.
+	intentID int64
 	// done reports the call's outcome to the breakers (admit, readmit);
 	// release gives back the concurrency slot (slot), nil before.
 	done    keys.Done
@@ -148,6 +154,10 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	if err := rt.admit(ctx, c, &b); err != nil {
 		return err
 	}
+	// A first send's intent, written by admit, is the call's unless an
+	// exit below ends the run without sending: then it is withdrawn, in the
+	// transaction the exit writes (completeOnce, deadLetter) or here.
+	defer rt.withdrawIntent(ctx, c)
 	// Every exit reports to the breakers exactly once; this one, for the
 	// exits before the call, gives a probe claim back. The concurrency
 	// slot (slot) is given back before.
@@ -245,9 +255,17 @@ func (r *Runtime) releaseProbe(ctx context.Context, c *call) {
 // open line and its batch's hold.
 func (r *Runtime) admit(ctx context.Context, c *call, b *decide.BeforeCall) error {
 	job, k := c.job, c.key
-	var hold ledger.BatchState
+	var (
+		hold ledger.BatchState
+		pi   ledger.PriorIntent
+	)
+	firstSend := r.intentAtAdmission(c)
 	adm, pause, done, err := k.gate.AdmitWith(ctx, job.ID, func(batch *pgx.Batch) {
-		ledger.QueuePriorOutcomeForJob(batch, &c.prior, c.req.IdempotencyKey, job.ID, job.Args.Batch, job.Args.RecordID)
+		if firstSend {
+			ledger.QueuePriorOutcomeAndIntent(batch, &pi, r.intent(c))
+		} else {
+			ledger.QueuePriorOutcomeForJob(batch, &c.prior, c.req.IdempotencyKey, job.ID, job.Args.Batch, job.Args.RecordID)
+		}
 		r.queueCacheLookup(batch, c)
 		// Whatever the pipeline's mode is now: a line written under an
 		// earlier one (a mode switched, a rolling deploy) holds the record
@@ -259,6 +277,9 @@ func (r *Runtime) admit(ctx context.Context, c *call, b *decide.BeforeCall) erro
 		return fmt.Errorf("admit and ledger look-up: %w", err)
 	}
 	c.done, c.adm = done, adm
+	if firstSend {
+		c.prior, c.intentID = pi.Prior, pi.AttemptID
+	}
 	b.Hold = holdFacts(hold)
 	if c.line.ID != 0 {
 		batchPrior(&c.prior, c.line)
@@ -277,6 +298,56 @@ func (r *Runtime) admit(ctx context.Context, c *call, b *decide.BeforeCall) erro
 	b.CacheHit = c.cached.Hit
 	c.calls = c.prior.JobCalls
 	return nil
+}
+
+// intentAtAdmission says whether admit writes the intent of a first send
+// with the prior read: a synchronous pipeline's job on its own key. A job
+// of a batch or auto pipeline writes its line's intent itself (workBatch),
+// and a capped or held batch's intent is ReserveAttempt's (the statement
+// writes none there).
+func (r *Runtime) intentAtAdmission(c *call) bool {
+	return !c.pipeline.UsesBatch() && c.key == c.jobKey
+}
+
+// withdrawIntent withdraws the first send's intent admit wrote, when the
+// run ends without sending and no exit withdrew it in its own transaction:
+// the exits that write nothing of their own (a park, a snooze, a breaker's
+// refusal, a pace or a deadline that leaves no room, an error). It must
+// land even when the run's context is ending: a leftover intent reads as a
+// call that got no answer, possibly billed.
+func (r *Runtime) withdrawIntent(ctx context.Context, c *call) {
+	if c.intentID == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := ledger.WithdrawIntent(ctx, r.pool, c.intentID); err != nil {
+		r.log.ErrorContext(ctx, "withdraw an intent not sent", "job_id", c.job.ID, "attempt_id", c.intentID, "err", err)
+		return
+	}
+	c.intentID = 0
+}
+
+// withdrawIntentTx is withdrawIntent inside tx, the transaction an exit
+// writes anyway; the caller clears c.intentID once tx commits.
+func withdrawIntentTx(ctx context.Context, tx pgx.Tx, c *call) error {
+	if c.intentID == 0 {
+		return nil
+	}
+	return ledger.WithdrawIntent(ctx, tx, c.intentID)
+}
+
+// intent is the ledger intent of the call c is about to make: the
+// reservation reserve writes, or admit for a first send. A first send
+// (no attempt under its idempotency key) is attempt 1 and no retry, as
+// reserve would count it from the prior read.
+func (r *Runtime) intent(c *call) ledger.Intent {
+	job, k, m := c.job, c.jobKey, c.jobModel
+	return ledger.Intent{
+		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: c.prior.JobCalls + 1,
+		Key: k.cfg.Name, Model: m.Name, IdempotencyKey: c.req.IdempotencyKey, RequestHash: c.hash,
+		IsRetry: c.retry, Change: changeLabel(c.change), EstCostUSD: estimateCost(m, c.req), InFlightFor: k.callMax + r.opts.JobMargin,
+	}
 }
 
 // admitted decides on the admission and the ledger's answer: an open
@@ -309,6 +380,9 @@ func (r *Runtime) batch(ctx context.Context, c *call, b decide.BeforeCall) (hand
 	if !c.pipeline.UsesBatch() && c.line.ID == 0 {
 		return false, nil
 	}
+	// A synchronous pipeline's job holding a line (written under another
+	// mode): the line's own intent is the one that counts.
+	r.withdrawIntent(ctx, c)
 	if handled, err := r.workBatch(ctx, c, b, c.prior, c.done); handled {
 		return true, err
 	}
@@ -405,15 +479,19 @@ func (r *Runtime) paceStep(ctx context.Context, c *call, b *decide.BeforeCall) (
 
 // reserve writes the call's intent row, which is also its reservation
 // against the batch's spend cap; a batch held by hand, or at its cap,
-// gets no call.
+// gets no call. A first send's intent was written already, with the
+// prior read in admit's round trip: the call takes it, with no round trip
+// here.
 func (r *Runtime) reserve(ctx context.Context, c *call, b *decide.BeforeCall) (decide.Reaction, error) {
-	job, k, m := c.job, c.jobKey, c.jobModel
+	job, k := c.job, c.jobKey
+	if c.intentID != 0 {
+		// Written with the prior read (admit): the call takes it.
+		c.attemptID, c.intentID = c.intentID, 0
+		c.calls++
+		return decide.Reaction{Kind: decide.ReactGo}, nil
+	}
 	var err error
-	c.attemptID, err = ledger.ReserveAttempt(ctx, r.pool, ledger.Intent{
-		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: c.prior.JobCalls + 1,
-		Key: k.cfg.Name, Model: m.Name, IdempotencyKey: c.req.IdempotencyKey, RequestHash: c.hash,
-		IsRetry: c.retry, Change: changeLabel(c.change), EstCostUSD: estimateCost(m, c.req), InFlightFor: k.callMax + r.opts.JobMargin,
-	})
+	c.attemptID, err = ledger.ReserveAttempt(ctx, r.pool, r.intent(c))
 	var budgetErr *ledger.BudgetError
 	var held *ledger.HeldError
 	if errors.As(err, &held) {
@@ -754,6 +832,9 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 		return fmt.Errorf("complete: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck
+	if err := withdrawIntentTx(ctx, tx, c); err != nil {
+		return fmt.Errorf("complete: %w", err)
+	}
 	if c.found {
 		if err := r.settleFound(ctx, tx, c); err != nil {
 			return fmt.Errorf("complete: found by look-up: %w", err)
@@ -791,6 +872,7 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("complete: commit: %w", err)
 	}
+	c.intentID = 0
 	return nil
 }
 
@@ -881,6 +963,9 @@ func (r *Runtime) deadLetter(ctx context.Context, c *call, rx decide.Reaction) e
 			time.Sleep(time.Duration(try) * 100 * time.Millisecond)
 		}
 		err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+			if err := withdrawIntentTx(ctx, tx, c); err != nil {
+				return err
+			}
 			if c.attemptID != 0 && rx.Outcome != decide.OutcomeNone {
 				if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, attemptStatus(rx.Outcome))); err != nil && !errors.Is(err, ledger.ErrAttemptFinished) {
 					return err
@@ -907,6 +992,7 @@ func (r *Runtime) deadLetter(ctx context.Context, c *call, rx decide.Reaction) e
 	if err != nil {
 		return fmt.Errorf("dead letter: %w", err)
 	}
+	c.intentID = 0
 	if hasResult {
 		r.log.InfoContext(ctx, "not dead-lettered: the record already has a result", "batch", job.Args.Batch,
 			"record_id", job.Args.RecordID, "class", rx.Class.String(), "reason", rx.Reason)
