@@ -120,6 +120,13 @@ type call struct {
 	// not send withdraws it (withdrawIntent): in the transaction the exit
 	// writes anyway, or alone.
 	intentID int64
+	// paced: the run took its pace before admit (readyNow), so paceStep
+	// does not wait again.
+	paced bool
+	// watchReset: the call succeeded, which ends the key's safety-net
+	// runs (ledger.ResetWatchRun): in the completion's round trip, or
+	// alone when the run ends otherwise (resetWatchRun).
+	watchReset bool
 	// done reports the call's outcome to the breakers (admit, readmit);
 	// release gives back the concurrency slot (slot), nil before.
 	done    keys.Done
@@ -136,6 +143,9 @@ type call struct {
 // decide.After; apply is the only place that acts on a reaction.
 func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	rt := w.rt
+	if rt.workCtx != nil {
+		ctx = rt.workCtx(ctx, job.ID)
+	}
 	c, rx := rt.lookUp(job)
 	if rx.Kind != decide.ReactGo {
 		return rt.apply(ctx, c, rx, keys.Report{})
@@ -181,6 +191,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	if rx, err := rt.reserve(ctx, c, &b); err != nil || rx.Kind != decide.ReactGo {
 		return rt.end(ctx, c, rx, err)
 	}
+	defer rt.resetWatchRun(ctx, c)
 	a, sendErr := rt.send(ctx, c)
 	rt.classify(ctx, c, &a, sendErr)
 	rep := rt.report(ctx, c, c.done, breakerOutcome(a))
@@ -259,7 +270,7 @@ func (r *Runtime) admit(ctx context.Context, c *call, b *decide.BeforeCall) erro
 		hold ledger.BatchState
 		pi   ledger.PriorIntent
 	)
-	firstSend := r.intentAtAdmission(c)
+	firstSend := r.intentAtAdmission(c) && r.readyNow(ctx, c)
 	adm, pause, done, err := k.gate.AdmitWith(ctx, job.ID, func(batch *pgx.Batch) {
 		if firstSend {
 			ledger.QueuePriorOutcomeAndIntent(batch, &pi, r.intent(c))
@@ -274,6 +285,7 @@ func (r *Runtime) admit(ctx context.Context, c *call, b *decide.BeforeCall) erro
 		ledger.QueueBatchHold(batch, &hold, job.Args.Batch)
 	})
 	if err != nil {
+		c.releaseSlot()
 		return fmt.Errorf("admit and ledger look-up: %w", err)
 	}
 	c.done, c.adm = done, adm
@@ -300,13 +312,39 @@ func (r *Runtime) admit(ctx context.Context, c *call, b *decide.BeforeCall) erro
 	return nil
 }
 
-// intentAtAdmission says whether admit writes the intent of a first send
-// with the prior read: a synchronous pipeline's job on its own key. A job
-// of a batch or auto pipeline writes its line's intent itself (workBatch),
-// and a capped or held batch's intent is ReserveAttempt's (the statement
-// writes none there).
+// intentAtAdmission says whether admit may write the intent of a first
+// send with the prior read: a synchronous pipeline's job on its own key
+// that the response cache cannot answer. A job of a batch or auto
+// pipeline writes its line's intent itself (workBatch); a cache hit must
+// not spend a pace slot (readyNow); a capped or held batch's intent is
+// ReserveAttempt's (the statement writes none there).
 func (r *Runtime) intentAtAdmission(c *call) bool {
-	return !c.pipeline.UsesBatch() && c.key == c.jobKey
+	return !c.pipeline.UsesBatch() && c.key == c.jobKey && (c.cacheKey == "" || c.job.Args.NoCache)
+}
+
+// readyNow takes, without waiting, what the call needs after its
+// admission: a concurrency slot and its pace. Only a run that has both
+// writes its intent with the admission, so that between the intent and
+// the request there is no wait, only the admission's answer: a process
+// that dies in a wait for a slot or for the pace leaves no intent that was
+// never sent (which the next run would count as a lost, possibly billed
+// call). A run that must wait for either takes neither here; slot and
+// paceStep wait, and reserve writes its intent after the waits. A pace
+// slot taken by a run the admission then refuses is not given back, as
+// for a call refused after its pace.
+func (r *Runtime) readyNow(ctx context.Context, c *call) bool {
+	k := c.jobKey
+	release, ok := k.limiter.TryAcquire()
+	if !ok {
+		return false
+	}
+	c.estTokens = estimateTokens(c.req)
+	if err := k.pacer.Wait(ctx, c.estTokens, 0); err != nil {
+		release()
+		return false
+	}
+	c.release, c.paced = release, true
+	return true
 }
 
 // withdrawIntent withdraws the first send's intent admit wrote, when the
@@ -421,6 +459,11 @@ func (r *Runtime) budget(ctx context.Context, c *call, b *decide.BeforeCall) (de
 // wait for it, and checks the deadline the wait left.
 func (r *Runtime) slot(ctx context.Context, c *call, b *decide.BeforeCall) (decide.Reaction, error) {
 	k := c.jobKey
+	if c.release != nil {
+		// Taken before the admission (readyNow).
+		b.DeadlineNear = r.deadlineNear(ctx, k)
+		return decide.Before(*b), nil
+	}
 	release, ok := k.limiter.TryAcquire()
 	if !ok {
 		var err error
@@ -454,12 +497,14 @@ func (c *call) releaseSlot() {
 // after a long wait; a key the safety net held meanwhile parks the job.
 func (r *Runtime) paceStep(ctx context.Context, c *call, b *decide.BeforeCall) (decide.Reaction, error) {
 	k := c.jobKey
-	c.estTokens = estimateTokens(c.req)
 	paceStart := time.Now()
-	if d, err := r.pace(ctx, k, c.estTokens); err != nil {
-		return decide.Reaction{Kind: decide.ReactPark, After: d}, nil
+	if !c.paced { // else taken before the admission, with no wait (readyNow)
+		c.estTokens = estimateTokens(c.req)
+		if d, err := r.pace(ctx, k, c.estTokens); err != nil {
+			return decide.Reaction{Kind: decide.ReactPark, After: d}, nil
+		}
 	}
-	if time.Since(paceStart) >= readmitAfterPace {
+	if !c.paced && time.Since(paceStart) >= readmitAfterPace {
 		// The same after a wait for the pace: the key may have tripped or
 		// been paused meanwhile, and the wait used some of the deadline.
 		if err := r.readmit(ctx, c, &c.done, b); err != nil {
@@ -827,11 +872,60 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 	// A paid-for answer is stored even if the run is being stopped.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	tx, err := r.pool.Begin(ctx)
-	if err != nil {
+	// The transaction begins in the round trip of the answer's ledger
+	// writes: a synchronous call's answer is one statement
+	// (ledger.QueueSettleAnswer), with the end of the key's safety-net
+	// runs its success brings (watchDecide); then River's completion and
+	// the commit.
+	var b pgx.Batch
+	b.BeginTx(pgx.TxOptions{})
+	settled := !c.found && c.attemptID != 0 && c.lineID == 0 && c.intentID == 0
+	if settled {
+		if err := ledger.QueueSettleAnswer(&b, ledger.Answer{
+			AttemptID: c.attemptID, Outcome: r.outcome(c, c.completedStatus()),
+			Batch: c.job.Args.Batch, RecordID: c.job.Args.RecordID, Output: c.output,
+			Cache: ledger.CacheEntry{Key: c.storeCacheKey(), TTL: c.pipeline.CacheTTL, Now: r.pinnedNow()},
+			// Earlier sends that got no answer are settled as billed once
+			// only where the endpoint is known to replay a repeated
+			// Idempotency-Key.
+			Resolve:        c.hadAmbiguous && c.key.cfg.IdempotentReplay && !c.partialAccepted,
+			IdempotencyKey: c.req.IdempotencyKey,
+		}); err != nil {
+			return fmt.Errorf("complete: %w", err)
+		}
+	}
+	if c.watchReset {
+		ledger.QueueResetWatchRun(&b, c.key.cfg.Name)
+	}
+	br := r.pool.SendBatch(ctx, &b)
+	tx := br.Tx()
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck
+	if err := br.Close(); err != nil {
 		return fmt.Errorf("complete: %w", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck
+	if err := r.completeWrites(ctx, tx, c, settled); err != nil {
+		return err
+	}
+	if err := closeLine(ctx, tx, c); err != nil {
+		return fmt.Errorf("complete: %w", err)
+	}
+	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, c.job); err != nil {
+		return fmt.Errorf("complete: job: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("complete: commit: %w", err)
+	}
+	c.intentID, c.watchReset = 0, false
+	return nil
+}
+
+// completeWrites is the ledger side of completeOnce for what
+// QueueSettleAnswer does not cover (settled false): a look-up's stored
+// answer, a batch line's answer, a cache hit, an intent to withdraw.
+func (r *Runtime) completeWrites(ctx context.Context, tx pgx.Tx, c *call, settled bool) error {
+	if settled {
+		return nil
+	}
 	if err := withdrawIntentTx(ctx, tx, c); err != nil {
 		return fmt.Errorf("complete: %w", err)
 	}
@@ -863,16 +957,6 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 			return fmt.Errorf("complete: cache hit: %w", err)
 		}
 	}
-	if err := closeLine(ctx, tx, c); err != nil {
-		return fmt.Errorf("complete: %w", err)
-	}
-	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, c.job); err != nil {
-		return fmt.Errorf("complete: job: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("complete: commit: %w", err)
-	}
-	c.intentID = 0
 	return nil
 }
 

@@ -32,6 +32,10 @@ func TestIntentWithdrawnWhenTheRunDoesNotSend(t *testing.T) {
 		// ended says the runs of b1 have ended at their exit (the job parked,
 		// or the batch settled).
 		ended func(t *testing.T, b *testBundle) bool
+		// intents: the runs wrote their intent with the admission (the
+		// exit withdraws it); otherwise the run had to wait for its pace,
+		// or the cache may answer it, and writes none before the call.
+		intents bool
 	}{{
 		name: "refused by an open breaker",
 		configure: func(b *testBundle) {
@@ -55,7 +59,19 @@ func TestIntentWithdrawnWhenTheRunDoesNotSend(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, probe.Probe, "another job holds the probe claim")
 		},
-		ended: parkedOnce,
+		ended:   parkedOnce,
+		intents: true,
+	}, {
+		name:      "the key paused fleet-wide",
+		configure: func(b *testBundle) { b.opts.SupervisorTick = time.Hour },
+		arrange: func(t *testing.T, b *testBundle) {
+			b.enqueue(t, "b0", records(1, nil))
+			b.waitSettled(t, "b0", 20*time.Second)
+			_, err := keys.NewStore(b.db.Pool, keys.StoreConfig{}).PauseFor(context.Background(), workertest.Key, keys.PauseThrottled, time.Hour)
+			require.NoError(t, err)
+		},
+		ended:   parkedOnce,
+		intents: true,
 	}, {
 		name:      "parked by a pace wait beyond its bound",
 		configure: func(b *testBundle) { b.opts.Pacing = keys.PacerConfig{InitialRate: 1.0 / 3600} },
@@ -94,7 +110,7 @@ func TestIntentWithdrawnWhenTheRunDoesNotSend(t *testing.T) {
 			if tc.arrange != nil {
 				tc.arrange(t, b)
 			}
-			base := b.fake.Stats().Requests
+			base, seq := b.fake.Stats().Requests, attemptSeq(t, b)
 			b.enqueue(t, "b1", records(3, nil))
 			eventually(t, 30*time.Second, "the runs end without a call", func() bool { return tc.ended(t, b) })
 			// Stopped, no run is between its admission and its exit.
@@ -118,6 +134,9 @@ func TestIntentWithdrawnWhenTheRunDoesNotSend(t *testing.T) {
 			if !tc.cache {
 				require.Empty(t, atts)
 			}
+			if tc.intents {
+				require.Greater(t, attemptSeq(t, b), seq+int64(len(atts)), "the runs wrote intents with their admission")
+			}
 		})
 	}
 }
@@ -129,4 +148,13 @@ func parkedOnce(t *testing.T, b *testBundle) bool {
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
 		`SELECT count(*) FROM river_job WHERE args->>'batch' = 'b1' AND (metadata->>'triage_parked')::int > 0`).Scan(&n))
 	return n == 3
+}
+
+// attemptSeq is the last attempt id handed out: it moves with every
+// intent written, withdrawn or not.
+func attemptSeq(t *testing.T, b *testBundle) int64 {
+	var n int64
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT coalesce((SELECT last_value FROM pg_sequences WHERE sequencename = 'triage_attempt_id_seq' AND schemaname = current_schema()), 0)`).Scan(&n))
+	return n
 }
