@@ -62,16 +62,26 @@ func BeginAttempt(ctx context.Context, db DBTX, in Intent) (int64, error) {
 // before, or resolved meanwhile by a later attempt, is ErrAttemptFinished;
 // an unknown id is ErrNotFound.
 func FinishAttempt(ctx context.Context, db DBTX, attemptID int64, out Outcome) error {
+	if err := checkOutcome(attemptID, out); err != nil {
+		return err
+	}
+	return scanFinish(db.QueryRow(ctx, finishSQL+`
+	SELECT EXISTS (SELECT 1 FROM upd), prev.status FROM prev`, finishArgs(attemptID, out)...), attemptID)
+}
+
+func checkOutcome(attemptID int64, out Outcome) error {
 	switch out.Status {
 	case AttemptOK, AttemptFailed, AttemptPossiblyBilled:
-	default:
-		return fmt.Errorf("ledger: finish attempt %d: status %q is not an outcome", attemptID, out.Status)
+		return nil
 	}
-	var (
-		updated bool
-		status  AttemptStatus
-	)
-	err := db.QueryRow(ctx, `WITH prev AS (
+	return fmt.Errorf("ledger: finish attempt %d: status %q is not an outcome", attemptID, out.Status)
+}
+
+// finishSQL is the common table expressions of FinishAttempt ($1–$13):
+// prev, the attempt as it was; upd, the attempt finished if it was an
+// intent; spend, its cost as a spend delta. The caller adds what else the
+// statement does and its SELECT (EXISTS upd, prev.status: scanFinish).
+const finishSQL = `WITH prev AS (
 		SELECT id, status FROM triage_attempt WHERE id = $1
 	), upd AS (
 		UPDATE triage_attempt SET
@@ -86,11 +96,22 @@ func FinishAttempt(ctx context.Context, db DBTX, attemptID int64, out Outcome) e
 	), spend AS (
 		INSERT INTO triage_spend_delta (batch, key, cost_usd)
 		SELECT batch, key, cost_usd FROM upd WHERE cost_usd <> 0
-	)
-	SELECT EXISTS (SELECT 1 FROM upd), prev.status FROM prev`,
-		attemptID, string(out.Status), out.Class.String(), nullInt(out.HTTPStatus), nullString(out.VendorCode),
+	)`
+
+func finishArgs(attemptID int64, out Outcome) []any {
+	return []any{attemptID, string(out.Status), out.Class.String(), nullInt(out.HTTPStatus), nullString(out.VendorCode),
 		nullString(out.Reason), out.InputTokens, out.OutputTokens, out.CostUSD, nowArg(out.Now),
-		out.Partial.text(), out.Partial.rest(), out.SyncCostUSD).Scan(&updated, &status)
+		out.Partial.text(), out.Partial.rest(), out.SyncCostUSD}
+}
+
+// scanFinish reads finishSQL's answer: ErrNotFound for an unknown
+// attempt, ErrAttemptFinished for one that was not an intent.
+func scanFinish(row pgx.Row, attemptID int64) error {
+	var (
+		updated bool
+		status  AttemptStatus
+	)
+	err := row.Scan(&updated, &status)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("ledger: finish attempt %d: %w", attemptID, ErrNotFound)

@@ -58,7 +58,10 @@
 // first send of an uncapped batch in one statement, to be queued next to the
 // breakers' admission: one round trip before a first call instead of two.
 // The intent is then written before the caller's decision, and a caller that
-// decides not to call withdraws it (WithdrawIntent).
+// decides not to call withdraws it (WithdrawIntent). QueueSettleAnswer is
+// the ledger side of an answered call in one statement (FinishAttempt,
+// StoreResultCached, ResolvePossiblyBilled), for the batch that begins the
+// completion's transaction (pgx.Batch.BeginTx).
 //
 // # Open lines
 //

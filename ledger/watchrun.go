@@ -56,11 +56,18 @@ func ChangeWatchRun(ctx context.Context, db DBTX, key string, change func(WatchR
 // statement that writes only when there is a run to end, so a healthy
 // key's successes cost an index look-up each.
 func ResetWatchRun(ctx context.Context, db DBTX, key string) error {
-	_, err := db.Exec(ctx, `UPDATE triage_watch_run
-		SET fingerprint = '', records = '{}', throttle_since = NULL, throttles = 0, throttle_fp = '', updated_at = now()
-		WHERE key = $1 AND (cardinality(records) > 0 OR throttles > 0)`, key)
-	if err != nil {
+	if _, err := db.Exec(ctx, resetWatchRunSQL, key); err != nil {
 		return fmt.Errorf("ledger: reset watch run of key %s: %w", key, err)
 	}
 	return nil
 }
+
+// QueueResetWatchRun queues ResetWatchRun on b: the worker sends it in the
+// round trip of the successful call's completion.
+func QueueResetWatchRun(b *pgx.Batch, key string) {
+	b.Queue(resetWatchRunSQL, key)
+}
+
+const resetWatchRunSQL = `UPDATE triage_watch_run
+		SET fingerprint = '', records = '{}', throttle_since = NULL, throttles = 0, throttle_fp = '', updated_at = now()
+		WHERE key = $1 AND (cardinality(records) > 0 OR throttles > 0)`

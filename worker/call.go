@@ -114,6 +114,19 @@ type call struct {
 	jobModel *config.Model
 	// prior is what the ledger knew about earlier sends (admit).
 	prior ledger.Prior
+	// intentID is the intent row admit wrote with the prior read for a
+	// first send (ledger.QueuePriorOutcomeAndIntent), not yet taken by
+	// reserve for the call; 0 when none is pending. Every exit that does
+	// not send withdraws it (withdrawIntent): in the transaction the exit
+	// writes anyway, or alone.
+	intentID int64
+	// paced: the run took its pace before admit (readyNow), so paceStep
+	// does not wait again.
+	paced bool
+	// watchReset: the call succeeded, which ends the key's safety-net
+	// runs (ledger.ResetWatchRun): in the completion's round trip, or
+	// alone when the run ends otherwise (resetWatchRun).
+	watchReset bool
 	// done reports the call's outcome to the breakers (admit, readmit);
 	// release gives back the concurrency slot (slot), nil before.
 	done    keys.Done
@@ -130,6 +143,9 @@ type call struct {
 // decide.After; apply is the only place that acts on a reaction.
 func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	rt := w.rt
+	if rt.workCtx != nil {
+		ctx = rt.workCtx(ctx, job.ID)
+	}
 	c, rx := rt.lookUp(job)
 	if rx.Kind != decide.ReactGo {
 		return rt.apply(ctx, c, rx, keys.Report{})
@@ -148,6 +164,10 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	if err := rt.admit(ctx, c, &b); err != nil {
 		return err
 	}
+	// A first send's intent, written by admit, is the call's unless an
+	// exit below ends the run without sending: then it is withdrawn, in the
+	// transaction the exit writes (completeOnce, deadLetter) or here.
+	defer rt.withdrawIntent(ctx, c)
 	// Every exit reports to the breakers exactly once; this one, for the
 	// exits before the call, gives a probe claim back. The concurrency
 	// slot (slot) is given back before.
@@ -171,6 +191,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 	if rx, err := rt.reserve(ctx, c, &b); err != nil || rx.Kind != decide.ReactGo {
 		return rt.end(ctx, c, rx, err)
 	}
+	defer rt.resetWatchRun(ctx, c)
 	a, sendErr := rt.send(ctx, c)
 	rt.classify(ctx, c, &a, sendErr)
 	rep := rt.report(ctx, c, c.done, breakerOutcome(a))
@@ -245,9 +266,17 @@ func (r *Runtime) releaseProbe(ctx context.Context, c *call) {
 // open line and its batch's hold.
 func (r *Runtime) admit(ctx context.Context, c *call, b *decide.BeforeCall) error {
 	job, k := c.job, c.key
-	var hold ledger.BatchState
+	var (
+		hold ledger.BatchState
+		pi   ledger.PriorIntent
+	)
+	firstSend := r.intentAtAdmission(c) && r.readyNow(ctx, c)
 	adm, pause, done, err := k.gate.AdmitWith(ctx, job.ID, func(batch *pgx.Batch) {
-		ledger.QueuePriorOutcomeForJob(batch, &c.prior, c.req.IdempotencyKey, job.ID, job.Args.Batch, job.Args.RecordID)
+		if firstSend {
+			ledger.QueuePriorOutcomeAndIntent(batch, &pi, r.intent(c))
+		} else {
+			ledger.QueuePriorOutcomeForJob(batch, &c.prior, c.req.IdempotencyKey, job.ID, job.Args.Batch, job.Args.RecordID)
+		}
 		r.queueCacheLookup(batch, c)
 		// Whatever the pipeline's mode is now: a line written under an
 		// earlier one (a mode switched, a rolling deploy) holds the record
@@ -256,9 +285,13 @@ func (r *Runtime) admit(ctx context.Context, c *call, b *decide.BeforeCall) erro
 		ledger.QueueBatchHold(batch, &hold, job.Args.Batch)
 	})
 	if err != nil {
+		c.releaseSlot()
 		return fmt.Errorf("admit and ledger look-up: %w", err)
 	}
 	c.done, c.adm = done, adm
+	if firstSend {
+		c.prior, c.intentID = pi.Prior, pi.AttemptID
+	}
 	b.Hold = holdFacts(hold)
 	if c.line.ID != 0 {
 		batchPrior(&c.prior, c.line)
@@ -277,6 +310,82 @@ func (r *Runtime) admit(ctx context.Context, c *call, b *decide.BeforeCall) erro
 	b.CacheHit = c.cached.Hit
 	c.calls = c.prior.JobCalls
 	return nil
+}
+
+// intentAtAdmission says whether admit may write the intent of a first
+// send with the prior read: a synchronous pipeline's job on its own key
+// that the response cache cannot answer. A job of a batch or auto
+// pipeline writes its line's intent itself (workBatch); a cache hit must
+// not spend a pace slot (readyNow); a capped or held batch's intent is
+// ReserveAttempt's (the statement writes none there).
+func (r *Runtime) intentAtAdmission(c *call) bool {
+	return !c.pipeline.UsesBatch() && c.key == c.jobKey && (c.cacheKey == "" || c.job.Args.NoCache)
+}
+
+// readyNow takes, without waiting, what the call needs after its
+// admission: a concurrency slot and its pace. Only a run that has both
+// writes its intent with the admission, so that between the intent and
+// the request there is no wait, only the admission's answer: a process
+// that dies in a wait for a slot or for the pace leaves no intent that was
+// never sent (which the next run would count as a lost, possibly billed
+// call). A run that must wait for either takes neither here; slot and
+// paceStep wait, and reserve writes its intent after the waits. A pace
+// slot taken by a run the admission then refuses is not given back, as
+// for a call refused after its pace.
+func (r *Runtime) readyNow(ctx context.Context, c *call) bool {
+	k := c.jobKey
+	release, ok := k.limiter.TryAcquire()
+	if !ok {
+		return false
+	}
+	c.estTokens = estimateTokens(c.req)
+	if err := k.pacer.Wait(ctx, c.estTokens, 0); err != nil {
+		release()
+		return false
+	}
+	c.release, c.paced = release, true
+	return true
+}
+
+// withdrawIntent withdraws the first send's intent admit wrote, when the
+// run ends without sending and no exit withdrew it in its own transaction:
+// the exits that write nothing of their own (a park, a snooze, a breaker's
+// refusal, a pace or a deadline that leaves no room, an error). It must
+// land even when the run's context is ending: a leftover intent reads as a
+// call that got no answer, possibly billed.
+func (r *Runtime) withdrawIntent(ctx context.Context, c *call) {
+	if c.intentID == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := ledger.WithdrawIntent(ctx, r.pool, c.intentID); err != nil {
+		r.log.ErrorContext(ctx, "withdraw an intent not sent", "job_id", c.job.ID, "attempt_id", c.intentID, "err", err)
+		return
+	}
+	c.intentID = 0
+}
+
+// withdrawIntentTx is withdrawIntent inside tx, the transaction an exit
+// writes anyway; the caller clears c.intentID once tx commits.
+func withdrawIntentTx(ctx context.Context, tx pgx.Tx, c *call) error {
+	if c.intentID == 0 {
+		return nil
+	}
+	return ledger.WithdrawIntent(ctx, tx, c.intentID)
+}
+
+// intent is the ledger intent of the call c is about to make: the
+// reservation reserve writes, or admit for a first send. A first send
+// (no attempt under its idempotency key) is attempt 1 and no retry, as
+// reserve would count it from the prior read.
+func (r *Runtime) intent(c *call) ledger.Intent {
+	job, k, m := c.job, c.jobKey, c.jobModel
+	return ledger.Intent{
+		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: c.prior.JobCalls + 1,
+		Key: k.cfg.Name, Model: m.Name, IdempotencyKey: c.req.IdempotencyKey, RequestHash: c.hash,
+		IsRetry: c.retry, Change: changeLabel(c.change), EstCostUSD: estimateCost(m, c.req), InFlightFor: k.callMax + r.opts.JobMargin,
+	}
 }
 
 // admitted decides on the admission and the ledger's answer: an open
@@ -309,6 +418,9 @@ func (r *Runtime) batch(ctx context.Context, c *call, b decide.BeforeCall) (hand
 	if !c.pipeline.UsesBatch() && c.line.ID == 0 {
 		return false, nil
 	}
+	// A synchronous pipeline's job holding a line (written under another
+	// mode): the line's own intent is the one that counts.
+	r.withdrawIntent(ctx, c)
 	if handled, err := r.workBatch(ctx, c, b, c.prior, c.done); handled {
 		return true, err
 	}
@@ -347,6 +459,11 @@ func (r *Runtime) budget(ctx context.Context, c *call, b *decide.BeforeCall) (de
 // wait for it, and checks the deadline the wait left.
 func (r *Runtime) slot(ctx context.Context, c *call, b *decide.BeforeCall) (decide.Reaction, error) {
 	k := c.jobKey
+	if c.release != nil {
+		// Taken before the admission (readyNow).
+		b.DeadlineNear = r.deadlineNear(ctx, k)
+		return decide.Before(*b), nil
+	}
 	release, ok := k.limiter.TryAcquire()
 	if !ok {
 		var err error
@@ -380,12 +497,14 @@ func (c *call) releaseSlot() {
 // after a long wait; a key the safety net held meanwhile parks the job.
 func (r *Runtime) paceStep(ctx context.Context, c *call, b *decide.BeforeCall) (decide.Reaction, error) {
 	k := c.jobKey
-	c.estTokens = estimateTokens(c.req)
 	paceStart := time.Now()
-	if d, err := r.pace(ctx, k, c.estTokens); err != nil {
-		return decide.Reaction{Kind: decide.ReactPark, After: d}, nil
+	if !c.paced { // else taken before the admission, with no wait (readyNow)
+		c.estTokens = estimateTokens(c.req)
+		if d, err := r.pace(ctx, k, c.estTokens); err != nil {
+			return decide.Reaction{Kind: decide.ReactPark, After: d}, nil
+		}
 	}
-	if time.Since(paceStart) >= readmitAfterPace {
+	if !c.paced && time.Since(paceStart) >= readmitAfterPace {
 		// The same after a wait for the pace: the key may have tripped or
 		// been paused meanwhile, and the wait used some of the deadline.
 		if err := r.readmit(ctx, c, &c.done, b); err != nil {
@@ -405,15 +524,19 @@ func (r *Runtime) paceStep(ctx context.Context, c *call, b *decide.BeforeCall) (
 
 // reserve writes the call's intent row, which is also its reservation
 // against the batch's spend cap; a batch held by hand, or at its cap,
-// gets no call.
+// gets no call. A first send's intent was written already, with the
+// prior read in admit's round trip: the call takes it, with no round trip
+// here.
 func (r *Runtime) reserve(ctx context.Context, c *call, b *decide.BeforeCall) (decide.Reaction, error) {
-	job, k, m := c.job, c.jobKey, c.jobModel
+	job, k := c.job, c.jobKey
+	if c.intentID != 0 {
+		// Written with the prior read (admit): the call takes it.
+		c.attemptID, c.intentID = c.intentID, 0
+		c.calls++
+		return decide.Reaction{Kind: decide.ReactGo}, nil
+	}
 	var err error
-	c.attemptID, err = ledger.ReserveAttempt(ctx, r.pool, ledger.Intent{
-		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: c.prior.JobCalls + 1,
-		Key: k.cfg.Name, Model: m.Name, IdempotencyKey: c.req.IdempotencyKey, RequestHash: c.hash,
-		IsRetry: c.retry, Change: changeLabel(c.change), EstCostUSD: estimateCost(m, c.req), InFlightFor: k.callMax + r.opts.JobMargin,
-	})
+	c.attemptID, err = ledger.ReserveAttempt(ctx, r.pool, r.intent(c))
 	var budgetErr *ledger.BudgetError
 	var held *ledger.HeldError
 	if errors.As(err, &held) {
@@ -749,11 +872,63 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 	// A paid-for answer is stored even if the run is being stopped.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	tx, err := r.pool.Begin(ctx)
-	if err != nil {
+	// The transaction begins in the round trip of the answer's ledger
+	// writes: a synchronous call's answer is one statement
+	// (ledger.QueueSettleAnswer), with the end of the key's safety-net
+	// runs its success brings (watchDecide); then River's completion and
+	// the commit.
+	var b pgx.Batch
+	b.BeginTx(pgx.TxOptions{})
+	settled := !c.found && c.attemptID != 0 && c.lineID == 0 && c.intentID == 0
+	if settled {
+		if err := ledger.QueueSettleAnswer(&b, ledger.Answer{
+			AttemptID: c.attemptID, Outcome: r.outcome(c, c.completedStatus()),
+			Batch: c.job.Args.Batch, RecordID: c.job.Args.RecordID, Output: c.output,
+			Cache: ledger.CacheEntry{Key: c.storeCacheKey(), TTL: c.pipeline.CacheTTL, Now: r.pinnedNow()},
+			// Earlier sends that got no answer are settled as billed once
+			// only where the endpoint is known to replay a repeated
+			// Idempotency-Key.
+			Resolve:        c.hadAmbiguous && c.key.cfg.IdempotentReplay && !c.partialAccepted,
+			IdempotencyKey: c.req.IdempotencyKey,
+		}); err != nil {
+			return fmt.Errorf("complete: %w", err)
+		}
+	}
+	if c.watchReset {
+		ledger.QueueResetWatchRun(&b, c.key.cfg.Name)
+	}
+	br := r.pool.SendBatch(ctx, &b)
+	tx := br.Tx()
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck
+	if err := br.Close(); err != nil {
 		return fmt.Errorf("complete: %w", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck
+	if err := r.completeWrites(ctx, tx, c, settled); err != nil {
+		return err
+	}
+	if err := closeLine(ctx, tx, c); err != nil {
+		return fmt.Errorf("complete: %w", err)
+	}
+	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, c.job); err != nil {
+		return fmt.Errorf("complete: job: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("complete: commit: %w", err)
+	}
+	c.intentID, c.watchReset = 0, false
+	return nil
+}
+
+// completeWrites is the ledger side of completeOnce for what
+// QueueSettleAnswer does not cover (settled false): a look-up's stored
+// answer, a batch line's answer, a cache hit, an intent to withdraw.
+func (r *Runtime) completeWrites(ctx context.Context, tx pgx.Tx, c *call, settled bool) error {
+	if settled {
+		return nil
+	}
+	if err := withdrawIntentTx(ctx, tx, c); err != nil {
+		return fmt.Errorf("complete: %w", err)
+	}
 	if c.found {
 		if err := r.settleFound(ctx, tx, c); err != nil {
 			return fmt.Errorf("complete: found by look-up: %w", err)
@@ -781,15 +956,6 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 		if err := r.storeCacheHit(ctx, tx, c); err != nil {
 			return fmt.Errorf("complete: cache hit: %w", err)
 		}
-	}
-	if err := closeLine(ctx, tx, c); err != nil {
-		return fmt.Errorf("complete: %w", err)
-	}
-	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, c.job); err != nil {
-		return fmt.Errorf("complete: job: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("complete: commit: %w", err)
 	}
 	return nil
 }
@@ -881,6 +1047,9 @@ func (r *Runtime) deadLetter(ctx context.Context, c *call, rx decide.Reaction) e
 			time.Sleep(time.Duration(try) * 100 * time.Millisecond)
 		}
 		err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+			if err := withdrawIntentTx(ctx, tx, c); err != nil {
+				return err
+			}
 			if c.attemptID != 0 && rx.Outcome != decide.OutcomeNone {
 				if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, attemptStatus(rx.Outcome))); err != nil && !errors.Is(err, ledger.ErrAttemptFinished) {
 					return err
@@ -907,6 +1076,7 @@ func (r *Runtime) deadLetter(ctx context.Context, c *call, rx decide.Reaction) e
 	if err != nil {
 		return fmt.Errorf("dead letter: %w", err)
 	}
+	c.intentID = 0
 	if hasResult {
 		r.log.InfoContext(ctx, "not dead-lettered: the record already has a result", "batch", job.Args.Batch,
 			"record_id", job.Args.RecordID, "class", rx.Class.String(), "reason", rx.Reason)

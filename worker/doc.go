@@ -5,6 +5,19 @@
 // trip), writes the ledger intent, calls the provider, classifies the outcome
 // with classify, and reacts by class.
 //
+// A first send that needs no wait (a concurrency slot free and its pace
+// due: readyNow) writes its intent in the same round trip as the
+// admission and the prior read (ledger.QueuePriorOutcomeAndIntent); every
+// exit that then does not send withdraws it (ledger.WithdrawIntent), in
+// the transaction it writes anyway or alone, so no intent is left that was
+// never sent. A run that must wait writes its intent after the wait
+// (ledger.ReserveAttempt), as before. After an answer, the outcome, the
+// result (and cache row) are one statement (ledger.QueueSettleAnswer) in
+// the batch that begins the completion's transaction, with the end of the
+// key's safety-net runs; then River's JobCompleteTx and the commit: four
+// round trips for a job that calls once, as many as a bare River worker
+// writing one row (TestRoundTripsPerFirstSend counts them).
+//
 // Deciding and doing are apart: decide.Before and decide.After (package
 // worker/decide) are pure functions from what a run knows (its attempt, the
 // prior outcome, the admission, the verdict, the result) to a

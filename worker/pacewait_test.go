@@ -25,15 +25,19 @@ func TestNoCallAfterTripDuringAPacingWait(t *testing.T) {
 	// quarters of the job margin), and far longer than the trip below
 	// takes, even on a loaded machine.
 	b.opts.Pacing = keys.PacerConfig{InitialRate: 1.0 / 12}
-	rt := b.newRuntime(t)
+	tr := &roundTrips{}
+	rt := b.tracedRuntime(t, tr)
 	pacer := rt.PacerOf(workertest.Key)
 	// The test takes the pacer's one free slot, so the job waits its turn.
 	require.NoError(t, pacer.Wait(ctx, 1, 0))
 	b.enqueue(t, "b1", records(1, nil))
 	b.run(t, rt)
+	// The pace binds as soon as the job finds it cannot go at once, before
+	// its admission; the job waits once its admission is answered (the
+	// run's first batch).
 	eventually(t, 20*time.Second, "the job waits for its pace", func() bool {
 		st, _ := rt.Pacing(workertest.Key)
-		return st.Binding && b.jobStates(t)["running"] == 1
+		return st.Binding && b.jobStates(t)["running"] == 1 && tr.batchesEnded() >= 1
 	})
 
 	store := keys.NewStore(b.db.Pool, keys.StoreConfig{})

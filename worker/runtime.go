@@ -241,6 +241,10 @@ type Runtime struct {
 	retention *retention.Service
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
+	// workCtx, set by tests only, wraps the context of every run
+	// (callWorker.Work): a test tells a job's database round trips from
+	// the process's others by it.
+	workCtx func(ctx context.Context, jobID int64) context.Context
 }
 
 // WithDefaults returns o with every unset (zero) setting replaced by its

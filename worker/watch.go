@@ -87,6 +87,14 @@ func (r *Runtime) watchDecide(ctx context.Context, c *call, a decide.AfterCall, 
 		// record's own problem, whatever the streak says.
 		ev.Kind = keys.WatchOther
 	}
+	if ev.Kind == keys.WatchSuccess && !line {
+		// The fleet's runs end in the completion's round trip
+		// (completeOnce), or alone if the run ends otherwise
+		// (resetWatchRun); this process's own at once.
+		c.watchReset = true
+		k.watch.Observe(ev)
+		return ""
+	}
 	d := r.observeWatch(ctx, k, ev)
 	if ev.Kind == keys.WatchSuccess {
 		return ""
@@ -120,6 +128,19 @@ func (r *Runtime) watchDecide(ctx context.Context, c *call, a decide.AfterCall, 
 		Fields: map[string]any{"hold": d.Hold, "fingerprint": d.Fingerprint, "status": c.res.Observation.Status,
 			"code": deref(c.verdict.Code), "probe_interval": k.cfg.ProbeInterval.String()}})
 	return d.Hold
+}
+
+// resetWatchRun ends the key's fleet-wide safety-net runs after a
+// success whose run did not end them in its completion (watchReset).
+func (r *Runtime) resetWatchRun(ctx context.Context, c *call) {
+	if !c.watchReset {
+		return
+	}
+	c.watchReset = false
+	ctx = context.WithoutCancel(ctx)
+	if err := ledger.ResetWatchRun(ctx, r.pool, c.key.cfg.Name); err != nil {
+		r.log.WarnContext(ctx, "safety net: end the key's runs", "key", c.key.cfg.Name, "err", err)
+	}
 }
 
 // observeWatch tells the key's safety net about one finished call and
