@@ -21,13 +21,13 @@ func (responsesAPI) answerID(r rnd) string { return "resp_" + r.text(50, hexdig)
 const responsesMinOutput = 16
 
 type responsesRequest struct {
-	Model           string          `json:"model"`
-	Input           json.RawMessage `json:"input"`
-	Instructions    *string         `json:"instructions"`
-	MaxOutputTokens *int            `json:"max_output_tokens"`
-	Stream          bool            `json:"stream"`
-	Background      bool            `json:"background"`
-	Store           *bool           `json:"store"`
+	Model           string            `json:"model"`
+	Input           json.RawMessage   `json:"input"`
+	Instructions    *string           `json:"instructions"`
+	MaxOutputTokens *int              `json:"max_output_tokens"`
+	Stream          bool              `json:"stream"`
+	Background      bool              `json:"background"`
+	Store           *bool             `json:"store"`
 	Metadata        map[string]string `json:"metadata"`
 	Text            *struct {
 		Format *struct {

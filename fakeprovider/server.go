@@ -30,10 +30,10 @@ type Server struct {
 	// responses, by id and by Idempotency-Key (background.go).
 	responses     map[string]*bgResponse
 	responseByKey map[string]*bgResponse
-	stats    Stats
-	seq      uint64        // request sequence, for ids
-	changed  chan struct{} // closed and replaced on every state change
-	batch    batchStore    // the Batch APIs' files and batches (batch.go)
+	stats         Stats
+	seq           uint64        // request sequence, for ids
+	changed       chan struct{} // closed and replaced on every state change
+	batch         batchStore    // the Batch APIs' files and batches (batch.go)
 	// arrivals: wall-clock times of billable requests (Arrivals).
 	arrivals []Arrival
 
