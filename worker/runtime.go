@@ -332,7 +332,7 @@ func New(opts Options) (*Runtime, error) {
 			return nil, fmt.Errorf("worker: %w", err)
 		}
 		client, err := provider.New(provider.Options{
-			Vendor: k.Vendor, Path: k.Path, BaseURL: k.BaseURL, APIKey: apiKey,
+			Vendor: k.Vendor, Format: wireFormat(k), Path: k.Path, BaseURL: k.BaseURL, APIKey: apiKey,
 			Timeout: k.Timeout, Concurrency: k.Concurrency, HTTPClient: opts.HTTPClient,
 		})
 		if err != nil {

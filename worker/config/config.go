@@ -129,6 +129,11 @@ type Key struct {
 	// Path is which layers a call crosses: direct, router or gateway. Default
 	// PathDefault (direct).
 	Path classify.Path `toml:"path"`
+	// Format is the wire format: "" (the vendor's: chat completions, or
+	// Anthropic messages for vendor anthropic), "chat_completions",
+	// "messages", or "responses" (the OpenAI Responses API, vendor "openai"
+	// only). See Format.
+	Format Format `toml:"format"`
 	// BaseURL is the API root, e.g. "https://api.openai.com/v1"; requests go to
 	// {BaseURL}/chat/completions or {BaseURL}/messages. Required, http or https.
 	BaseURL string `toml:"base_url"`
