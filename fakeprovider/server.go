@@ -392,6 +392,9 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 	key := r.Header.Get(IdempotencyHeader)
 	rs := s.stats.ByRecord[d.record]
 	s.stats.Requests++
+	if _, ok := v.(responsesAPI); ok {
+		s.stats.ResponsesAPI++
+	}
 	rs.Requests++
 	rs.IdempotencyKeys = append(rs.IdempotencyKeys, key)
 	defer func() {

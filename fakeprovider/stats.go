@@ -32,6 +32,9 @@ type Stats struct {
 	// StoreLookups counts GET /v1/chat/completions look-ups of stored
 	// completions (stored.go); they are not API calls and cost nothing.
 	StoreLookups int `json:"store_lookups"`
+	// ResponsesAPI counts the requests to POST /v1/responses (they are in
+	// Requests too).
+	ResponsesAPI int `json:"responses_api"`
 	// BackgroundCreated, BackgroundPolls and BackgroundCancels count the
 	// Responses API's background responses created, GET /v1/responses/{id}
 	// polls and POST /v1/responses/{id}/cancel calls (background.go).

@@ -1,0 +1,92 @@
+package worker_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/triage-dev/triage/fakeprovider"
+)
+
+// responsesKey is the [[keys]] text of an OpenAI key speaking the
+// Responses API.
+const responsesKey = "format = \"responses\"\n"
+
+// A Responses-API key runs the same batch, with faults, in each mode:
+// every record completed, the ledger equal to the provider's bill, nothing
+// billed twice, with replay off.
+func TestResponsesKeyRunsTheBatch(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name                string
+		extraKey, extraPipe string
+	}{
+		{name: "sync"},
+		{name: "stream", extraPipe: "stream = true\nstream_idle_timeout = \"2s\"\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sc := fakeprovider.Scenario{NoReplay: true, RecordScripts: map[string][]fakeprovider.Step{
+				"r002": steps(act(fakeprovider.ActionRateLimit)),
+				"r005": steps(act(fakeprovider.ActionOverloaded)),
+			}}
+			b := setup(t, sc, tweaks{timeout: "5s", extraKey: responsesKey + tc.extraKey, extraPipeline: tc.extraPipe})
+			const n = 8
+			b.enqueue(t, "b1", records(n, nil))
+			b.start(t)
+			st := b.waitSettled(t, "b1", 30*time.Second)
+			require.Equal(t, n, st.Completed, "every record completed")
+			stats := b.fake.Stats()
+			require.Zero(t, stats.DoubleBilledRecords, "nothing billed twice")
+			require.Equal(t, n, stats.BilledCalls)
+			require.Equal(t, stats.Requests, stats.ResponsesAPI, "every call went to the Responses API")
+			require.Zero(t, st.PossiblyBilledUSD)
+			require.InDelta(t, stats.BilledUSD, st.SpendUSD, 1e-9, "the ledger equals the provider's bill")
+			for id, rs := range stats.ByRecord {
+				require.Equal(t, 1, rs.Answers, "%s: one whole answer", id)
+			}
+		})
+	}
+}
+
+// A stream that ends in response.failed is decided by its code, not as
+// ambiguous: server_error is retried as transient (the failed call's
+// usage is in the ledger), insufficient_quota trips the exhausted breaker.
+func TestResponsesStreamFailedByCode(t *testing.T) {
+	t.Parallel()
+	t.Run("server_error", func(t *testing.T) {
+		t.Parallel()
+		sc := fakeprovider.Scenario{NoReplay: true, RecordScripts: map[string][]fakeprovider.Step{
+			"r002": {{Action: fakeprovider.ActionStreamError, Code: "server_error"}},
+		}}
+		b := setup(t, sc, tweaks{timeout: "5s", extraKey: responsesKey, extraPipeline: "stream = true\nambiguous_retries = 0\n"})
+		const n = 4
+		b.enqueue(t, "b1", records(n, nil))
+		b.start(t)
+		st := b.waitSettled(t, "b1", 30*time.Second)
+		require.Equal(t, n, st.Completed, "the failed stream is retried, not dead-lettered as ambiguous")
+		stats := b.fake.Stats()
+		require.Equal(t, 2, stats.ByRecord["r002"].Requests)
+		require.Equal(t, 1, stats.ByRecord["r002"].Answers, "one whole answer")
+		require.Zero(t, st.PossiblyBilledUSD, "the failed call's usage is known")
+		require.InDelta(t, stats.BilledUSD, st.SpendUSD, 1e-9, "the ledger equals the provider's bill, the failed call's part included")
+		require.Equal(t, map[string]int{"transient/stream_server_error": 1}, b.countBy(t,
+			"SELECT class || '/' || reason, count(*) FROM triage_attempt WHERE status <> 'ok' GROUP BY 1"))
+	})
+	t.Run("insufficient_quota", func(t *testing.T) {
+		t.Parallel()
+		sc := fakeprovider.Scenario{NoReplay: true, Script: []fakeprovider.Step{{Action: fakeprovider.ActionStreamError, Code: "insufficient_quota", Chunks: 0}}}
+		b := setup(t, sc, tweaks{timeout: "5s", concurrency: 1, probeInterval: "300ms", extraKey: responsesKey, extraPipeline: "stream = true\nambiguous_retries = 0\n"})
+		const n = 4
+		b.enqueue(t, "b1", records(n, nil))
+		b.start(t)
+		st := b.waitSettled(t, "b1", 30*time.Second)
+		require.Equal(t, n, st.Completed)
+		require.Equal(t, 1, b.hooks.count("key_exhausted"), "the exhausted breaker tripped: %s", b.hooks.all())
+		stats := b.fake.Stats()
+		require.InDelta(t, stats.BilledUSD, st.SpendUSD, 1e-9)
+		require.Equal(t, map[string]int{"exhausted/stream_billing_quota": 1}, b.countBy(t,
+			"SELECT class || '/' || reason, count(*) FROM triage_attempt WHERE status <> 'ok' GROUP BY 1"))
+	})
+}
