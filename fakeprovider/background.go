@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // A background response is a Responses-API call created with
@@ -12,7 +13,8 @@ import (
 // each GET /v1/responses/{id} moves it one step, to "in_progress" and then
 // to its end: "completed", "failed" (stream_error, with its code),
 // "incomplete" (incomplete, or an answer longer than max_output_tokens).
-// It is billed when it ends, so a response cancelled
+// With Scenario.GenerationTime it stays in progress until that long after
+// the create (on the scenario clock). It is billed when it ends, so a response cancelled
 // (POST /v1/responses/{id}/cancel) while queued or in progress costs
 // nothing. Every check of a synchronous call (rate limit, outage, balance,
 // poison, scripts) applies to the create; a create that hangs, is cut or
@@ -21,6 +23,7 @@ import (
 type bgResponse struct {
 	id      string
 	created int64
+	at      time.Time // on the scenario clock
 	c       *call
 	record  string
 	key     string
@@ -50,7 +53,7 @@ func (s *Server) createBackgroundLocked(d *decision, key string) *bgResponse {
 	}
 	b := &bgResponse{
 		id:      responsesAPI{}.answerID(newRnd(s.sc.Seed, "answer", strconv.FormatUint(s.seq, 10))),
-		created: d.info.now.Unix(), c: d.call, record: d.record, key: key, step: d.step, action: d.action, status: "queued",
+		created: d.info.now.Unix(), at: d.info.now, c: d.call, record: d.record, key: key, step: d.step, action: d.action, status: "queued",
 	}
 	s.responses[b.id] = b
 	if key != "" {
@@ -129,7 +132,9 @@ func (s *Server) serveResponseByID(w http.ResponseWriter, r *http.Request) {
 		case "queued":
 			b.status = "in_progress"
 		case "in_progress":
-			s.completeBackgroundLocked(b)
+			if g := time.Duration(s.sc.GenerationTime); g <= 0 || !s.sc.Now().Before(b.at.Add(g)) {
+				s.completeBackgroundLocked(b)
+			}
 		}
 	}
 	body := marshal(b.object(), "  ")

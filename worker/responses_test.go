@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ func TestResponsesKeyRunsTheBatch(t *testing.T) {
 	}{
 		{name: "sync"},
 		{name: "stream", extraPipe: "stream = true\nstream_idle_timeout = \"2s\"\n"},
+		{name: "background", extraKey: "background = true\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -41,6 +43,10 @@ func TestResponsesKeyRunsTheBatch(t *testing.T) {
 			require.Zero(t, stats.DoubleBilledRecords, "nothing billed twice")
 			require.Equal(t, n, stats.BilledCalls)
 			require.Equal(t, stats.Requests, stats.ResponsesAPI, "every call went to the Responses API")
+			if tc.extraKey != "" {
+				require.Equal(t, n, stats.BackgroundCreated, "each record's response created once, in background mode")
+				require.GreaterOrEqual(t, stats.BackgroundPolls, 2*n, "and polled to its end")
+			}
 			require.Zero(t, st.PossiblyBilledUSD)
 			require.InDelta(t, stats.BilledUSD, st.SpendUSD, 1e-9, "the ledger equals the provider's bill")
 			for id, rs := range stats.ByRecord {
@@ -89,4 +95,42 @@ func TestResponsesStreamFailedByCode(t *testing.T) {
 		require.Equal(t, map[string]int{"exhausted/stream_billing_quota": 1}, b.countBy(t,
 			"SELECT class || '/' || reason, count(*) FROM triage_attempt WHERE status <> 'ok' GROUP BY 1"))
 	})
+}
+
+// A worker stopped while its background responses run leaves their ids
+// on the attempts; the next worker polls them instead of creating them
+// again: each response created and billed once, the ledger equal to the
+// bill, nothing left possibly billed.
+func TestResponsesBackgroundResumedAfterRestart(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{NoReplay: true, GenerationTime: fakeprovider.Duration(2 * time.Second)}
+	b := setup(t, sc, tweaks{timeout: "10s", concurrency: 4, extraKey: responsesKey + "background = true\n"})
+	const n = 4
+	b.enqueue(t, "b1", records(n, nil))
+	rt := b.newRuntime(t)
+	require.NoError(t, rt.Start(context.Background()))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, b.fake.WaitFor(ctx, func(st fakeprovider.Stats) bool {
+		return st.BackgroundCreated == n && st.BackgroundPolls >= n
+	}), "every response created and polled while it runs")
+	stop, cancelStop := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_ = rt.Stop(stop)
+	cancelStop()
+	stopped := b.fake.Stats()
+	require.Zero(t, stopped.BilledCalls, "stopped before any response ended")
+	var withID int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM triage_attempt WHERE response_id IS NOT NULL AND status IN ('intent', 'possibly_billed')`).Scan(&withID))
+	require.Equal(t, n, withID, "each running response's id is on its attempt")
+
+	b.start(t)
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.Completed)
+	stats := b.fake.Stats()
+	require.Equal(t, n, stats.BackgroundCreated, "no response created twice")
+	require.Equal(t, n, stats.BilledCalls)
+	require.Zero(t, stats.DoubleBilledRecords)
+	require.Zero(t, st.PossiblyBilledUSD, "the stopped runs' attempts are settled by the polled answer")
+	require.InDelta(t, stats.BilledUSD, st.SpendUSD, 1e-9, "the ledger equals the provider's bill")
 }

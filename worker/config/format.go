@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Format is a key's wire format (Key.Format).
@@ -25,6 +26,14 @@ const (
 	// vendor "openai" only: in-band failures (response.failed, error
 	// events, incomplete responses) are classified by their code.
 	FormatResponses Format = "responses"
+)
+
+// BackgroundPollMax is the longest wait between two polls of a background
+// response (Key.Background); the first poll comes after BackgroundPollMin
+// and each wait doubles.
+const (
+	BackgroundPollMin = 100 * time.Millisecond
+	BackgroundPollMax = 2 * time.Second
 )
 
 // ResponsesVendors are the vendors that speak the Responses API here.

@@ -42,3 +42,15 @@ func TestKeyFormat(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, tc.extra)
 	}
 }
+
+func TestKeyBackground(t *testing.T) {
+	t.Parallel()
+	withKey := func(extra string) string {
+		return strings.Replace(minimal, `api_key_env = "OPENAI_API_KEY"`, `api_key_env = "OPENAI_API_KEY"`+"\n"+extra, 1)
+	}
+	cfg, err := Parse([]byte(withKey("format = \"responses\"\nbackground = true")), "triage.toml")
+	require.NoError(t, err)
+	require.True(t, cfg.Keys[0].Background)
+	_, err = Parse([]byte(withKey("background = true")), "triage.toml")
+	require.ErrorContains(t, err, `keys[0] "main": background = true is the Responses API's background mode: it needs format = "responses"`)
+}

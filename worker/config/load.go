@@ -79,6 +79,7 @@ type rawKey struct {
 	Vendor        string   `toml:"vendor"`
 	Path          string   `toml:"path"`
 	Format        string   `toml:"format"`
+	Background    bool     `toml:"background"`
 	BaseURL       string   `toml:"base_url"`
 	APIKeyEnv     string   `toml:"api_key_env"`
 	Concurrency   *int     `toml:"concurrency"`
@@ -153,7 +154,7 @@ func (r rawFile) config(name string) (*Config, error) {
 	}
 	for i, rk := range r.Keys {
 		k := Key{
-			Name: rk.Name, Vendor: rk.Vendor, Path: classify.Path(rk.Path), Format: Format(rk.Format), BaseURL: rk.BaseURL,
+			Name: rk.Name, Vendor: rk.Vendor, Path: classify.Path(rk.Path), Format: Format(rk.Format), Background: rk.Background, BaseURL: rk.BaseURL,
 			APIKeyEnv: rk.APIKeyEnv, PrepaidUSD: rk.PrepaidUSD,
 			IdempotentReplay: rk.IdempotentReplay, Ambiguous: Ambiguous(rk.Ambiguous),
 		}

@@ -149,6 +149,9 @@ func (c *Config) Validate() error {
 		if msg := k.Format.check(k.Vendor); msg != "" {
 			v.addf(at, "%s", msg)
 		}
+		if k.Background && k.Format != FormatResponses {
+			v.addf(at, "background = true is the Responses API's background mode: it needs format = \"responses\"")
+		}
 		switch k.Path {
 		case classify.PathDirect, classify.PathRouter, classify.PathGateway:
 		default:
