@@ -44,15 +44,33 @@ func (r *Runtime) sendBackground(ctx context.Context, c *call) (provider.Result,
 			r.log.ErrorContext(ctx, "store background response id", "key", k.cfg.Name, "attempt_id", c.attemptID, "err", err)
 		}
 	}
-	return r.pollResponse(ctx, k, id), nil
+	res = r.pollResponse(ctx, c, id)
+	if c.resumed && res.ResponseStatus == "cancelled" {
+		// Cancelled with its batch, which was then taken up again: this
+		// run's answer is a new response.
+		c.resumed = false
+		if res, err = k.client.Do(ctx, c.req); err != nil || !res.Pending() {
+			return res, err
+		}
+		if err := ledger.SetAttemptResponseID(context.WithoutCancel(ctx), r.pool, c.attemptID, res.ResponseID); err != nil {
+			r.log.ErrorContext(ctx, "store background response id", "key", k.cfg.Name, "attempt_id", c.attemptID, "err", err)
+		}
+		res = r.pollResponse(ctx, c, res.ResponseID)
+	}
+	return res, nil
 }
 
 // pollResponse polls a background response until it ends, waiting
 // config.BackgroundPollMin, doubling up to config.BackgroundPollMax,
-// between polls. A poll that fails (network, 5xx, 429) is tried again; a
-// run stopped meanwhile returns a result sent but unanswered, so the
-// attempt stays possibly billed with its response id, for the next run.
-func (r *Runtime) pollResponse(ctx context.Context, k *keyRuntime, id string) provider.Result {
+// between polls. A poll that fails (network, 5xx, 429) is tried again. A
+// run stopped meanwhile (a shutdown: the answer is still wanted) returns a
+// result sent but unanswered, so the attempt stays possibly billed with
+// its response id, for the next run to poll. A batch cancelled by hand
+// meanwhile no longer wants the answer: the response is cancelled at the
+// provider, and the result is unanswered too (the job's next run
+// dead-letters the record cancelled).
+func (r *Runtime) pollResponse(ctx context.Context, c *call, id string) provider.Result {
+	k := c.jobKey
 	wait := config.BackgroundPollMin
 	for {
 		t := time.NewTimer(wait)
@@ -71,6 +89,13 @@ func (r *Runtime) pollResponse(ctx context.Context, k *keyRuntime, id string) pr
 		}
 		o := res.Observation
 		if o.Phase != classify.PhaseResponse || o.Status == 429 || o.Status >= 500 || res.Pending() {
+			if b, err := ledger.GetBatch(ctx, r.pool, c.job.Args.Batch); err == nil && b.State == ledger.BatchCancelled {
+				cr, err := k.client.Cancel(context.WithoutCancel(ctx), id)
+				r.log.InfoContext(ctx, "batch cancelled: background response cancelled at the provider", "key", k.cfg.Name,
+					"job_id", c.job.ID, "record_id", c.job.Args.RecordID, "response_id", id, "status", cr.ResponseStatus, "err", err)
+				return provider.Result{Observation: classify.Observation{Vendor: k.cfg.Vendor, Path: k.cfg.Path, Phase: classify.PhaseSentNoResponse},
+					NetworkError: "the batch was cancelled: background response " + id + " cancelled at the provider", ResponseID: id}
+			}
 			continue
 		}
 		return res

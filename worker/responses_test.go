@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/triage-dev/triage/fakeprovider"
+	"github.com/triage-dev/triage/worker/operator"
 )
 
 // responsesKey is the [[keys]] text of an OpenAI key speaking the
@@ -133,4 +134,29 @@ func TestResponsesBackgroundResumedAfterRestart(t *testing.T) {
 	require.Zero(t, stats.DoubleBilledRecords)
 	require.Zero(t, st.PossiblyBilledUSD, "the stopped runs' attempts are settled by the polled answer")
 	require.InDelta(t, stats.BilledUSD, st.SpendUSD, 1e-9, "the ledger equals the provider's bill")
+}
+
+// A batch cancelled by hand while its background responses run no longer
+// wants their answers: each is cancelled at the provider (never billed)
+// and its record dead-lettered cancelled.
+func TestResponsesBackgroundCancelledWithTheBatch(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{NoReplay: true, GenerationTime: fakeprovider.Duration(time.Minute)}
+	b := setup(t, sc, tweaks{timeout: "2m", concurrency: 4, extraKey: responsesKey + "background = true\n"})
+	const n = 4
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, b.fake.WaitFor(ctx, func(st fakeprovider.Stats) bool {
+		return st.BackgroundCreated == n && st.BackgroundPolls >= n
+	}))
+	_, err := operator.CancelBatch(context.Background(), b.db.Pool, "b1", operator.ControlOptions{Schema: b.db.Schema})
+	require.NoError(t, err)
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.DeadLettered)
+	stats := b.fake.Stats()
+	require.Equal(t, n, stats.BackgroundCancels, "each running response cancelled at the provider")
+	require.Zero(t, stats.BilledCalls, "a cancelled response is not billed")
+	require.Equal(t, map[string]int{"cancelled": n}, b.countBy(t, "SELECT reason, count(*) FROM triage_dead_letter GROUP BY 1"))
 }
