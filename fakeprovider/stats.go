@@ -32,7 +32,8 @@ type Stats struct {
 	// StoreLookups counts GET /v1/chat/completions look-ups of stored
 	// completions (stored.go); they are not API calls and cost nothing.
 	StoreLookups int `json:"store_lookups"`
-	// ResponsesAPI counts the requests to POST /v1/responses (they are in
+	// ResponsesAPI counts the Responses-API calls: POST /v1/responses and
+	// the lines of batches whose endpoint is /v1/responses (they are in
 	// Requests too).
 	ResponsesAPI int `json:"responses_api"`
 	// BackgroundCreated, BackgroundPolls and BackgroundCancels count the

@@ -160,3 +160,31 @@ func TestResponsesBackgroundCancelledWithTheBatch(t *testing.T) {
 	require.Zero(t, stats.BilledCalls, "a cancelled response is not billed")
 	require.Equal(t, map[string]int{"cancelled": n}, b.countBy(t, "SELECT reason, count(*) FROM triage_dead_letter GROUP BY 1"))
 }
+
+// Batch mode on a Responses-API key: its lines go to "/v1/responses" (a
+// background key's lines too: the batch is the background), the fake's
+// Batch API answers them with response objects, and each record is
+// completed from its line, billed once at batch prices.
+func TestResponsesBatchMode(t *testing.T) {
+	t.Parallel()
+	b, _ := setupBatch(t, fakeprovider.Scenario{Poison: fakeprovider.Poison{InvalidMarker: "POISON"}}, "batch",
+		tweaks{concurrency: 8, extraKey: responsesKey + "background = true\n"})
+	const n = 40
+	b.enqueue(t, "b1", records(n, poisoned(10)))
+	b.start(t)
+	st := b.waitSettled(t, "b1", 2*time.Minute)
+	require.Equal(t, n-n/10, st.Completed)
+	require.Equal(t, n/10, st.DeadLettered)
+	stats := b.fake.Stats()
+	require.Equal(t, n, stats.Batches.Lines, "each record one batch line")
+	require.Equal(t, stats.Requests, stats.ResponsesAPI, "every line ran on the Responses API")
+	require.Zero(t, stats.BackgroundCreated, "no line is a background response")
+	require.Zero(t, stats.DoubleBilledRecords)
+	costUSD, _, byMode := b.ledgerBill(t)
+	require.Equal(t, map[string]int{"batch": n}, byMode)
+	require.InDelta(t, stats.BilledUSD, costUSD, 1e-9, "the ledger is the provider's bill")
+	for _, d := range b.deadLetters(t, "b1") {
+		require.Equal(t, "rejected", d.Class, d.RecordID)
+		require.Equal(t, 400, d.HTTPStatus, d.RecordID)
+	}
+}

@@ -440,7 +440,7 @@ func (r *Runtime) newSubmitters() error {
 	}
 	for name, k := range r.keys {
 		collectOnly := !batchKeys[name]
-		client, err := batchapi.New(batchapi.Options{Vendor: k.cfg.Vendor, Path: k.cfg.Path, BaseURL: k.cfg.BaseURL,
+		client, err := batchapi.New(batchapi.Options{Vendor: k.cfg.Vendor, Format: wireFormat(k.cfg), Path: k.cfg.Path, BaseURL: k.cfg.BaseURL,
 			APIKey: k.apiKey, Timeout: k.cfg.Timeout, HTTPClient: r.opts.HTTPClient})
 		if collectOnly && err != nil {
 			// No Batch API client for it (a vendor without one): it never
