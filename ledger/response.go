@@ -40,3 +40,20 @@ func PendingResponseID(ctx context.Context, db DBTX, idempotencyKey string) (str
 	}
 	return id, nil
 }
+
+// SettleResumedResponse settles the earlier attempts under an idempotency
+// key that created the background response responseID and lost it (a run
+// stopped or died while it ran), once attempt exceptID polled it to its
+// end: billed once, on exceptID's row, they become resolved, resolution
+// found (the answer was found by its id, not sent again). It returns how
+// many it settled.
+func SettleResumedResponse(ctx context.Context, db DBTX, idempotencyKey, responseID string, exceptID int64) (int, error) {
+	tag, err := db.Exec(ctx, `UPDATE triage_attempt SET status = 'resolved', resolution = 'found',
+			finished_at = coalesce(finished_at, now())
+		WHERE idempotency_key = $1 AND response_id = $2 AND id <> $3 AND status IN ('possibly_billed', 'intent')`,
+		idempotencyKey, responseID, exceptID)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: settle resumed response: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -782,11 +782,16 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 		}
 		// Earlier sends that got no answer are settled as billed once only
 		// where the endpoint is known to replay a repeated Idempotency-Key.
-		// So are those of a background response this run polled to its end
-		// (one response, billed once).
-		if (c.hadAmbiguous && c.key.cfg.IdempotentReplay || c.resumed) && !c.partialAccepted {
+		if c.hadAmbiguous && c.key.cfg.IdempotentReplay && !c.partialAccepted {
 			if _, err := ledger.ResolvePossiblyBilled(ctx, tx, c.req.IdempotencyKey); err != nil {
 				return fmt.Errorf("complete: resolve: %w", err)
+			}
+		}
+		// So are those that created the background response this run
+		// polled to its end: one response, billed once, found by its id.
+		if c.resumed {
+			if _, err := ledger.SettleResumedResponse(ctx, tx, c.req.IdempotencyKey, c.res.ResponseID, c.attemptID); err != nil {
+				return fmt.Errorf("complete: settle resumed response: %w", err)
 			}
 		}
 	} else if c.fromCache {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/triage-dev/triage/fakeprovider"
+	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/operator"
 )
 
@@ -134,6 +135,11 @@ func TestResponsesBackgroundResumedAfterRestart(t *testing.T) {
 	require.Zero(t, stats.DoubleBilledRecords)
 	require.Zero(t, st.PossiblyBilledUSD, "the stopped runs' attempts are settled by the polled answer")
 	require.InDelta(t, stats.BilledUSD, st.SpendUSD, 1e-9, "the ledger equals the provider's bill")
+	require.Equal(t, map[string]int{"found": n}, lostAnswers(t, b), "each stopped run's answer was found by its response id, not resent")
+	amb, err := ledger.AmbiguityByKey(context.Background(), b.db.Pool, ledger.AttemptFilter{Batch: "b1"})
+	require.NoError(t, err)
+	require.Len(t, amb, 1)
+	require.Zero(t, amb[0].PossiblyDoubleBilled)
 }
 
 // A batch cancelled by hand while its background responses run no longer
