@@ -102,6 +102,11 @@ func (c *Classifier) classify(o Observation, depth int, tr *tracer) Verdict {
 	if o.Status < 300 {
 		// Cheap test first: a success body may be a megabyte long.
 		if mayCarryError(o.Body) {
+			// An OpenAI Responses-API response that ended "failed" (a
+			// background response polled to its end).
+			if v, ok := c.classifyStreamError(o, depth, tr); ok {
+				return v
+			}
 			f.parseBody(o.Body)
 			if f.hasError {
 				return c.classify2xx(f, o, depth, tr)

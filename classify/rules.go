@@ -189,6 +189,10 @@ var openaiTable = newTable("openai", []rule{
 	{reason: "server_error", class: Transient, weak: true, when: func(f *facts) bool {
 		return typeIn(f, "server_error", "service_unavailable_error") || codeIn(f, "server_error", "server_is_overloaded")
 	}},
+	// The Responses API names a refused prompt in a failed response's
+	// error.code (response.failed, an error event, a background response
+	// polled to "failed"), with no status of its own to go on.
+	{reason: "invalid_prompt", class: Rejected, when: func(f *facts) bool { return codeIn(f, "invalid_prompt") }},
 })
 
 // anthropicTable: docs.claude.com/en/api/errors error.type values, plus the

@@ -286,6 +286,13 @@ func (c *Classifier) classifyOtherErrorIn2xx(f *facts, o Observation, tr *tracer
 			return Verdict{}, false
 		}
 		f.code = sc.Raw
+	case strings.Contains(body, "content_filter") && gjson.Get(body, "object").Str == "response":
+		// OpenAI Responses API: status "incomplete" with
+		// incomplete_details.reason content_filter and no output text.
+		if gjson.Get(body, "incomplete_details.reason").Str != "content_filter" || responseText(body) != "" {
+			return Verdict{}, false
+		}
+		f.code = "content_filter"
 	case strings.Contains(body, "content_filter"):
 		filtered := false
 		gjson.Get(body, "choices").ForEach(func(_, ch gjson.Result) bool {
@@ -336,25 +343,115 @@ func onlyErrorEvents(body string) bool {
 	return n > 0
 }
 
-// classifyStreamError reads a stream that failed before any output: an
-// OpenAI Responses-API stream that ends with an error event or
-// response.failed (a rate limit, a quota, a context overflow) and carries no
-// output delta. Nothing was generated, so nothing was billed, and the error
-// is read with the tables and the signal layer like an error in a 2xx body:
-// a terminal or pacing answer stands, and an event that states only an
-// overload (capacity) is transient. A stream that delivered any output
-// stays ambiguous.
+// classifyStreamError reads an OpenAI Responses-API failure: a stream
+// that ends with an error event or response.failed (a rate limit, a quota,
+// a server error), or a response object whose status is "failed" (a
+// background response polled to its end). The provider states that the
+// response failed and, in response.failed, what it used (the client reads
+// the usage; what a stream generated before a bare error event is
+// estimated from the text received), so the call's outcome is known, not
+// ambiguous, whether or not output came first: the error is read with the
+// tables and the signal layer like an error in a 2xx body, and a terminal,
+// pacing or server answer (server_error, server_is_overloaded) stands; an
+// event that states only an overload (capacity) is transient. A failure
+// the tables do not know stays ambiguous.
 func (c *Classifier) classifyStreamError(o Observation, depth int, tr *tracer) (Verdict, bool) {
-	// Only OpenAI Responses-API streams: their events carry sequence_number
-	// or end with response.failed, or the stream is error events alone.
-	// Other streams (an Anthropic error event after message_start) stay
-	// ambiguous.
-	if !strings.Contains(o.Body, "error") || strings.Contains(o.Body, "delta") ||
-		!strings.Contains(o.Body, "sequence_number") && !strings.Contains(o.Body, "response.failed") && !onlyErrorEvents(o.Body) {
+	event := responsesFailure(o.Vendor, o.Body)
+	if event == "" {
 		return Verdict{}, false
 	}
+	var inner *tracer
+	if tr != nil {
+		inner = &tracer{}
+	}
+	v := c.classify(Observation{Vendor: o.Vendor, Path: o.Path, Phase: PhaseResponse, Status: 200, Headers: o.Headers, Body: event}, depth, inner)
+	switch v.Class {
+	case Exhausted, Rejected, Throttled:
+	default:
+		// A server answer (server_error, server_is_overloaded): the
+		// vendor's row says transient, as for a 500 or 503. An event that
+		// states only an overload in other words (capacity): the same.
+		eo := Observation{Vendor: o.Vendor, Path: o.Path, Phase: PhaseResponse, Status: 200, Headers: o.Headers, Body: event}
+		f := facts{vendor: o.Vendor, path: o.Path, status: 200}
+		f.parseBody(event)
+		var rt *tracer
+		if inner != nil {
+			rt = &tracer{}
+		}
+		if tv, ok := c.decide(&f, eo, depth, rt); ok && tv.Known && tv.Class == Transient {
+			v = finish(tv, &f, o)
+			if inner != nil {
+				inner.ids = append(inner.ids[:0], rt.ids...)
+			}
+			break
+		}
+		f = facts{}
+		sv, ok := decideSignals(&f, event)
+		if !ok || sv.Rule != signalPrefix+"capacity" {
+			return Verdict{}, false
+		}
+		v = finish(sv, &f, o)
+		if inner != nil {
+			inner.ids = append(inner.ids[:0], sv.Rule)
+		}
+	}
+	if tr != nil {
+		tr.ids = append(tr.ids, inner.ids...)
+		tr.streamError = true
+	}
+	if o.Phase == PhaseStream {
+		v.Reason = "stream_" + v.Reason
+	} else {
+		v.Reason = "response_" + v.Reason
+	}
+	return v, true
+}
+
+// responseText is the output text of an OpenAI Responses-API response
+// object.
+func responseText(body string) string {
+	var b strings.Builder
+	gjson.Get(body, "output").ForEach(func(_, item gjson.Result) bool {
+		item.Get("content").ForEach(func(_, part gjson.Result) bool {
+			if part.Get("type").Str == "output_text" {
+				b.WriteString(part.Get("text").Str)
+			}
+			return true
+		})
+		return true
+	})
+	return b.String()
+}
+
+// responsesFailure returns an OpenAI Responses-API failure as an error body
+// ({"error":{…}}), or "": the last error event or the response.failed
+// event of a stream (its events carry sequence_number, or it ends with
+// response.failed), or a response object with status "failed". Other
+// streams (an Anthropic error event after message_start, a chat
+// completions error chunk) are not one.
+func responsesFailure(vendor, body string) string {
+	if !strings.Contains(body, "error") {
+		return ""
+	}
+	if t := strings.TrimSpace(body); strings.HasPrefix(t, "{") {
+		if gjson.Get(t, "object").Str == "response" && gjson.Get(t, "status").Str == "failed" {
+			if raw := gjson.Get(t, "error"); raw.IsObject() {
+				return `{"error":` + raw.Raw + `}`
+			}
+		}
+		return ""
+	}
+	// Responses-API streams only: their events carry sequence_number or
+	// end with response.failed, or, from a vendor other than Anthropic, the
+	// stream is error events alone (an OpenAI-compatible server without
+	// sequence_number). Anthropic's streams (an error event, with or
+	// without message_start before it) stay ambiguous.
+	if !strings.Contains(body, "sequence_number") && !strings.Contains(body, "response.failed") &&
+		(vendor == "anthropic" || !onlyErrorEvents(body)) {
+		return ""
+	}
 	event := ""
-	for line := range strings.Lines(o.Body) {
+	for line := range strings.Lines(body) {
 		line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "data:"))
 		if !strings.HasPrefix(line, "{") || !gjson.Valid(line) {
 			continue
@@ -373,34 +470,5 @@ func (c *Classifier) classifyStreamError(o Observation, depth int, tr *tracer) (
 			}
 		}
 	}
-	if event == "" {
-		return Verdict{}, false
-	}
-	var inner *tracer
-	if tr != nil {
-		inner = &tracer{}
-	}
-	v := c.classify(Observation{Vendor: o.Vendor, Path: o.Path, Phase: PhaseResponse, Status: 200, Headers: o.Headers, Body: event}, depth, inner)
-	switch v.Class {
-	case Exhausted, Rejected, Throttled:
-	default:
-		// An event that states only an overload (server_is_overloaded)
-		// before any output: the server turned the request away, so it
-		// is transient like a 503, not ambiguous.
-		var f facts
-		sv, ok := decideSignals(&f, event)
-		if !ok || sv.Rule != signalPrefix+"capacity" {
-			return Verdict{}, false
-		}
-		v = finish(sv, &f, o)
-		if inner != nil {
-			inner.ids = append(inner.ids[:0], sv.Rule)
-		}
-	}
-	if tr != nil {
-		tr.ids = append(tr.ids, inner.ids...)
-		tr.streamError = true
-	}
-	v.Reason = "stream_" + v.Reason
-	return v, true
+	return event
 }

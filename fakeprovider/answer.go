@@ -21,6 +21,21 @@ type answer struct {
 	tool         string // Anthropic: text is the input of a tool_use block of this tool
 	inputTokens  int
 	outputTokens int
+	// incomplete: the answer was cut short, "max_output_tokens" or
+	// "content_filter" (ActionIncomplete, or a Responses-API call whose
+	// answer is longer than its max_output_tokens).
+	incomplete string
+}
+
+// chatFinishReason is the finish_reason chat completions give a.
+func chatFinishReason(a *answer) string {
+	switch a.incomplete {
+	case "max_output_tokens":
+		return "length"
+	case "content_filter":
+		return "content_filter"
+	}
+	return "stop"
 }
 
 // idPattern finds the record id a prompt was rendered from, as a JSON field,

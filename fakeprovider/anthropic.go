@@ -273,8 +273,11 @@ type anthropicJSONDelta struct {
 func toolUseID(a *answer) string { return "toolu_01" + strings.TrimPrefix(a.id, "msg_01") }
 
 func stopReason(a *answer) string {
-	if a.refusal {
+	if a.refusal || a.incomplete == "content_filter" {
 		return "refusal"
+	}
+	if a.incomplete == "max_output_tokens" {
+		return "max_tokens"
 	}
 	if a.tool != "" {
 		return "tool_use"

@@ -435,7 +435,7 @@ func (s *Server) endLocked(b *batchJob, status string, at time.Time) {
 	case stCancelled:
 		b.cancelledAt = at
 	}
-	if _, ok := b.vendor.(openAI); ok {
+	if openAIFamily(b.vendor) {
 		s.writeOpenAIResultFilesLocked(b, at)
 	}
 }
@@ -448,8 +448,11 @@ func (s *Server) runLineLocked(b *batchJob, i int, at time.Time) {
 	ln := &b.lines[i]
 	v := b.vendor
 	path := "/v1/chat/completions"
-	if _, ok := v.(anthropic); ok {
+	switch v.(type) {
+	case anthropic:
 		path = "/v1/messages"
+	case responsesAPI:
+		path = "/v1/responses"
 	}
 	r, _ := http.NewRequest(http.MethodPost, path, http.NoBody)
 	r.Header.Set(RecordHeader, ln.customID)
@@ -463,6 +466,9 @@ func (s *Server) runLineLocked(b *batchJob, i int, at time.Time) {
 	record := ln.customID
 	rs := s.stats.ByRecord[record]
 	s.stats.Requests++
+	if _, ok := v.(responsesAPI); ok {
+		s.stats.ResponsesAPI++
+	}
 	rs.Requests++
 	rs.IdempotencyKeys = append(rs.IdempotencyKeys, ln.customID)
 	var action Action

@@ -18,6 +18,20 @@ import (
 
 const openAIBatchEndpoint = "/v1/chat/completions"
 
+// openAIResponsesBatchEndpoint: a batch of Responses-API lines
+// (responses.go), answered with response objects.
+const openAIResponsesBatchEndpoint = "/v1/responses"
+
+// openAIFamily: the batch's lines are OpenAI's, chat completions or
+// Responses API.
+func openAIFamily(v vendor) bool {
+	switch v.(type) {
+	case openAI, responsesAPI:
+		return true
+	}
+	return false
+}
+
 // openAIBatchExpiredMessage is the error OpenAI writes for a line an expired
 // batch never ran (batch guide, "Batch expiration").
 const openAIBatchExpiredMessage = "This request could not be executed before the completion window expired."
@@ -216,9 +230,10 @@ func (s *Server) serveOpenAIBatchCreate(w http.ResponseWriter, r *http.Request) 
 	case req.Endpoint == "":
 		bad("Missing required parameter: 'endpoint'.", "endpoint", "missing_required_parameter")
 		return
-	case req.Endpoint != openAIBatchEndpoint:
-		// The API takes more endpoints; the fake runs chat completions only.
-		bad(fmt.Sprintf("Invalid value for 'endpoint': '%s'. This fake supports '%s'.", req.Endpoint, openAIBatchEndpoint), "endpoint", "invalid_value")
+	case req.Endpoint != openAIBatchEndpoint && req.Endpoint != openAIResponsesBatchEndpoint:
+		// The API takes more endpoints; the fake runs chat completions and
+		// the Responses API only.
+		bad(fmt.Sprintf("Invalid value for 'endpoint': '%s'. This fake supports '%s' and '%s'.", req.Endpoint, openAIBatchEndpoint, openAIResponsesBatchEndpoint), "endpoint", "invalid_value")
 		return
 	case req.CompletionWindow != "24h":
 		bad(fmt.Sprintf("Invalid value for 'completion_window': '%s'. Supported values are: '24h'.", req.CompletionWindow), "completion_window", "invalid_value")
@@ -239,8 +254,12 @@ func (s *Server) serveOpenAIBatchCreate(w http.ResponseWriter, r *http.Request) 
 	if len(req.Metadata) == 0 {
 		req.Metadata = json.RawMessage("null")
 	}
+	var lines vendor = v
+	if req.Endpoint == openAIResponsesBatchEndpoint {
+		lines = responsesAPI{}
+	}
 	b := &batchJob{
-		vendor: v, id: "batch_" + newRnd(s.sc.Seed, "batch", strconv.FormatUint(s.seq, 10)).text(32, hexdig),
+		vendor: lines, id: "batch_" + newRnd(s.sc.Seed, "batch", strconv.FormatUint(s.seq, 10)).text(32, hexdig),
 		cfg: s.sc.Batch, price: s.sc.Batch.price(s.sc.Price),
 		endpoint: req.Endpoint, inputFileID: f.id, metadata: req.Metadata,
 		status: stValidating, created: e.now,
@@ -490,7 +509,7 @@ func (s *Server) openAIBatchLocked(w http.ResponseWriter, r *http.Request) (*bat
 	}
 	id := r.PathValue("id")
 	b := s.batch.jobs[id]
-	if _, ok := b.vendorOrNil().(openAI); !ok {
+	if bv := b.vendorOrNil(); bv == nil || !openAIFamily(bv) {
 		writeReply(w, v.errReply(e, http.StatusNotFound, fmt.Sprintf("No batch found with id '%s'.", id), "invalid_request_error", nil, nil))
 		return nil, nil, false
 	}

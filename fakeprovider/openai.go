@@ -284,7 +284,7 @@ func (openAI) body(c *call, a *answer) []byte {
 		SystemFingerprint string         `json:"system_fingerprint"`
 	}{
 		ID: a.id, Object: "chat.completion", Created: a.created, Model: a.model,
-		Choices: []openAIChoice{{Message: openAIMessage{Role: "assistant", Content: a.text, Annotations: []any{}}, FinishReason: "stop"}},
+		Choices: []openAIChoice{{Message: openAIMessage{Role: "assistant", Content: a.text, Annotations: []any{}}, FinishReason: chatFinishReason(a)}},
 		Usage:   openAIUsageOf(a), ServiceTier: "default", SystemFingerprint: openAIFingerprint,
 	}, "  ")
 }
@@ -335,7 +335,7 @@ func (openAI) stream(c *call, a *answer) (head, deltas, tail [][]byte) {
 		p := p
 		deltas = append(deltas, sseData(chunk([]openAIChunkChoice{{Delta: openAIDelta{Content: &p}}})))
 	}
-	stop := "stop"
+	stop := chatFinishReason(a)
 	tail = [][]byte{sseData(chunk([]openAIChunkChoice{{Delta: openAIDelta{}, FinishReason: &stop}}))}
 	if c.includeUsage {
 		k := chunk([]openAIChunkChoice{})

@@ -30,13 +30,19 @@ type call struct {
 	schema json.RawMessage
 	tool   string
 	// offSchema: the off_schema action answers this call.
-	offSchema   bool
+	offSchema bool
+	// incomplete: the incomplete action answers this call, for this reason.
+	incomplete  string
 	record      string
 	idemKey     string
 	inputTokens int
 	// store and metadata: an OpenAI store: true call (stored.go).
 	store    bool
 	metadata map[string]string
+	// background and textFormat: an OpenAI Responses-API call
+	// (responses.go).
+	background bool
+	textFormat string
 }
 
 // text is everything a marker may hide in.

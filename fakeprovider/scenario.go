@@ -68,13 +68,20 @@ const (
 	// properties left out, "off_schema": true added); without a schema,
 	// {"off_schema":true}. A model that ignores structured output.
 	ActionOffSchema Action = "off_schema"
+	// ActionIncomplete bills the call and answers 200 with the first half
+	// of the answer, cut short for the reason in the step's code:
+	// "max_output_tokens" (the default) or "content_filter". OpenAI chat
+	// completions say finish_reason "length" or "content_filter", Anthropic
+	// stop_reason "max_tokens" or "refusal", the OpenAI Responses API
+	// status "incomplete" with incomplete_details.reason.
+	ActionIncomplete Action = "incomplete"
 )
 
 // Actions lists every action, in documentation order.
 func Actions() []Action {
 	return []Action{ActionOK, ActionRateLimit, ActionTooLarge, ActionExhausted, ActionOverloaded,
 		ActionServerError, ActionUnauthorized, ActionContextLength, ActionInvalidParam, ActionPolicy,
-		ActionHang, ActionCutStream, ActionStreamError, ActionGarbage, ActionStallStream, ActionOffSchema}
+		ActionHang, ActionCutStream, ActionStreamError, ActionGarbage, ActionStallStream, ActionOffSchema, ActionIncomplete}
 }
 
 func (a Action) valid() bool {
@@ -119,6 +126,14 @@ type Step struct {
 	// the vendor's usual headers; a retry hint only when RetryAfter is set.
 	// Action is ignored.
 	Body json.RawMessage `json:"body,omitempty"`
+	// Code is, for stream_error on the OpenAI Responses API, the error code
+	// the failure carries (response.failed's response.error.code or the
+	// error event's code; default "server_error"), and for incomplete the
+	// reason (default "max_output_tokens").
+	Code string `json:"code,omitempty"`
+	// Event is, for stream_error on the OpenAI Responses API, which event
+	// ends the stream: "response.failed" (the default) or "error".
+	Event string `json:"event,omitempty"`
 }
 
 // RetryAfterDefault is the hint a scripted rate_limit step sends when it names none.
@@ -167,9 +182,9 @@ func (s *Step) UnmarshalJSON(b []byte) error {
 
 func (s Step) MarshalJSON() ([]byte, error) {
 	switch {
-	case s.RetryAfter == 0 && s.Chunks == 0 && s.Status == 0 && s.Body == nil:
+	case s.RetryAfter == 0 && s.Chunks == 0 && s.Status == 0 && s.Body == nil && s.Code == "" && s.Event == "":
 		return json.Marshal(string(s.Action))
-	case s.RetryAfter == 0 && s.Chunks == 0 && s.Action == "" && s.Body == nil:
+	case s.RetryAfter == 0 && s.Chunks == 0 && s.Action == "" && s.Body == nil && s.Code == "" && s.Event == "":
 		return json.Marshal(s.Status)
 	}
 	type plain Step
@@ -201,6 +216,14 @@ func (s Step) validate(field string) error {
 	}
 	if s.Chunks < 0 || s.RetryAfter < 0 {
 		return fmt.Errorf("%s: chunks and retry_after must not be negative", field)
+	}
+	switch s.Event {
+	case "", "response.failed", "error":
+	default:
+		return fmt.Errorf("%s: event %q is not one of: response.failed, error", field, s.Event)
+	}
+	if s.action() == ActionIncomplete && s.Code != "" && s.Code != "max_output_tokens" && s.Code != "content_filter" {
+		return fmt.Errorf("%s: an incomplete step's code %q is not one of: max_output_tokens, content_filter", field, s.Code)
 	}
 	return nil
 }

@@ -26,10 +26,14 @@ type Server struct {
 	balance  *float64
 	idem     map[string]*answer
 	stored   []storedCompletion // OpenAI stored completions (stored.go)
-	stats    Stats
-	seq      uint64        // request sequence, for ids
-	changed  chan struct{} // closed and replaced on every state change
-	batch    batchStore    // the Batch APIs' files and batches (batch.go)
+	// responses and responseByKey: the Responses API's background
+	// responses, by id and by Idempotency-Key (background.go).
+	responses     map[string]*bgResponse
+	responseByKey map[string]*bgResponse
+	stats         Stats
+	seq           uint64        // request sequence, for ids
+	changed       chan struct{} // closed and replaced on every state change
+	batch         batchStore    // the Batch APIs' files and batches (batch.go)
 	// arrivals: wall-clock times of billable requests (Arrivals).
 	arrivals []Arrival
 
@@ -99,6 +103,7 @@ func (s *Server) Reset() {
 	s.stats.InFlight, s.stats.Hanging, s.stats.PeakInFlight = inFlight, hanging, inFlight
 	s.idem = map[string]*answer{}
 	s.stored = nil
+	s.responses, s.responseByKey = nil, nil
 	s.batch.reset()
 	s.setLocked(s.sc)
 	s.broadcastLocked()
@@ -210,7 +215,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveAPI(w, r, openAI{})
 	case "/v1/messages":
 		s.serveAPI(w, r, anthropic{})
+	case "/v1/responses":
+		s.serveAPI(w, r, responsesAPI{})
 	default:
+		if strings.HasPrefix(r.URL.Path, "/v1/responses/") {
+			s.serveResponseByID(w, r)
+			return
+		}
 		if s.serveBatchAPI(w, r) {
 			return
 		}
@@ -267,6 +278,8 @@ type decision struct {
 	// (bill) and answered; 0: billed in decide.
 	generate time.Duration
 	bill     func() *answer
+	// bg: the background response a Responses-API create made or found.
+	bg *bgResponse
 }
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, v vendor) {
@@ -310,6 +323,13 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, v vendor) {
 	}
 	if d.reply != nil {
 		writeReply(w, d.reply)
+		return
+	}
+	if d.bg != nil && !transportFault(d.action) {
+		v.headers(w.Header(), d.info)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(marshal(d.bg.object(), "  "))
 		return
 	}
 	switch d.action {
@@ -372,6 +392,9 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 	key := r.Header.Get(IdempotencyHeader)
 	rs := s.stats.ByRecord[d.record]
 	s.stats.Requests++
+	if _, ok := v.(responsesAPI); ok {
+		s.stats.ResponsesAPI++
+	}
 	rs.Requests++
 	rs.IdempotencyKeys = append(rs.IdempotencyKeys, key)
 	defer func() {
@@ -404,6 +427,13 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 		d.ans, d.action, d.status = a, ActionOK, http.StatusOK
 		return d
 	}
+	if b := s.responseByKey[key]; key != "" && b != nil && c != nil && c.background && !sc.NoReplay {
+		// A background create repeated before its response was billed.
+		s.stats.IdempotentReplays++
+		rs.Replays++
+		d.bg, d.action, d.status = b, ActionOK, http.StatusOK
+		return d
+	}
 
 	d.step = s.pickLocked(c, d.record, n, attempt, exhausted, e)
 	if d.step.Body != nil {
@@ -416,6 +446,12 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 	}
 	d.action = d.step.action()
 	c.offSchema = d.action == ActionOffSchema
+	if d.action == ActionIncomplete {
+		c.incomplete = d.step.Code
+		if c.incomplete == "" {
+			c.incomplete = "max_output_tokens"
+		}
+	}
 	if d.action == ActionRateLimit && e.retryAfter == 0 {
 		e.retryAfter = time.Duration(RetryAfterDefault)
 	}
@@ -424,7 +460,7 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 	}
 
 	switch d.action {
-	case ActionOK, ActionOffSchema, ActionHang, ActionCutStream, ActionStreamError, ActionGarbage, ActionStallStream:
+	case ActionOK, ActionOffSchema, ActionHang, ActionCutStream, ActionStreamError, ActionGarbage, ActionStallStream, ActionIncomplete:
 	case ActionPolicy:
 		if !v.refusalIsAnswer() {
 			d.reply = v.fail(d.action, d.step, e)
@@ -437,6 +473,15 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 		return d
 	}
 
+	if _, ok := v.(responsesAPI); ok && c.background {
+		// Billed when it ends (background.go).
+		d.bg = s.createBackgroundLocked(d, key)
+		d.status = http.StatusOK
+		if d.action == ActionHang {
+			d.status = 0
+		}
+		return d
+	}
 	// Everything left ran on the model, so it costs money whether or not the
 	// client ever sees the answer.
 	if g := time.Duration(sc.GenerationTime); g > 0 && (d.action == ActionOK || d.action == ActionOffSchema || d.action == ActionPolicy) {
@@ -466,6 +511,15 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 		d.status = 0
 	}
 	return d
+}
+
+// transportFault: the action spoils the answer on its way, not the call.
+func transportFault(a Action) bool {
+	switch a {
+	case ActionHang, ActionCutStream, ActionGarbage, ActionStallStream:
+		return true
+	}
+	return false
 }
 
 // actionOfStatus names a custom body's answer in the stats: the action a
@@ -548,6 +602,14 @@ func (s *Server) billLocked(v vendor, c *call, rs *RecordStats, key string, refu
 	}
 	if !refusal {
 		a.text, a.tool = answerFor(c), c.tool
+	}
+	_, responses := v.(responsesAPI)
+	switch {
+	case c.incomplete != "" && !refusal:
+		a.text, a.incomplete = generatedText(a.text, max(1, len(chunks(a.text))/2)), c.incomplete
+	case responses && c.maxTokens > 0 && outputTokens(a.text) > c.maxTokens:
+		// The Responses API stops at max_output_tokens and says so.
+		a.text, a.incomplete = a.text[:min(len(a.text), 4*c.maxTokens)], "max_output_tokens"
 	}
 	a.outputTokens = outputTokens(a.text)
 	out := a.outputTokens
@@ -654,7 +716,11 @@ func (s *Server) writeStream(ctx context.Context, w http.ResponseWriter, d *deci
 		frames = append(append(frames, deltas...), tail...)
 	}
 	if fail {
-		frames = append(frames, d.vendor.streamError(d.info))
+		if rv, ok := d.vendor.(responsesAPI); ok {
+			frames = append(frames, rv.failEvent(d.call, d.ans, d.step, len(frames), cut))
+		} else {
+			frames = append(frames, d.vendor.streamError(d.info))
+		}
 	}
 	if !s.sendFrames(ctx, w, d, frames) {
 		return

@@ -32,6 +32,17 @@ type Stats struct {
 	// StoreLookups counts GET /v1/chat/completions look-ups of stored
 	// completions (stored.go); they are not API calls and cost nothing.
 	StoreLookups int `json:"store_lookups"`
+	// ResponsesAPI counts the Responses-API calls: POST /v1/responses and
+	// the lines of batches whose endpoint is /v1/responses (they are in
+	// Requests too).
+	ResponsesAPI int `json:"responses_api"`
+	// BackgroundCreated, BackgroundPolls and BackgroundCancels count the
+	// Responses API's background responses created, GET /v1/responses/{id}
+	// polls and POST /v1/responses/{id}/cancel calls (background.go).
+	// Polls and cancels are not API calls and cost nothing.
+	BackgroundCreated int `json:"background_created"`
+	BackgroundPolls   int `json:"background_polls"`
+	BackgroundCancels int `json:"background_cancels"`
 	// RequestsWhileExhausted counts authenticated requests that arrived while
 	// the prepaid balance was spent: how quickly a fleet stops calling.
 	RequestsWhileExhausted int `json:"requests_while_exhausted"`

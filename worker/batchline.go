@@ -125,7 +125,11 @@ func (r *Runtime) batchWait() time.Duration { return r.opts.BatchWait }
 // then sleeps until the submitter wakes it.
 func (r *Runtime) addLine(ctx context.Context, c *call, b decide.BeforeCall, prior ledger.Prior) error {
 	job, k, m := c.job, c.key, c.model
-	body, err := k.client.Body(c.req)
+	// A batch line is never a background response: the batch is the
+	// background.
+	line := c.req
+	line.Background = false
+	body, err := k.client.Body(line)
 	if err != nil {
 		return r.apply(ctx, c, decide.DeadLetter(classify.Rejected, decide.ReasonConfig, err.Error()), keys.Report{})
 	}

@@ -108,6 +108,10 @@ type call struct {
 	// found: the result is a lost call's stored answer, found by a look-up
 	// (lookup.go); its attempt is settled, no call is made.
 	found bool
+	// resumed: the result is a background response an earlier run created
+	// and left running, polled by this run (background.go): the earlier
+	// attempts under the key are settled by this one.
+	resumed bool
 	// jobKey and jobModel are the job's own key and model (lookUp); key
 	// and model point at an open line's sender instead (lineSender).
 	jobKey   *keyRuntime
@@ -583,7 +587,11 @@ func (r *Runtime) send(ctx context.Context, c *call) (decide.AfterCall, error) {
 	}
 	c.called = true
 	var err error
-	c.res, err = k.client.Do(ctx, c.req)
+	if c.req.Background {
+		c.res, err = r.sendBackground(ctx, c)
+	} else {
+		c.res, err = k.client.Do(ctx, c.req)
+	}
 	a.Cancelled, a.Phase = ctx.Err() != nil, c.res.Observation.Phase
 	if err != nil {
 		// A request the client refuses to build: configuration, not the provider.
@@ -658,6 +666,8 @@ func (c *call) render() decide.Reaction {
 	// A key that looks lost calls up keeps its calls at the provider,
 	// tagged with the idempotency key.
 	c.req.Store = c.key != nil && c.key.cfg.Ambiguous == config.AmbiguousLookup
+	// A background key creates its non-streamed calls in background mode.
+	c.req.Background = c.key != nil && c.key.cfg.Background && !c.req.Stream
 	return decide.Reaction{Kind: decide.ReactGo}
 }
 
@@ -950,6 +960,13 @@ func (r *Runtime) completeWrites(ctx context.Context, tx pgx.Tx, c *call, settle
 		if c.hadAmbiguous && c.key.cfg.IdempotentReplay && !c.partialAccepted {
 			if _, err := ledger.ResolvePossiblyBilled(ctx, tx, c.req.IdempotencyKey); err != nil {
 				return fmt.Errorf("complete: resolve: %w", err)
+			}
+		}
+		// So are those that created the background response this run
+		// polled to its end: one response, billed once, found by its id.
+		if c.resumed {
+			if _, err := ledger.SettleResumedResponse(ctx, tx, c.req.IdempotencyKey, c.res.ResponseID, c.attemptID); err != nil {
+				return fmt.Errorf("complete: settle resumed response: %w", err)
 			}
 		}
 	} else if c.fromCache {

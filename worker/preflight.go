@@ -23,7 +23,7 @@ func CheckCallable(cfg *config.Config, pipeline string, getenv func(string) stri
 	if err != nil {
 		return err
 	}
-	if _, err := provider.New(provider.Options{Vendor: k.Vendor, Path: k.Path, BaseURL: k.BaseURL, APIKey: apiKey}); err != nil {
+	if _, err := provider.New(provider.Options{Vendor: k.Vendor, Format: wireFormat(k), Path: k.Path, BaseURL: k.BaseURL, APIKey: apiKey}); err != nil {
 		return fmt.Errorf("key %q: %w", k.Name, err)
 	}
 	return nil

@@ -345,7 +345,7 @@ func New(opts Options) (*Runtime, error) {
 			return nil, fmt.Errorf("worker: %w", err)
 		}
 		client, err := provider.New(provider.Options{
-			Vendor: k.Vendor, Path: k.Path, BaseURL: k.BaseURL, APIKey: apiKey,
+			Vendor: k.Vendor, Format: wireFormat(k), Path: k.Path, BaseURL: k.BaseURL, APIKey: apiKey,
 			Timeout: k.Timeout, Concurrency: k.Concurrency, HTTPClient: opts.HTTPClient,
 		})
 		if err != nil {
@@ -455,7 +455,7 @@ func (r *Runtime) newSubmitters() error {
 	}
 	for name, k := range r.keys {
 		collectOnly := !batchKeys[name]
-		client, err := batchapi.New(batchapi.Options{Vendor: k.cfg.Vendor, Path: k.cfg.Path, BaseURL: k.cfg.BaseURL,
+		client, err := batchapi.New(batchapi.Options{Vendor: k.cfg.Vendor, Format: wireFormat(k.cfg), Path: k.cfg.Path, BaseURL: k.cfg.BaseURL,
 			APIKey: k.apiKey, Timeout: k.cfg.Timeout, HTTPClient: r.opts.HTTPClient})
 		if collectOnly && err != nil {
 			// No Batch API client for it (a vendor without one): it never

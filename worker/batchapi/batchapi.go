@@ -27,6 +27,7 @@ const (
 	MaxTagLen          = 512 // OpenAI metadata values
 	MetadataKey        = "triage_provider_batch"
 	openAIEndpoint     = "/v1/chat/completions"
+	responsesEndpoint  = "/v1/responses"
 	completionWindow   = "24h"
 	findSkew           = 10 * time.Minute
 	listPageSize       = 100
@@ -69,6 +70,10 @@ type Line struct {
 type Options struct {
 	// Vendor is "openai" or "anthropic". Required.
 	Vendor string
+	// Format is provider.FormatResponses for an OpenAI key speaking the
+	// Responses API: its lines go to "/v1/responses" and their answers are
+	// response objects. Default "": the vendor's.
+	Format provider.Format
 	// Path is copied to every Observation. Default classify.PathDirect.
 	Path classify.Path
 	// BaseURL is the API root, e.g. "https://api.openai.com/v1" or
@@ -229,6 +234,13 @@ func New(o Options) (*Client, error) {
 	default:
 		return nil, fmt.Errorf("%w: vendor %q (batch mode needs openai or anthropic)", ErrUnsupportedVendor, o.Vendor)
 	}
+	switch {
+	case o.Format == "" || o.Format == f:
+	case o.Format == provider.FormatResponses && f == provider.FormatOpenAI:
+		f = provider.FormatResponses
+	default:
+		return nil, fmt.Errorf("%w: vendor %q has no batch format %q", provider.ErrInvalidOptions, o.Vendor, o.Format)
+	}
 	u, err := url.Parse(o.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%w: base URL must be an http or https URL with a host", provider.ErrInvalidOptions)
@@ -265,6 +277,15 @@ func (c *Client) String() string {
 	u := *c.base
 	u.User, u.RawQuery = nil, ""
 	return "batchapi.Client(" + c.vendor + " " + u.String() + ")"
+}
+
+// openAIEndpoint is the endpoint of the client's OpenAI batches: chat
+// completions, or the Responses API.
+func (c *Client) openAIEndpoint() string {
+	if c.format == provider.FormatResponses {
+		return responsesEndpoint
+	}
+	return openAIEndpoint
 }
 
 // Format is the wire format of the lines' bodies.

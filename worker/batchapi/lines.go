@@ -22,7 +22,7 @@ func (c *Client) encodeLine(dst []byte, l Line) ([]byte, error) {
 	if c.format == provider.FormatAnthropic {
 		dst = append(dst, `,"params":`...)
 	} else {
-		dst = append(dst, `,"method":"POST","url":"`+openAIEndpoint+`","body":`...)
+		dst = append(dst, `,"method":"POST","url":"`+c.openAIEndpoint()+`","body":`...)
 	}
 	body := bytes.TrimLeft(l.Body, " \t\r\n")
 	if len(body) == 0 || body[0] != '{' {

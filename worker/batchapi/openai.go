@@ -159,7 +159,7 @@ func (c *Client) openAICreate(ctx context.Context, fileID, tag string) (Batch, e
 	if err := checkID("file id", fileID); err != nil {
 		return Batch{}, err
 	}
-	req := map[string]any{"input_file_id": fileID, "endpoint": openAIEndpoint, "completion_window": completionWindow}
+	req := map[string]any{"input_file_id": fileID, "endpoint": c.openAIEndpoint(), "completion_window": completionWindow}
 	if tag != "" {
 		req["metadata"] = map[string]string{MetadataKey: tag}
 	}

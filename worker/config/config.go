@@ -129,6 +129,20 @@ type Key struct {
 	// Path is which layers a call crosses: direct, router or gateway. Default
 	// PathDefault (direct).
 	Path classify.Path `toml:"path"`
+	// Format is the wire format: "" (the vendor's: chat completions, or
+	// Anthropic messages for vendor anthropic), "chat_completions",
+	// "messages", or "responses" (the OpenAI Responses API, vendor "openai"
+	// only). See Format.
+	Format Format `toml:"format"`
+	// Background, with format = "responses", creates each non-streamed
+	// call in the Responses API's background mode: the create answers at
+	// once with the response's id, which the worker stores on the attempt
+	// before it polls the response to its end (at most every
+	// BackgroundPollMax). A lost answer can then only be the create's; a
+	// worker that stops while the response runs leaves its id, and the
+	// next run polls it instead of creating it again. Background
+	// responses are kept at the provider (store: true). Default false.
+	Background bool `toml:"background"`
 	// BaseURL is the API root, e.g. "https://api.openai.com/v1"; requests go to
 	// {BaseURL}/chat/completions or {BaseURL}/messages. Required, http or https.
 	BaseURL string `toml:"base_url"`

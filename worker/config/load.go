@@ -45,6 +45,9 @@ func parse(data []byte, name, dir string) (*Config, error) {
 	if und := md.Undecoded(); len(und) > 0 {
 		return nil, unknownKeys(name, data, und)
 	}
+	if err := raw.checkFormats(name, data); err != nil {
+		return nil, err
+	}
 	cfg, err := raw.config(name)
 	if err != nil {
 		return nil, err
@@ -75,6 +78,8 @@ type rawKey struct {
 	Name          string   `toml:"name"`
 	Vendor        string   `toml:"vendor"`
 	Path          string   `toml:"path"`
+	Format        string   `toml:"format"`
+	Background    bool     `toml:"background"`
 	BaseURL       string   `toml:"base_url"`
 	APIKeyEnv     string   `toml:"api_key_env"`
 	Concurrency   *int     `toml:"concurrency"`
@@ -149,7 +154,7 @@ func (r rawFile) config(name string) (*Config, error) {
 	}
 	for i, rk := range r.Keys {
 		k := Key{
-			Name: rk.Name, Vendor: rk.Vendor, Path: classify.Path(rk.Path), BaseURL: rk.BaseURL,
+			Name: rk.Name, Vendor: rk.Vendor, Path: classify.Path(rk.Path), Format: Format(rk.Format), Background: rk.Background, BaseURL: rk.BaseURL,
 			APIKeyEnv: rk.APIKeyEnv, PrepaidUSD: rk.PrepaidUSD,
 			IdempotentReplay: rk.IdempotentReplay, Ambiguous: Ambiguous(rk.Ambiguous),
 		}

@@ -146,6 +146,12 @@ func (c *Config) Validate() error {
 		case !slices.Contains(vendors, k.Vendor):
 			v.addf(at, "vendor %q is not one of: %s", k.Vendor, strings.Join(vendors, ", "))
 		}
+		if msg := k.Format.check(k.Vendor); msg != "" {
+			v.addf(at, "%s", msg)
+		}
+		if k.Background && k.Format != FormatResponses {
+			v.addf(at, "background = true is the Responses API's background mode: it needs format = \"responses\"")
+		}
 		switch k.Path {
 		case classify.PathDirect, classify.PathRouter, classify.PathGateway:
 		default:
@@ -169,6 +175,8 @@ func (c *Config) Validate() error {
 		case k.Ambiguous == AmbiguousLookup && !slices.Contains(lookupVendors, k.Vendor):
 			v.addf(at, "ambiguous = \"lookup\" needs a vendor that can find a call by its idempotency key (%s); vendor %q has no look-up: use \"retry\" or \"dead_letter\"",
 				strings.Join(lookupVendors, ", "), k.Vendor)
+		case k.Ambiguous == AmbiguousLookup && k.Format == FormatResponses:
+			v.addf(at, "ambiguous = \"lookup\" finds stored chat completions; format = \"responses\" has no look-up by metadata: use \"retry\" or \"dead_letter\"")
 		}
 		if k.LookupWait < 0 {
 			v.addf(at, "lookup_wait must be positive, got %s", k.LookupWait)

@@ -43,6 +43,16 @@ func New(o Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	switch o.Format {
+	case "", f:
+	case FormatResponses:
+		if o.Vendor != "openai" {
+			return nil, fmt.Errorf("%w: the Responses format is OpenAI's; vendor %q speaks %s", ErrInvalidOptions, o.Vendor, f)
+		}
+		f = FormatResponses
+	default:
+		return nil, fmt.Errorf("%w: vendor %q speaks %s, not %q", ErrInvalidOptions, o.Vendor, f, o.Format)
+	}
 	u, err := url.Parse(o.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%w: base URL must be an http or https URL with a host", ErrInvalidOptions)

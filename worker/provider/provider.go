@@ -33,6 +33,9 @@ const (
 	FormatOpenAI Format = "openai"
 	// FormatAnthropic is Anthropic messages.
 	FormatAnthropic Format = "anthropic"
+	// FormatResponses is the OpenAI Responses API (POST {base_url}/responses),
+	// for vendor openai only, chosen with Options.Format.
+	FormatResponses Format = "responses"
 )
 
 var (
@@ -55,6 +58,11 @@ type Options struct {
 	// Vendor selects the wire format and is copied to Observation.Vendor.
 	// Required.
 	Vendor string
+	// Format overrides the vendor's wire format: FormatResponses (vendor
+	// openai only), or the vendor's own. Default "": the vendor's
+	// (FormatFor). Another vendor's format is an error wrapping
+	// ErrInvalidOptions.
+	Format Format
 	// Path is copied to Observation.Path. Default classify.PathDirect.
 	Path classify.Path
 	// BaseURL is the API root, e.g. "https://api.openai.com/v1". Required.
@@ -115,11 +123,16 @@ type Request struct {
 	// since the send, whichever comes first. Zero, or not longer than
 	// the client's Timeout: the Timeout bounds the whole call.
 	StreamMax time.Duration
-	// Store, in the OpenAI format, asks the provider to keep the completion
+	// Store, in the OpenAI formats, asks the provider to keep the completion
 	// (store: true) tagged with IdempotencyKey in its metadata
 	// (MetadataIdempotencyKey), so that Client.Lookup can find it after a
 	// lost answer. Ignored by other formats. Not part of RequestHash.
 	Store bool
+	// Background, in the Responses format and not streamed, creates the
+	// response in background mode (background: true, store: true): the
+	// answer is the response's id in status "queued", to be polled with
+	// Client.Poll. Ignored by other formats. Not part of RequestHash.
+	Background bool
 	// IdempotencyKey is sent as Idempotency-Key. Required; see IdempotencyKey.
 	IdempotencyKey string
 	// RecordID is sent as X-Triage-Record. Required.
@@ -136,8 +149,15 @@ type Result struct {
 	// Content is the model's text on a decoded 2xx.
 	Content string
 	// FinishReason is the vendor's finish_reason / stop_reason on a decoded
-	// 2xx ("stop", "length", "end_turn", "max_tokens", "refusal", ...).
+	// 2xx ("stop", "length", "end_turn", "max_tokens", "refusal", ...). In
+	// the Responses format: the response's status ("completed", "failed",
+	// "queued", ...), or for an incomplete one its incomplete_details.reason
+	// ("max_output_tokens", "content_filter").
 	FinishReason string
+	// ResponseID and ResponseStatus, in the Responses format, are the
+	// response's id and status ("queued", "in_progress", "completed",
+	// "failed", "incomplete", "cancelled") when a response object arrived.
+	ResponseID, ResponseStatus string
 	// InputTokens and OutputTokens come from the response's usage.
 	InputTokens, OutputTokens int
 	// Malformed, on a 2xx, says the body could not be decoded in the vendor's

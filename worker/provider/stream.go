@@ -19,6 +19,9 @@ type streamState struct {
 	content strings.Builder
 	done    bool // [DONE] or message_stop seen
 	failed  bool // an error event, an error finish, or an undecodable event
+	// final, in the Responses format, is the completed response object,
+	// kept as the body instead of the stream text.
+	final string
 }
 
 // readStream reads a 2xx event stream. A stream that ends (EOF, reset,
@@ -55,6 +58,9 @@ func (c *Client) readStream(body io.Reader, res *Result) {
 		c.streamEvent(event, strings.Join(data, "\n"), &st, res)
 	}
 	res.Observation.Body = st.raw.String()
+	if st.final != "" && st.done && !st.failed {
+		res.Observation.Body = capBody([]byte(st.final))
+	}
 	res.Content = st.content.String()
 	if !st.done || st.failed {
 		res.Observation.Phase = classify.PhaseStream
@@ -87,8 +93,12 @@ func readLine(br *bufio.Reader, st *streamState) (string, error) {
 }
 
 func (c *Client) streamEvent(event, data string, st *streamState, res *Result) {
-	if c.format == FormatAnthropic {
+	switch c.format {
+	case FormatAnthropic:
 		anthropicEvent(event, data, st, res)
+		return
+	case FormatResponses:
+		responsesStreamEvent(event, data, st, res)
 		return
 	}
 	if strings.TrimSpace(data) == "[DONE]" {

@@ -113,7 +113,7 @@ const SchemaToolDescription = "Give the answer as this tool's input, following i
 // it, for callers that send the request another way (a Batch API line). It
 // returns an error wrapping ErrInvalidRequest when r is invalid, as Do does.
 func RequestBody(f Format, r Request) ([]byte, error) {
-	if f != FormatOpenAI && f != FormatAnthropic {
+	if f != FormatOpenAI && f != FormatAnthropic && f != FormatResponses {
 		return nil, fmt.Errorf("%w: unknown wire format %q", ErrInvalidRequest, f)
 	}
 	if err := r.validate(); err != nil {
@@ -127,8 +127,11 @@ func (c *Client) Body(r Request) ([]byte, error) { return RequestBody(c.format, 
 
 // endpoint is the URL Do posts to.
 func (c *Client) endpoint() string {
-	if c.format == FormatAnthropic {
+	switch c.format {
+	case FormatAnthropic:
 		return c.baseURL.JoinPath("messages").String()
+	case FormatResponses:
+		return c.baseURL.JoinPath("responses").String()
 	}
 	return c.baseURL.JoinPath("chat/completions").String()
 }
@@ -137,6 +140,8 @@ func (c *Client) endpoint() string {
 func encodeBody(f Format, r Request) []byte {
 	var v any
 	switch f {
+	case FormatResponses:
+		v = responsesBody(r)
 	case FormatAnthropic:
 		ar := anthropicRequest{
 			Model: r.Model, System: r.System, MaxTokens: r.MaxTokens, Temperature: r.Temperature,
@@ -221,6 +226,8 @@ func decodeAnswer(f Format, b []byte, res *Result) {
 // has it.
 func decodeBody(f Format, b []byte, res *Result) {
 	switch f {
+	case FormatResponses:
+		decodeResponses(b, res)
 	case FormatAnthropic:
 		var ar anthropicResponse
 		if err := json.Unmarshal(b, &ar); err != nil {
