@@ -407,3 +407,27 @@ func cancelledInALiveBatch(t *testing.T, n int) (*testBundle, *testClock, int64)
 	eventually(t, 30*time.Second, "r002 is dead-lettered", func() bool { return b.deadLetterIDOf(t, "b1", "r002") != 0 })
 	return b, clock, b.deadLetterIDOf(t, "b1", "r002")
 }
+
+// The same key exhausted for good with an hour between probes: the records
+// past MaxAge end in the dead letters at MaxAge, all of them, not one per
+// probe (night simulator seed 120423: 116 records past MaxAge waited in the
+// key's paused queue, one dead-lettered per probe). Ending a record sends
+// nothing, so no breaker holds it.
+func TestUnsentLinesEndAtMaxAgeWithoutWaitingForProbes(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	sc := fakeprovider.Scenario{Balance: &fakeprovider.Balance{USD: 0}}
+	b, _ := setupBatch(t, sc, "batch", tweaks{probeInterval: "1h"})
+	b.opts.MaxAge = 3 * time.Second
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	eventually(t, 30*time.Second, "the key trips", func() bool { return b.hooks.count("key_exhausted") >= 1 })
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.DeadLettered)
+	for _, dl := range b.deadLetters(t, "b1") {
+		require.Equal(t, "snoozed_out", dl.Reason, "record %s", dl.RecordID)
+	}
+	require.Zero(t, b.lineStates(t)["pending"], "no line left waiting")
+	require.Zero(t, b.fake.Stats().BilledCalls)
+	require.True(t, keyOpen(t, b), "the key stays exhausted: ending records is no probe")
+}

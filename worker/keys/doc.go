@@ -9,8 +9,9 @@
 // ProbeQueueName(key). Every process working a key's queue also works its
 // probe queue and runs a Supervisor. Only the job holding the probe claim
 // may call from the probe queue; while the key's queue is paused, the
-// Supervisor also moves there the jobs holding a paid batch answer, which
-// apply it without a call.
+// Supervisor also moves there the jobs that end without a call: those
+// holding a paid batch answer, which apply it, and those past the worker's
+// MaxAge (StoreConfig.ProbeMaxAge), which are dead-lettered.
 //
 // # Breakers
 //

@@ -184,15 +184,17 @@ func (s *Supervisor) reconcile(ctx context.Context, st *KeyStatus) error {
 		return err
 	}
 	if st.Paused() {
-		// Jobs holding a paid answer apply it in the probe queue: it
-		// sends nothing, and one per probe would leave a collected
-		// provider batch unapplied for hours.
-		n, err := rivertable.MoveAnsweredJobs(ctx, s.store.pool, s.store.cfg.RiverSchema, queue, ProbeQueueName(key))
+		// Jobs that end without a call run in the probe queue: one
+		// holding a paid answer applies it, one past the worker's max age
+		// is dead-lettered. Neither sends anything, and one per probe
+		// would leave a collected provider batch unapplied, or a key
+		// exhausted for good holding its records, for days.
+		n, err := rivertable.MoveJobsThatCallNot(ctx, s.store.pool, s.store.cfg.RiverSchema, queue, ProbeQueueName(key), s.store.agedBefore())
 		if err != nil {
-			return fmt.Errorf("keys: move answered jobs of %s: %w", key, err)
+			return fmt.Errorf("keys: move the jobs that call not of %s: %w", key, err)
 		}
 		if n > 0 {
-			s.cfg.Logger.DebugContext(ctx, "keys supervisor: jobs holding an answer moved to the probe queue", slog.String("key", key), slog.Int64("jobs", n))
+			s.cfg.Logger.DebugContext(ctx, "keys supervisor: jobs that end without a call moved to the probe queue", slog.String("key", key), slog.Int64("jobs", n))
 		}
 	}
 	switch want := st.Paused(); {
@@ -298,9 +300,20 @@ func (s *Store) dispatchProbe(ctx context.Context, b Breaker, key string) (int64
 // and is not the live probe back to QueueName(key): a probe that failed and
 // was snoozed, a job that lost its claim to an expired lease.
 func (s *Store) sweepProbeQueue(ctx context.Context, key string) (int64, error) {
-	n, err := rivertable.ReturnProbeQueue(ctx, s.pool, s.cfg.RiverSchema, key, QueueName(key), ProbeQueueName(key), s.nowParam())
+	n, err := rivertable.ReturnProbeQueue(ctx, s.pool, s.cfg.RiverSchema, key, QueueName(key), ProbeQueueName(key), s.nowParam(), s.agedBefore())
 	if err != nil {
 		return 0, fmt.Errorf("keys: sweep probe queue %s: %w", key, err)
 	}
 	return n, nil
+}
+
+// agedBefore is the creation time before which a job is past ProbeMaxAge
+// (the worker's MaxAge), read on this host's clock as the job's own check
+// reads its age; nil when ProbeMaxAge is not set.
+func (s *Store) agedBefore() *time.Time {
+	if s.cfg.ProbeMaxAge <= 0 {
+		return nil
+	}
+	t := time.Now().Add(-s.cfg.ProbeMaxAge)
+	return &t
 }

@@ -121,9 +121,10 @@ func nightRun(t *testing.T, n nightsim.Night) {
 	w := newWorld(t, n)
 	bound := settleBound
 	if n.NoTopUp {
-		// Jobs parked on a key whose balance never returns reach their
-		// MaxAge only when they run: as the probe, one at a time, once
-		// their park (up to minutes) is over.
+		// Jobs parked on a key whose balance never returns are
+		// dead-lettered once past their MaxAge (the supervisor moves them
+		// to the probe queue; before session 7 they ran only as the probe,
+		// one at a time, and this bound still allows for that).
 		bound += n.MaxAge + time.Duration(n.Records)*probeInterval + 2*time.Minute
 	}
 	// A process whose clock is off writes a breaker's opening and next

@@ -123,12 +123,15 @@ func MoveQueue(ctx context.Context, db DBTX, schema string, id int64, from, to s
 // running and is not the live probe of either of key's breakers
 // (triage_key_state, triage_storm_state: a half-open breaker whose lease
 // has not run out at now, or at the database's clock when now is nil) back
-// to queue, and returns how many it moved.
-func ReturnProbeQueue(ctx context.Context, db DBTX, schema, key, queue, probeQueue string, now *time.Time) (int64, error) {
+// to queue, and returns how many it moved. Jobs that will end without a
+// call (MoveJobsThatCallNot: a paid answer to apply, or available and
+// queued before agedBefore) stay until they have run.
+func ReturnProbeQueue(ctx context.Context, db DBTX, schema, key, queue, probeQueue string, now, agedBefore *time.Time) (int64, error) {
 	tag, err := db.Exec(ctx, `
 UPDATE `+Job(schema)+` SET queue = $2
 WHERE queue = $3
   AND state IN ('available', 'scheduled', 'retryable', 'pending')
+  AND NOT (state = 'available' AND created_at < coalesce($5::timestamptz, '-infinity'))
   AND NOT EXISTS (SELECT 1 FROM triage_provider_batch_line l WHERE l.job_id = `+Job(schema)+`.id AND l.state = 'answered')
   AND id NOT IN (
       SELECT probe_job_id FROM triage_key_state
@@ -136,24 +139,27 @@ WHERE queue = $3
       UNION ALL
       SELECT probe_job_id FROM triage_storm_state
       WHERE key = $1 AND state = 'half_open' AND probe_job_id IS NOT NULL AND probe_lease_until > coalesce($4::timestamptz, now()))`,
-		key, queue, probeQueue, now)
+		key, queue, probeQueue, now, agedBefore)
 	if err != nil {
 		return 0, err
 	}
 	return tag.RowsAffected(), nil
 }
 
-// MoveAnsweredJobs moves the available jobs of queue whose record holds a
-// paid answer (a batch line answered, not applied yet) to probeQueue,
-// which is never paused: applying an answer sends nothing, so a key's
-// open breaker or pause must not hold it. ReturnProbeQueue leaves them
-// there until they have run.
-func MoveAnsweredJobs(ctx context.Context, db DBTX, schema, queue, probeQueue string) (int64, error) {
+// MoveJobsThatCallNot moves the available jobs of queue that will end
+// without a call to probeQueue, which is never paused: a job whose record
+// holds a paid answer (a batch line answered, not applied yet) applies it,
+// and one queued before agedBefore (past the worker's MaxAge) is
+// dead-lettered. Neither sends anything, so a key's open breaker or pause
+// must not hold them. ReturnProbeQueue leaves them there until they have
+// run. agedBefore nil: no job is old enough.
+func MoveJobsThatCallNot(ctx context.Context, db DBTX, schema, queue, probeQueue string, agedBefore *time.Time) (int64, error) {
 	tag, err := db.Exec(ctx, `
 UPDATE `+Job(schema)+` j SET queue = $2
 WHERE j.queue = $1 AND j.state = 'available'
-  AND EXISTS (SELECT 1 FROM triage_provider_batch_line l WHERE l.job_id = j.id AND l.state = 'answered')`,
-		queue, probeQueue)
+  AND (j.created_at < coalesce($3::timestamptz, '-infinity')
+       OR EXISTS (SELECT 1 FROM triage_provider_batch_line l WHERE l.job_id = j.id AND l.state = 'answered'))`,
+		queue, probeQueue, agedBefore)
 	if err != nil {
 		return 0, err
 	}
