@@ -181,14 +181,15 @@ const priorSQL = `SELECT
 		count(*) FILTER (WHERE a.job_id = $2 AND (a.status = 'intent'
 			OR a.class IN ('transient', 'ambiguous') AND a.reason IS DISTINCT FROM $5)),
 		EXISTS (SELECT 1 FROM triage_dead_letter d
-			WHERE d.batch = $3 AND d.record_id = $4 AND d.requeued_at IS NULL)
+			WHERE d.batch = $3 AND d.record_id = $4 AND d.requeued_at IS NULL),
+		coalesce(bool_or(a.response_id IS NOT NULL AND a.status IN ('possibly_billed', 'intent')), false)
 	FROM triage_attempt a
 	LEFT JOIN triage_result r ON r.attempt_id = a.id
 	WHERE a.idempotency_key = $1`
 
 func priorDest(p *Prior, last **string) []any {
 	return []any{&p.Attempts, &p.OKAttemptID, &p.Ambiguous, &p.JobAmbiguous, last, &p.BilledUSD, &p.PossiblyBilledUSD,
-		&p.ResultStored, &p.JobCalls, &p.DeadLettered}
+		&p.ResultStored, &p.JobCalls, &p.DeadLettered, &p.PendingResponse}
 }
 
 // setLast maps the job's latest attempt ("intent" or its class) to JobLast.

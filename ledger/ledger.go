@@ -287,6 +287,11 @@ type Prior struct {
 	// finds one was dead-lettered by a run whose cancel did not land (a
 	// crash): it must not call again.
 	DeadLettered bool
+	// PendingResponse: a send under the key whose answer was lost left a
+	// background response running at the provider, its id on the attempt
+	// (the Responses API's background mode): the next run polls it, which
+	// is no resend.
+	PendingResponse bool
 	// BilledUSD is the cost recorded under the key.
 	BilledUSD float64
 	// PossiblyBilledUSD is the estimated cost of the ambiguous attempts.

@@ -80,7 +80,7 @@ func PriorOutcomeAndIntent(ctx context.Context, db DBTX, in Intent) (PriorIntent
 // a pause or cancel by hand either commits after the intent (the call is
 // in flight) or is seen and no intent is written.
 const priorIntentSQL = `WITH p (attempts, ok_id, ambiguous, job_ambiguous, job_last, billed, possibly_billed,
-		result_stored, job_calls, dead_lettered) AS (` + priorSQL + `
+		result_stored, job_calls, dead_lettered, pending_response) AS (` + priorSQL + `
 	), ins AS (
 		INSERT INTO triage_attempt
 			(batch, record_id, job_id, attempt, key, model, idempotency_key, request_hash, is_retry, est_cost_usd, started_at, change, mode)

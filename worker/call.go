@@ -916,6 +916,13 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 	if err := r.completeWrites(ctx, tx, c, settled); err != nil {
 		return err
 	}
+	// The earlier sends that created the background response this run
+	// polled to its end: one response, billed once, found by its id.
+	if c.resumed && c.attemptID != 0 {
+		if _, err := ledger.SettleResumedResponse(ctx, tx, c.req.IdempotencyKey, c.res.ResponseID, c.attemptID); err != nil {
+			return fmt.Errorf("complete: settle resumed response: %w", err)
+		}
+	}
 	if err := closeLine(ctx, tx, c); err != nil {
 		return fmt.Errorf("complete: %w", err)
 	}
@@ -960,13 +967,6 @@ func (r *Runtime) completeWrites(ctx context.Context, tx pgx.Tx, c *call, settle
 		if c.hadAmbiguous && c.key.cfg.IdempotentReplay && !c.partialAccepted {
 			if _, err := ledger.ResolvePossiblyBilled(ctx, tx, c.req.IdempotencyKey); err != nil {
 				return fmt.Errorf("complete: resolve: %w", err)
-			}
-		}
-		// So are those that created the background response this run
-		// polled to its end: one response, billed once, found by its id.
-		if c.resumed {
-			if _, err := ledger.SettleResumedResponse(ctx, tx, c.req.IdempotencyKey, c.res.ResponseID, c.attemptID); err != nil {
-				return fmt.Errorf("complete: settle resumed response: %w", err)
 			}
 		}
 	} else if c.fromCache {

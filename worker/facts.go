@@ -15,8 +15,8 @@ import (
 func priorFacts(p ledger.Prior) *decide.Prior {
 	return &decide.Prior{
 		OKAttemptID: p.OKAttemptID, ResultStored: p.ResultStored, JobAmbiguous: p.JobAmbiguous, JobCalls: p.JobCalls,
-		DeadLettered: p.DeadLettered,
-		JobLast:      decide.LastAttempt{Seen: p.JobLast.Seen, Unfinished: p.JobLast.Unfinished, Class: p.JobLast.Class},
+		DeadLettered: p.DeadLettered, PendingResponse: p.PendingResponse,
+		JobLast: decide.LastAttempt{Seen: p.JobLast.Seen, Unfinished: p.JobLast.Unfinished, Class: p.JobLast.Class},
 	}
 }
 

@@ -105,8 +105,19 @@ func TestResponsesStreamFailedByCode(t *testing.T) {
 // bill, nothing left possibly billed.
 func TestResponsesBackgroundResumedAfterRestart(t *testing.T) {
 	t.Parallel()
+	// Under every policy: polling a stored response id is not a resend,
+	// so neither dead_letter nor a spent ambiguous_retries stops it.
+	for _, policy := range []string{"retry", "dead_letter"} {
+		t.Run(policy, func(t *testing.T) {
+			t.Parallel()
+			testResponsesBackgroundResumedAfterRestart(t, "ambiguous = \""+policy+"\"\n")
+		})
+	}
+}
+
+func testResponsesBackgroundResumedAfterRestart(t *testing.T, policy string) {
 	sc := fakeprovider.Scenario{NoReplay: true, GenerationTime: fakeprovider.Duration(2 * time.Second)}
-	b := setup(t, sc, tweaks{timeout: "10s", concurrency: 4, extraKey: responsesKey + "background = true\n"})
+	b := setup(t, sc, tweaks{timeout: "10s", concurrency: 4, extraKey: responsesKey + "background = true\n" + policy})
 	const n = 4
 	b.enqueue(t, "b1", records(n, nil))
 	rt := b.newRuntime(t)

@@ -90,6 +90,9 @@ type Prior struct {
 	JobCalls int
 	// DeadLettered: the record has a dead letter not requeued.
 	DeadLettered bool
+	// PendingResponse: a lost send left a background response running,
+	// its id stored: the next send polls it, it does not send again.
+	PendingResponse bool
 }
 
 // LastAttempt is what a job's latest attempt came to (ledger.LastAttempt).
@@ -243,6 +246,10 @@ func Before(b BeforeCall) Reaction {
 		case b.Lookup.Asked && b.Lookup.Waited < b.Lookup.Wait:
 			// Not in the store yet: it lags behind the answer. Ask again.
 			return Reaction{Kind: ReactPark, After: b.Lookup.Recheck}
+		case p.PendingResponse:
+			// The lost answer is a background response still at the
+			// provider, its id stored: polling it is no resend, so neither
+			// the dead_letter policy nor ambiguous_retries stops it.
 		case p.JobAmbiguous > 0 && b.Policy == config.AmbiguousDeadLetter:
 			// An earlier run's call got no answer (its run was stopped, or
 			// it died): never resent on this key.

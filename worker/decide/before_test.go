@@ -94,6 +94,12 @@ func TestDecideBefore(t *testing.T) {
 		{"dead_letter policy: an unanswered call is never resent", with(func(b *BeforeCall) {
 			b.Admission, b.Prior, b.Policy = allowed, &Prior{JobAmbiguous: 1, JobCalls: 1}, config.AmbiguousDeadLetter
 		}), Reaction{Kind: ReactDeadLetter, Class: classify.Ambiguous, Reason: ReasonAmbiguousUnresolved}},
+		{"dead_letter policy: a background response left running is polled, not dead-lettered", with(func(b *BeforeCall) {
+			b.Admission, b.Prior, b.Policy = allowed, &Prior{JobAmbiguous: 1, JobCalls: 1, PendingResponse: true}, config.AmbiguousDeadLetter
+		}), Reaction{Kind: ReactGo}},
+		{"ambiguous sends used up, a background response left running: polled", with(func(b *BeforeCall) {
+			b.Admission, b.Prior = allowed, &Prior{JobAmbiguous: 2, PendingResponse: true}
+		}), Reaction{Kind: ReactGo}},
 		{"retry policy: an unanswered call is resent", with(func(b *BeforeCall) {
 			b.Admission, b.Prior, b.Policy = allowed, &Prior{JobAmbiguous: 1, JobCalls: 1}, config.AmbiguousRetry
 		}), Reaction{Kind: ReactGo}},
