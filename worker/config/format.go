@@ -26,6 +26,10 @@ const (
 	// vendor "openai" only: in-band failures (response.failed, error
 	// events, incomplete responses) are classified by their code.
 	FormatResponses Format = "responses"
+
+	// ResponsesMinOutputTokens is the smallest max_output_tokens the
+	// Responses API takes: a pipeline's max_tokens below it is refused.
+	ResponsesMinOutputTokens = 16
 )
 
 // BackgroundPollMax is the longest wait between two polls of a background

@@ -54,3 +54,18 @@ func TestKeyBackground(t *testing.T) {
 	_, err = Parse([]byte(withKey("background = true")), "triage.toml")
 	require.ErrorContains(t, err, `keys[0] "main": background = true is the Responses API's background mode: it needs format = "responses"`)
 }
+
+// The Responses API refuses max_output_tokens below 16: a pipeline on a
+// responses key with a smaller max_tokens would dead-letter every record
+// with a 400, so the configuration is refused, naming the pipeline.
+func TestResponsesKeyRefusesMaxTokensBelow16(t *testing.T) {
+	t.Parallel()
+	cfg := strings.Replace(minimal, `api_key_env = "OPENAI_API_KEY"`, `api_key_env = "OPENAI_API_KEY"`+"\nformat = \"responses\"", 1)
+	_, err := Parse([]byte(cfg+"max_tokens = 16\n"), "triage.toml")
+	require.NoError(t, err)
+	_, err = Parse([]byte(cfg+"max_tokens = 8\n"), "triage.toml")
+	require.ErrorContains(t, err, `pipelines[0] "enrich": max_tokens 8 is below the Responses API's minimum max_output_tokens of 16 (model "gpt-4o-mini" is on key "main", format = "responses")`)
+	// Other formats take it.
+	_, err = Parse([]byte(minimal+"max_tokens = 8\n"), "triage.toml")
+	require.NoError(t, err)
+}

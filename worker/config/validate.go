@@ -267,6 +267,9 @@ func (c *Config) Validate() error {
 			v.addf(at, "model %q is not defined in [[models]]", p.Model)
 		} else if ct := c.Models[j].ContextTokens; ct > 0 && p.MaxTokens >= ct {
 			v.addf(at, "max_tokens %d does not fit model %q's context of %d tokens", p.MaxTokens, p.Model, ct)
+		} else if k, ok := keys[c.Models[j].Key]; ok && c.Keys[k].Responses() && p.MaxTokens >= 1 && p.MaxTokens < ResponsesMinOutputTokens {
+			v.addf(at, "max_tokens %d is below the Responses API's minimum max_output_tokens of %d (model %q is on key %q, format = \"responses\")",
+				p.MaxTokens, ResponsesMinOutputTokens, p.Model, c.Keys[k].Name)
 		}
 		if p.Prompt == "" {
 			v.addf(at, "prompt is required")
