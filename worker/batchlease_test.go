@@ -27,7 +27,11 @@ func (s *slowUpload) RoundTrip(r *http.Request) (*http.Response, error) {
 		s.once.Do(func() { first = true })
 		if first {
 			close(s.held)
-			<-s.release
+			select {
+			case <-s.release:
+			case <-r.Context().Done():
+				return nil, r.Context().Err()
+			}
 		}
 	}
 	return http.DefaultTransport.RoundTrip(r)
@@ -40,8 +44,15 @@ func (s *slowUpload) RoundTrip(r *http.Request) (*http.Response, error) {
 // of the same lines: each line is billed once.
 func TestBatchRowLeaseLostDuringUploadIsNotSubmittedTwice(t *testing.T) {
 	t.Parallel()
-	b, clock := setupBatch(t, fakeprovider.Scenario{}, "batch", tweaks{timeout: "20s"})
+	// The first process renews its lease every third of it, in real
+	// time, while its upload hangs: with a 60 s timeout (a 3 min lease)
+	// no renewal comes within the test's waits, so the second process's
+	// claim after the clock jump is not raced by one (with 20 s, a renewal
+	// 20 s in, after the jump, held the row past the wait once in CI).
+	b, clock := setupBatch(t, fakeprovider.Scenario{}, "batch", tweaks{timeout: "60s"})
 	slow := &slowUpload{held: make(chan struct{}), release: make(chan struct{})}
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(slow.release) }) }
 	fast := b.opts.HTTPClient
 	b.opts.HTTPClient = &http.Client{Transport: slow}
 	const n = 20
@@ -53,14 +64,17 @@ func TestBatchRowLeaseLostDuringUploadIsNotSubmittedTwice(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the first process never uploaded")
 	}
-	// The lease (3 × the 20 s timeout) runs out while the upload hangs.
-	clock.Advance(2 * time.Minute)
+	// The lease (3 × the 60 s timeout) runs out while the upload hangs.
+	clock.Advance(4 * time.Minute)
 	b.opts.HTTPClient = fast
 	b.start(t)
+	// Registered after both processes: it runs before their Stops, so a
+	// failing wait does not leave the first process's upload hanging.
+	t.Cleanup(release)
 	eventually(t, 30*time.Second, "the second process submits the row", func() bool {
 		return b.providerBatches(t)["submitted"] == 1 && b.fake.Stats().Batches.Created == 1
 	})
-	close(slow.release)
+	release()
 
 	st := b.waitSettled(t, "b1", 30*time.Second)
 	require.Equal(t, n, st.Completed)
