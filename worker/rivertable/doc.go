@@ -2,8 +2,10 @@
 // tables (river_job, river_queue): waking snoozed jobs (a batch's, a
 // queue's, named ones, those of provider-batch lines), cancelling a
 // batch's queued jobs, deleting its finished ones, moving a job between
-// queues (a probe, a fallback), creating a paused queue's row, and marking
-// jobs. River's own API has no bulk form of these. It also holds reads
+// queues (a probe, a fallback), creating a paused queue's row, marking
+// jobs, and completing a group's jobs in the batch that writes their
+// answers (River's JobCompleteTx takes one job and a round trip of its
+// own). River's own API has no bulk form of these. It also holds reads
 // that the key supervisor makes in its own transactions (a queue's pause,
 // the next job to send a probe, locked). Statements elsewhere only read
 // River's tables.
