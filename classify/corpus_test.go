@@ -80,8 +80,11 @@ const (
 	// holdout21b itself; holdout21b is now seen and scores 25/25.
 	holdout21bMinAccuracy  = 1.0
 	holdout21bMaxDangerous = 0
-	corpus21bMinAccuracy   = 0.96
-	corpus21bMaxDangerous  = 1
+	// corpus21b: 49/50 since the fifth round (044 fixed); 070, a Vertex
+	// per-base-model quota whose zero limit the body does not state, is
+	// still throttled.
+	corpus21bMinAccuracy  = 0.98
+	corpus21bMaxDangerous = 1
 
 	// The fourth corpus (issue 21, third round): 31 more bodies, none of
 	// them in the corpora above, split once by testdata/split21c.py (seed
@@ -143,8 +146,21 @@ const (
 	// Not fixed from these bodies: that would be writing rules from the
 	// holdout. The bars are what the rules clear, not the 98 % the issue
 	// asks for.
-	holdout21dMinAccuracy  = 0.85
-	holdout21dMaxDangerous = 1
+	// Fifth round: both shapes fixed from other sources, never from
+	// holdout21d itself: Z.ai's documented business-code table
+	// (docs.z.ai/api-reference/api-code) as a vendor table for "other" and
+	// "anthropic" (zhipu/…, its 1211 row pinned by a real Anthropic-shaped
+	// 1211 body from another report), and OpenRouter's "No endpoints found
+	// that support …" / "… that can handle the requested parameters" 404 as
+	// request/unsupported_by_endpoints (two real bodies from other reports,
+	// and corpus21b/044). The first corpus labelled two bodies of that
+	// wording exhausted (holdout/065, corpus/066); their labels were
+	// corrected to rejected so that one wording has one class. holdout21d is
+	// now seen and scores 14/14; its numbers no longer measure anything
+	// unseen: holdout21e does. holdout21c's relay 404 "Parameter error" is
+	// still missed (no other real body of that shape was found).
+	holdout21dMinAccuracy  = 1.0
+	holdout21dMaxDangerous = 0
 	corpus21dMinAccuracy   = 1.0
 	corpus21dMaxDangerous  = 0
 )

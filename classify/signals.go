@@ -133,7 +133,7 @@ var lexicon = []lexEntry{
 	{"no capacity available", sigCapacity, "corpus21/049_gemini_429.json"},
 	{"capacity exceeded", sigCapacity, "mistral/service_tier_capacity_503.json"},
 	{"resource limitations", sigCapacity, "corpus21/024_ollama_500.json"},
-	{"访问量过大", sigCapacity, "signal/capacity_zhipu_1305_429.json"},
+	{"访问量过大", sigCapacity, "zhipu/overloaded_1305_429.json"},
 	{"currently overloaded", sigCapacity, "corpus21c/101_other_429.json"},
 	{"engine_overloaded", sigCapacity, "corpus21c/101_other_429.json"},
 	{"server_is_overloaded", sigCapacity, "corpus21c/102_openai_200.json"},
