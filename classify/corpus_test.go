@@ -163,6 +163,22 @@ const (
 	holdout21dMaxDangerous = 0
 	corpus21dMinAccuracy   = 1.0
 	corpus21dMaxDangerous  = 0
+
+	// The sixth corpus (issue 21, fifth round): 51 more bodies of
+	// 2025-2026 from GitHub issues and vendor or gateway docs, none of them
+	// a body or a source already in testdata/, split once by
+	// testdata/split21e.py (seed 215, a third aside) and committed before
+	// any rule or lexicon entry was written from them; holdout21e is
+	// scored, never read.
+	corpus21eDir  = "corpus21e"
+	holdout21eDir = "holdout21e"
+	// Before any change from this round (the rules after holdout21d's
+	// fifth round): holdout21e 12/17 (70.6 %) with 3 dangerous, corpus21e
+	// 33/34 (97.1 %) with 1 dangerous.
+	holdout21eMinAccuracy  = 0.70
+	holdout21eMaxDangerous = 3
+	corpus21eMinAccuracy   = 0.97
+	corpus21eMaxDangerous  = 1
 )
 
 type corpusCase struct {
@@ -307,6 +323,18 @@ func TestHoldout21dAccuracy(t *testing.T) {
 // be extended from.
 func TestCorpus21dAccuracy(t *testing.T) {
 	checkCorpus(t, "corpus21d", corpus21dDir, corpus21dMaxDangerous, corpus21dMinAccuracy)
+}
+
+// TestHoldout21eAccuracy scores the sixth held-aside corpus (issue 21,
+// fifth round).
+func TestHoldout21eAccuracy(t *testing.T) {
+	checkCorpus(t, "holdout21e", holdout21eDir, holdout21eMaxDangerous, holdout21eMinAccuracy)
+}
+
+// TestCorpus21eAccuracy scores the part of the sixth corpus the rules may
+// be extended from.
+func TestCorpus21eAccuracy(t *testing.T) {
+	checkCorpus(t, "corpus21e", corpus21eDir, corpus21eMaxDangerous, corpus21eMinAccuracy)
 }
 
 func TestDangerous(t *testing.T) {
