@@ -174,11 +174,27 @@ const (
 	holdout21eDir = "holdout21e"
 	// Before any change from this round (the rules after holdout21d's
 	// fifth round): holdout21e 12/17 (70.6 %) with 3 dangerous, corpus21e
-	// 33/34 (97.1 %) with 1 dangerous.
+	// 33/34 (97.1 %) with 1 dangerous (Z.ai 1313, the fair-use
+	// restriction, read as a rate limit). After the rules read from
+	// corpus21e (Z.ai's plan codes 1304 and 1309-1313 from its documented
+	// table, Volcengine Ark's documented arrears and model codes, eight
+	// lexicon entries): corpus21e 34/34, holdout21e unchanged, 12/17
+	// (70.6 %) with 3 dangerous. Still missed on holdout21e (not fixed: that
+	// would be writing rules from the holdout): a Qwen 400 "Access denied,
+	// please make sure your account is in good standing" with no code
+	// (rejected, want exhausted: dangerous); GitHub Copilot's 400 "model …
+	// is not accessible via the /chat/completions endpoint"
+	// (unsupported_api_for_model; rejected, want exhausted: dangerous);
+	// MiniMax's base_resp 1004 "not authorized" in a 200 (ambiguous, want
+	// exhausted: dangerous); DashScope's per-minute 429
+	// Throttling.AllocationQuota worded as OpenAI's insufficient_quota
+	// (exhausted, want throttled); a gateway's 403 safety_check_failed
+	// (exhausted, want rejected). The bars are what the rules clear, not the
+	// 98 % the issue asks for.
 	holdout21eMinAccuracy  = 0.70
 	holdout21eMaxDangerous = 3
-	corpus21eMinAccuracy   = 0.97
-	corpus21eMaxDangerous  = 1
+	corpus21eMinAccuracy   = 1.0
+	corpus21eMaxDangerous  = 0
 )
 
 type corpusCase struct {

@@ -97,7 +97,11 @@ func says(f *facts, subs ...string) bool {
 var modelTable = newTable("model", []rule{
 	{reason: "model_unavailable", class: Exhausted, when: func(f *facts) bool {
 		return codeIn(f, "model_not_found", "model_decommissioned", "model_not_available", "dedicated_endpoint_not_running",
-			"DeploymentNotFound") ||
+			"DeploymentNotFound",
+			// Volcengine Ark (www.volcengine.com/docs/82379/1299023): the
+			// model or endpoint does not exist, or the account has not
+			// activated the model.
+			"InvalidEndpointOrModel.NotFound", "ModelNotOpen") ||
 			f.innerCode == "DeploymentNotFound" || typeIn(f, "NotFoundError", "not_found_error") ||
 			f.gstatus == "NOT_FOUND" || f.amzType == "ResourceNotFoundException" ||
 			f.status == 404 && !noEndpointForRequest(f) ||
@@ -174,7 +178,10 @@ var openaiTable = newTable("openai", []rule{
 			// OpenAI-compatible servers with their own balance codes: Alibaba
 			// DashScope "Arrearage" (a 400: "make sure your account is in good
 			// standing"), Venice and relays "INSUFFICIENT_BALANCE".
-			"Arrearage", "INSUFFICIENT_BALANCE") ||
+			"Arrearage", "INSUFFICIENT_BALANCE",
+			// Volcengine Ark: the account is in arrears (a 403 in its
+			// documented code table).
+			"AccountOverdueError", "OperationDenied.ServiceOverdue") ||
 			// Moonshot (Kimi): type exceeded_current_quota_error, on a 403 or
 			// a 429 ("suspended due to insufficient balance").
 			typeIn(f, "insufficient_quota", "exceeded_current_quota_error")
@@ -523,7 +530,8 @@ var wrappedTable = newTable("wrapped", []rule{
 // error.code of four digits, in {"error":{"code","message"}} or, on the
 // Anthropic-compatible endpoint, inside an Anthropic error envelope. The
 // classes follow the vendor's documented code table
-// (docs.z.ai/api-reference/api-code), which the HTTP status does not carry:
+// (docs.z.ai/api-reference/api-code, docs.bigmodel.cn/cn/api/api-code for
+// the plan codes 1304 and 1309-1313), which the HTTP status does not carry:
 // an account in arrears and a locked account come as 429s, a model that
 // does not exist as a 400. It runs for "other" (Z.ai, BigModel and relays in
 // front of them) and "anthropic" (the Anthropic-compatible endpoint); no
@@ -537,22 +545,25 @@ var zhipuTable = newTable("zhipu", []rule{
 	// 1113: "Your account is in arrears, please recharge and try again".
 	{reason: "arrears", class: Exhausted, when: func(f *facts) bool { return codeIn(f, "1113") }},
 	// 1110 inactive, 1111 does not exist, 1112 locked, 1121 locked for
-	// irregular activity, 1220 no permission to access the API.
+	// irregular activity, 1220 no permission to access the API, 1309 the
+	// GLM Coding Plan has expired, 1313 the account's usage was restricted
+	// under the fair-use policy (lifted only on request to Z.ai).
 	{reason: "account", class: Exhausted, when: func(f *facts) bool {
-		return codeIn(f, "1110", "1111", "1112", "1121", "1220")
+		return codeIn(f, "1110", "1111", "1112", "1121", "1220", "1309", "1313")
 	}},
 	// 1211 "Model does not exist, please check the model code"; 1221 the API
-	// has been taken offline; 1222 the API does not exist. Every record of
-	// the pipeline fails the same way: the key holds, as for model_not_found.
+	// has been taken offline; 1222 the API does not exist; 1311 the plan does
+	// not include this model. Every record of the pipeline fails the same
+	// way: the key holds, as for model_not_found.
 	{reason: "model_unavailable", class: Exhausted, when: func(f *facts) bool {
-		return codeIn(f, "1211", "1221", "1222")
+		return codeIn(f, "1211", "1221", "1222", "1311")
 	}},
-	// 1308 "Usage limit reached for 5 hour" (the five-hour plan window),
-	// 1310 "Weekly/Monthly Limit Exhausted", 1316 the five-hour window of
-	// the newer plans: a window of hours or more, with the reset time in
-	// the message.
+	// 1304 the API's daily call limit, 1308 "Usage limit reached for 5
+	// hour" (the five-hour plan window), 1310 "Weekly/Monthly Limit
+	// Exhausted", 1316 the five-hour window of the newer plans: a window of
+	// hours or more, with the reset time in the message.
 	{reason: "plan_window", class: Exhausted, when: func(f *facts) bool {
-		return codeIn(f, "1308", "1310", "1316")
+		return codeIn(f, "1304", "1308", "1310", "1316")
 	}},
 	// 1210 bad parameters, 1212 the model does not support this call
 	// method, 1213–1215 a field missing, invalid or in conflict, 1261 the
@@ -563,8 +574,9 @@ var zhipuTable = newTable("zhipu", []rule{
 	}},
 	// 1302 concurrency too high, 1303 frequency too high.
 	{reason: "rate_limit", class: Throttled, when: func(f *facts) bool { return codeIn(f, "1302", "1303") }},
-	// 1305 the model is overloaded ("访问量过大"), 1234 a network error.
-	{reason: "overloaded", class: Transient, when: func(f *facts) bool { return codeIn(f, "1305", "1234") }},
+	// 1305 and 1312 the model is overloaded ("访问量过大"), 1234 a network
+	// error.
+	{reason: "overloaded", class: Transient, when: func(f *facts) bool { return codeIn(f, "1305", "1312", "1234") }},
 })
 
 // chains says which tables run, in order, for each vendor. The wrapped
