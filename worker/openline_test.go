@@ -448,6 +448,7 @@ func TestPaidAnswerInTheProbeQueueIsAppliedOnTheSendingKey(t *testing.T) {
 	fb, fbURL := workertest.Provider(t, fakeprovider.Scenario{APIKey: workertest.APIKey, NoReplay: true})
 	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}
 	b, clock := setupBatch(t, sc, "batch", tweaks{extraPipeline: anthropicFallback(fbURL)})
+	b.oneGather(n, 5*time.Second) // one provider batch, however slowly the jobs write their lines
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
 	eventually(t, 30*time.Second, "b1's provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
