@@ -52,11 +52,16 @@ func ChangeWatchRun(ctx context.Context, db DBTX, key string, change func(WatchR
 	return nil
 }
 
-// ResetWatchRun ends key's runs (a success, anywhere in the fleet). One
+// ResetWatchRun ends key's runs for a success answered at answeredAt,
+// anywhere in the fleet. A run of throttles that began after answeredAt
+// goes on: the success came before its first throttle, and its report (a
+// completion's write) can land seconds after the answer on a busy worker,
+// which would hold a wall of throttles seconds late, dozens of requests to
+// a dead account later (as keys.DecideWatch decides for one process). One
 // statement that writes only when there is a run to end, so a healthy
 // key's successes cost an index look-up each.
-func ResetWatchRun(ctx context.Context, db DBTX, key string) error {
-	if _, err := db.Exec(ctx, resetWatchRunSQL, key); err != nil {
+func ResetWatchRun(ctx context.Context, db DBTX, key string, answeredAt time.Time) error {
+	if _, err := db.Exec(ctx, resetWatchRunSQL, key, answeredAt); err != nil {
 		return fmt.Errorf("ledger: reset watch run of key %s: %w", key, err)
 	}
 	return nil
@@ -64,10 +69,16 @@ func ResetWatchRun(ctx context.Context, db DBTX, key string) error {
 
 // QueueResetWatchRun queues ResetWatchRun on b: the worker sends it in the
 // round trip of the successful call's completion.
-func QueueResetWatchRun(b *pgx.Batch, key string) {
-	b.Queue(resetWatchRunSQL, key)
+func QueueResetWatchRun(b *pgx.Batch, key string, answeredAt time.Time) {
+	b.Queue(resetWatchRunSQL, key, answeredAt)
 }
 
+// resetWatchRunSQL: $1 key, $2 when the success was answered. "later":
+// the run of throttles began after it, and stays.
 const resetWatchRunSQL = `UPDATE triage_watch_run
-		SET fingerprint = '', records = '{}', throttle_since = NULL, throttles = 0, throttle_fp = '', updated_at = now()
-		WHERE key = $1 AND (cardinality(records) > 0 OR throttles > 0)`
+		SET fingerprint = '', records = '{}',
+			throttle_since = CASE WHEN throttle_since > $2 THEN throttle_since END,
+			throttles = CASE WHEN throttle_since > $2 THEN throttles ELSE 0 END,
+			throttle_fp = CASE WHEN throttle_since > $2 THEN throttle_fp ELSE '' END,
+			updated_at = now()
+		WHERE key = $1 AND (cardinality(records) > 0 OR (throttles > 0 AND coalesce(throttle_since <= $2, true)))`

@@ -43,8 +43,16 @@ func TestWatchRunSharedAndReset(t *testing.T) {
 	require.Equal(t, 2, got.Throttles)
 	require.True(t, now.Equal(*got.ThrottleSince))
 
-	require.NoError(t, ledger.ResetWatchRun(b.ctx, b.db.Pool, "main"))
-	require.NoError(t, ledger.ResetWatchRun(b.ctx, b.db.Pool, "other"), "a key with no run")
+	// A success answered before the run of throttles began, whose report
+	// lands only now: the streak ends, the throttles' run goes on.
+	require.NoError(t, ledger.ResetWatchRun(b.ctx, b.db.Pool, "main", now.Add(-time.Second)))
+	read()
+	require.Empty(t, got.Records)
+	require.Equal(t, 2, got.Throttles, "a success before the throttles began does not end their run")
+	require.True(t, now.Equal(*got.ThrottleSince))
+
+	require.NoError(t, ledger.ResetWatchRun(b.ctx, b.db.Pool, "main", now))
+	require.NoError(t, ledger.ResetWatchRun(b.ctx, b.db.Pool, "other", now), "a key with no run")
 	read()
 	require.Empty(t, got.Records)
 	require.Zero(t, got.Throttles)

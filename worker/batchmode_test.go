@@ -199,6 +199,25 @@ func (b *testBundle) providerBatches(t testing.TB) map[string]int {
 	return b.countBy(t, "SELECT state, count(*) FROM triage_provider_batch GROUP BY 1")
 }
 
+// batchSnapshot is lineStates and providerBatches read in one statement,
+// so one snapshot: read in two, a provider batch formed between the reads
+// shows its lines submitted but not its intent row (a test then jumps the
+// clock while that batch's create is still to be sent).
+func (b *testBundle) batchSnapshot(t testing.TB) (lines, batches map[string]int) {
+	t.Helper()
+	all := b.countBy(t, `SELECT 'line:' || state, count(*) FROM triage_provider_batch_line GROUP BY state
+		UNION ALL SELECT 'batch:' || state, count(*) FROM triage_provider_batch GROUP BY state`)
+	lines, batches = map[string]int{}, map[string]int{}
+	for k, n := range all {
+		if s, ok := strings.CutPrefix(k, "line:"); ok {
+			lines[s] = n
+		} else {
+			batches[strings.TrimPrefix(k, "batch:")] = n
+		}
+	}
+	return lines, batches
+}
+
 // requireBilledOnce checks the money: nothing billed twice, and the
 // ledger is exactly the provider's bill.
 func (b *testBundle) requireBilledOnce(t *testing.T) {
@@ -281,7 +300,7 @@ func TestBatchModeExpiredLinesAreResubmitted(t *testing.T) {
 	// holds its expired lines as submitted, and they would go into a batch
 	// created after the next advance, which never finishes.
 	eventually(t, 30*time.Second, "the expired lines are in provider batches again", func() bool {
-		ls, pb := b.lineStates(t), b.providerBatches(t)
+		ls, pb := b.batchSnapshot(t)
 		return pb["collected"] == created && ls["pending"] == 0 && ls["not_run"] == 0 && pb["intent"] == 0 &&
 			pb["uploaded"] == 0 && b.fake.Stats().Batches.Created > created
 	})
@@ -969,8 +988,14 @@ func TestBatchModeAnswersAreAppliedWhileTheKeyIsExhausted(t *testing.T) {
 func (b *testBundle) allLinesSubmitted(t *testing.T, n int) int {
 	t.Helper()
 	eventually(t, 30*time.Second, "every line is in a submitted provider batch", func() bool {
-		pb := b.providerBatches(t)
-		return b.lineStates(t)["submitted"] == n && pb["intent"] == 0 && pb["uploaded"] == 0 &&
+		// One snapshot: every line submitted and no provider batch row
+		// still to be created. (Read in two statements, a batch formed
+		// between them passed for sent, and was created after the test's
+		// clock jump: "no new provider batch near the deadline: expected 1,
+		// actual 2".) The fake is asked after the snapshot: no batch can
+		// be formed once every line is in a submitted one.
+		ls, pb := b.batchSnapshot(t)
+		return ls["submitted"] == n && pb["intent"] == 0 && pb["uploaded"] == 0 &&
 			pb["submitted"] >= 1 && b.fake.Stats().Batches.Created == pb["submitted"]
 	})
 	return b.fake.Stats().Batches.Created

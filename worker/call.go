@@ -129,8 +129,11 @@ type call struct {
 	paced bool
 	// watchReset: the call succeeded, which ends the key's safety-net
 	// runs (ledger.ResetWatchRun): in the completion's round trip, or
-	// alone when the run ends otherwise (resetWatchRun).
-	watchReset bool
+	// alone when the run ends otherwise (resetWatchRun). watchAnsweredAt
+	// is when the success was answered: a run of throttles that began
+	// after it goes on.
+	watchReset      bool
+	watchAnsweredAt time.Time
 	// done reports the call's outcome to the breakers (admit, readmit);
 	// release gives back the concurrency slot (slot), nil before.
 	done    keys.Done
@@ -899,7 +902,7 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 		}
 	}
 	if c.watchReset {
-		ledger.QueueResetWatchRun(&b, c.key.cfg.Name)
+		ledger.QueueResetWatchRun(&b, c.key.cfg.Name, c.watchAnsweredAt)
 	}
 	br := r.pool.SendBatch(ctx, &b)
 	tx := br.Tx()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -137,16 +138,29 @@ func (r *Runtime) settleGroup(ctx context.Context, members []*groupMember) error
 	var b pgx.Batch
 	b.BeginTx(pgx.TxOptions{})
 	ids := make([]int64, 0, len(ordered))
-	var reset []string // keys whose safety-net runs end: one reset each
+	// The keys whose safety-net runs the group's successes end, one reset
+	// each, as of the latest answer: a run of throttles that began after
+	// it stays (ledger.ResetWatchRun).
+	var (
+		reset    []string
+		answered = map[string]time.Time{}
+	)
 	for _, m := range ordered {
 		if err := ledger.QueueSettleAnswer(&b, r.answer(m.c)); err != nil {
 			return fmt.Errorf("complete: %w", err)
 		}
-		if m.c.watchReset && !slices.Contains(reset, m.c.key.cfg.Name) {
-			ledger.QueueResetWatchRun(&b, m.c.key.cfg.Name)
-			reset = append(reset, m.c.key.cfg.Name)
+		if k, at := m.c.key.cfg.Name, m.c.watchAnsweredAt; m.c.watchReset {
+			if prev, ok := answered[k]; !ok {
+				reset = append(reset, k)
+				answered[k] = at
+			} else if at.After(prev) {
+				answered[k] = at
+			}
 		}
 		ids = append(ids, m.c.job.ID)
+	}
+	for _, k := range reset {
+		ledger.QueueResetWatchRun(&b, k, answered[k])
 	}
 	rivertable.QueueCompleteJobs(&b, r.opts.Schema, ids)
 	if h := r.groupHooks; h != nil && h.batch != nil && len(members) > 1 {

@@ -12,6 +12,7 @@ import (
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/operator"
 	"github.com/triage-dev/triage/worker/workertest"
 )
@@ -430,4 +431,60 @@ func TestUnsentLinesEndAtMaxAgeWithoutWaitingForProbes(t *testing.T) {
 	require.Zero(t, b.lineStates(t)["pending"], "no line left waiting")
 	require.Zero(t, b.fake.Stats().BilledCalls)
 	require.True(t, keyOpen(t, b), "the key stays exhausted: ending records is no probe")
+}
+
+// The crossing of the probe queue and the fallback: the primary's breaker
+// opens, for good as far as this test goes, while a provider batch holds
+// every line of b1, and the pipeline has a fallback on another vendor.
+// The batch ends: each line holds a paid answer, and the supervisor moves
+// the jobs out of the paused queue into the probe queue
+// (rivertable.MoveJobsThatCallNot), where they run with the key still
+// exhausted. Each paid answer is applied once, decoded in the primary's
+// format and priced at its model: none is moved to the fallback, none is
+// sent again, none dead-lettered, and no breaker closes.
+func TestPaidAnswerInTheProbeQueueIsAppliedOnTheSendingKey(t *testing.T) {
+	t.Parallel()
+	const n = 5
+	fb, fbURL := workertest.Provider(t, fakeprovider.Scenario{APIKey: workertest.APIKey, NoReplay: true})
+	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}
+	b, clock := setupBatch(t, sc, "batch", tweaks{extraPipeline: anthropicFallback(fbURL)})
+	b.oneGather(n, 5*time.Second) // one provider batch, however slowly the jobs write their lines
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	eventually(t, 30*time.Second, "b1's provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
+	eventually(t, 30*time.Second, "b1's jobs sleep", func() bool { return b.jobStates(t)["scheduled"] == n })
+
+	b.openBreaker(t, workertest.Key)
+	eventually(t, 30*time.Second, "the key's queue is paused", func() bool {
+		var paused bool
+		require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+			`SELECT EXISTS (SELECT 1 FROM river_queue WHERE name = $1 AND paused_at IS NOT NULL)`,
+			keys.QueueName(workertest.Key)).Scan(&paused))
+		return paused
+	})
+	clock.Advance(2 * time.Hour) // the primary's provider batch ends, every line answered (paid)
+	st := b.waitSettled(t, "b1", 30*time.Second)
+	require.Equal(t, n, st.Completed, "every paid answer applied while the key is exhausted")
+	require.Zero(t, st.DeadLettered)
+	require.Zero(t, st.Fallback, "no record moved to the fallback")
+	require.EqualValues(t, n, st.Models["fake-model"], "answered and priced as the primary's")
+	for row, err := range ledger.Results(context.Background(), b.db.Pool, "b1") {
+		require.NoError(t, err)
+		require.Equal(t, "fake-model", row.Model, "%s", row.ID)
+	}
+	require.Equal(t, map[string]int{keys.ProbeQueueName(workertest.Key): n}, b.queueCount(t, "b1"),
+		"each job ran in the probe queue, moved there from the paused queue")
+	require.True(t, keyOpen(t, b), "applying answers closes no breaker")
+	require.Zero(t, b.hooks.count("key_resumed"))
+	stats := b.fake.Stats()
+	require.Equal(t, n, stats.Batches.Succeeded)
+	require.Equal(t, 1, stats.Batches.Created)
+	require.Equal(t, n, stats.Batches.Lines, "no line sent again")
+	require.Zero(t, stats.Requests-stats.Batches.Succeeded, "no synchronous call on the primary")
+	fbStats := fb.Stats()
+	require.Zero(t, fbStats.Requests, "nothing sent to the fallback")
+	require.Zero(t, fbStats.Batches.Lines, "nothing sent to the fallback")
+	modes := b.countBy(t, "SELECT mode || ':' || model || ':' || status, count(*) FROM triage_attempt GROUP BY 1")
+	require.Equal(t, map[string]int{"batch:fake-model:ok": n}, modes, "one attempt per record, the primary's batch line")
+	b.requireBilledOnceWith(t, fb)
 }

@@ -91,7 +91,7 @@ func (r *Runtime) watchDecide(ctx context.Context, c *call, a decide.AfterCall, 
 		// The fleet's runs end in the completion's round trip
 		// (completeOnce), or alone if the run ends otherwise
 		// (resetWatchRun); this process's own at once.
-		c.watchReset = true
+		c.watchReset, c.watchAnsweredAt = true, ev.At
 		k.watch.Observe(ev)
 		return ""
 	}
@@ -138,7 +138,7 @@ func (r *Runtime) resetWatchRun(ctx context.Context, c *call) {
 	}
 	c.watchReset = false
 	ctx = context.WithoutCancel(ctx)
-	if err := ledger.ResetWatchRun(ctx, r.pool, c.key.cfg.Name); err != nil {
+	if err := ledger.ResetWatchRun(ctx, r.pool, c.key.cfg.Name, c.watchAnsweredAt); err != nil {
 		r.log.WarnContext(ctx, "safety net: end the key's runs", "key", c.key.cfg.Name, "err", err)
 	}
 }
@@ -152,7 +152,7 @@ func (r *Runtime) resetWatchRun(ctx context.Context, c *call) {
 func (r *Runtime) observeWatch(ctx context.Context, k *keyRuntime, ev keys.WatchEvent) keys.WatchDecision {
 	ctx = context.WithoutCancel(ctx)
 	if ev.Kind == keys.WatchSuccess {
-		if err := ledger.ResetWatchRun(ctx, r.pool, k.cfg.Name); err != nil {
+		if err := ledger.ResetWatchRun(ctx, r.pool, k.cfg.Name, ev.At); err != nil {
 			r.log.WarnContext(ctx, "safety net: end the key's runs", "key", k.cfg.Name, "err", err)
 		}
 		return k.watch.Observe(ev)

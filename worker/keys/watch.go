@@ -113,6 +113,14 @@ type WatchDecision struct {
 func DecideWatch(st WatchState, ev WatchEvent, s WatchSettings) (WatchState, WatchDecision) {
 	switch ev.Kind {
 	case WatchSuccess:
+		if st.Throttles > 0 && !ev.At.IsZero() && ev.At.Before(st.ThrottleSince) {
+			// Answered before the run of throttles began (its report, a
+			// completion's write, can land seconds after the answer on a
+			// busy worker): no success between those throttles, the run
+			// goes on. Ended by it, a wall of throttles from a dead account
+			// would be held seconds late, dozens of requests later.
+			return WatchState{ThrottleSince: st.ThrottleSince, Throttles: st.Throttles, ThrottleFP: st.ThrottleFP}, WatchDecision{}
+		}
 		return WatchState{}, WatchDecision{}
 	case WatchRejected:
 		if s.Rejections < 0 {
