@@ -39,6 +39,9 @@ type Server struct {
 
 	closing   chan struct{}
 	closeOnce sync.Once
+	// genHold, while set, holds every generation from its start until it
+	// is closed (HoldGenerations).
+	genHold chan struct{}
 }
 
 // New returns a Server playing sc. It panics if sc does not validate: a
@@ -181,6 +184,26 @@ func (s *Server) WaitFor(ctx context.Context, cond func(Stats) bool) error {
 	}
 }
 
+// HoldGenerations holds every answer's generation (Scenario.GenerationTime)
+// at its start until release is called; the generation then runs its time.
+// Tests use it to have calls in flight together whatever the machine's
+// load, then let them finish.
+func (s *Server) HoldGenerations() (release func()) {
+	hold := make(chan struct{})
+	s.mu.Lock()
+	s.genHold = hold
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.genHold = nil
+			s.mu.Unlock()
+			close(hold)
+		})
+	}
+}
+
 // Close releases every hung request (its connection is dropped, as when a
 // provider goes away) and makes later hangs and waits end at once. It does not
 // stop the listener: that is the http.Server's job, which can then shut down
@@ -304,6 +327,16 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, v vendor) {
 		return
 	}
 	if d.generate > 0 {
+		s.mu.Lock()
+		hold := s.genHold
+		s.mu.Unlock()
+		if hold != nil {
+			select {
+			case <-hold:
+			case <-s.closing:
+				panic(http.ErrAbortHandler)
+			}
+		}
 		// The model runs to the end whatever the client does, and bills.
 		t := time.NewTimer(d.generate)
 		select {

@@ -22,8 +22,17 @@ func TestStopLetsCallsInFlightFinish(t *testing.T) {
 	b.enqueue(t, "b1", records(4, nil))
 	rt := b.newRuntime(t)
 	require.GreaterOrEqual(t, rt.StopGrace(), 20*time.Second, "the grace covers the key's timeout")
+	// The four calls are held at the model until all four are in flight
+	// (on a loaded machine they may start more than a generation apart);
+	// released, each still generates for a second, during which the stop
+	// comes.
+	release := b.fake.HoldGenerations()
+	defer release()
 	require.NoError(t, rt.Start(context.Background()))
-	eventually(t, 20*time.Second, "four calls in flight", func() bool { return b.fake.Stats().InFlight == 4 })
+	inFlight, cancelWait := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelWait()
+	require.NoError(t, b.fake.WaitFor(inFlight, func(st fakeprovider.Stats) bool { return st.InFlight == 4 }), "four calls in flight")
+	release()
 
 	ctx, cancel := context.WithTimeout(context.Background(), rt.StopGrace())
 	defer cancel()
