@@ -245,6 +245,9 @@ type Runtime struct {
 	// (callWorker.Work): a test tells a job's database round trips from
 	// the process's others by it.
 	workCtx func(ctx context.Context, jobID int64) context.Context
+	// leftStuck holds the left background responses whose provider
+	// answer was said once in the log (cancelLeftResponses).
+	leftStuck sync.Map
 }
 
 // WithDefaults returns o with every unset (zero) setting replaced by its
