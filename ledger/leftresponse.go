@@ -77,7 +77,8 @@ type LeftOutcome struct {
 // resolved. Resolution: found when the response ended billed (its answer
 // was found by its id), dead_lettered when it was cancelled. It returns
 // how many attempts it settled: 0 when another process settled them first
-// (the statement is safe to run from several processes at once).
+// (the statement is safe to run from several processes at once), or when
+// the record was requeued since LeftResponses (its new job polls the id).
 func SettleLeftResponse(ctx context.Context, db DBTX, key, responseID string, out LeftOutcome) (int, error) {
 	resolution := ResolutionDeadLettered
 	if out.Reason == ReasonResponseEndedUnwanted {
@@ -85,9 +86,11 @@ func SettleLeftResponse(ctx context.Context, db DBTX, key, responseID string, ou
 	}
 	var n int
 	err := db.QueryRow(ctx, `WITH target AS (
-		SELECT id, cost_usd AS old_cost FROM triage_attempt
-		WHERE key = $1 AND response_id = $2 AND status IN ('possibly_billed', 'intent')
-		ORDER BY id DESC LIMIT 1 FOR UPDATE
+		SELECT a.id, a.cost_usd AS old_cost FROM triage_attempt a
+		WHERE a.key = $1 AND a.response_id = $2 AND a.status IN ('possibly_billed', 'intent')
+		  AND EXISTS (SELECT 1 FROM triage_dead_letter d
+			WHERE d.batch = a.batch AND d.record_id = a.record_id AND d.reason = $8 AND d.requeued_at IS NULL)
+		ORDER BY a.id DESC LIMIT 1 FOR UPDATE OF a
 	), older AS (
 		UPDATE triage_attempt SET status = 'resolved', resolution = $7, finished_at = coalesce(finished_at, now())
 		WHERE key = $1 AND response_id = $2 AND status IN ('possibly_billed', 'intent') AND id < (SELECT id FROM target)
@@ -102,7 +105,7 @@ func SettleLeftResponse(ctx context.Context, db DBTX, key, responseID string, ou
 		SELECT batch, key, delta FROM upd WHERE delta <> 0
 	)
 	SELECT (SELECT count(*) FROM upd) + (SELECT count(*) FROM older)`,
-		key, responseID, out.Reason, out.InputTokens, out.OutputTokens, out.CostUSD, string(resolution)).Scan(&n)
+		key, responseID, out.Reason, out.InputTokens, out.OutputTokens, out.CostUSD, string(resolution), ReasonCancelled).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("ledger: settle left background response: %w", err)
 	}
