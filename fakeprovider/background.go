@@ -16,7 +16,8 @@ import (
 // With Scenario.GenerationTime it stays in progress until that long after
 // the create (on the scenario clock). It is billed when it ends, so a response cancelled
 // (POST /v1/responses/{id}/cancel) while queued or in progress costs
-// nothing. Every check of a synchronous call (rate limit, outage, balance,
+// nothing; a cancel that comes after its GenerationTime finds it ended
+// (billed) and returns it as it is. Every check of a synchronous call (rate limit, outage, balance,
 // poison, scripts) applies to the create; a create that hangs, is cut or
 // garbled still made a response, which runs to its end and is billed at
 // once: the client lost only the id.
@@ -123,6 +124,11 @@ func (s *Server) serveResponseByID(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case cancel:
 		s.stats.BackgroundCancels++
+		if g := time.Duration(s.sc.GenerationTime); !b.terminal() && g > 0 && !s.sc.Now().Before(b.at.Add(g)) {
+			// Its generation is over: it ended (and was billed) before
+			// the cancel came, which finds it ended.
+			s.completeBackgroundLocked(b)
+		}
 		if !b.terminal() {
 			b.status = "cancelled"
 		}

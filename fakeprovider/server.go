@@ -507,8 +507,12 @@ func (s *Server) decide(r *http.Request, body []byte, v vendor) *decision {
 	}
 
 	if _, ok := v.(responsesAPI); ok && c.background {
-		// Billed when it ends (background.go).
+		// Billed when it ends (background.go), at once for a create
+		// whose answer is spoilt: the record's stats are handed over and
+		// taken back, so that bill is not lost to rs's write-back.
+		s.stats.ByRecord[d.record] = rs
 		d.bg = s.createBackgroundLocked(d, key)
+		rs = s.stats.ByRecord[d.record]
 		d.status = http.StatusOK
 		if d.action == ActionHang {
 			d.status = 0

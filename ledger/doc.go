@@ -35,6 +35,16 @@
 // attempt (unknown), SettleFound (found by a look-up), the intent of a retry
 // under the same key (resent) and AddDeadLetter (dead_lettered).
 //
+// A background response (OpenAI Responses API) has its id on the attempt
+// that created it (SetAttemptResponseID): a later run polls it
+// (PendingResponseID) and settles the attempts that lost it
+// (SettleResumedResponse). One left running for a record dead-lettered
+// cancelled is no longer wanted: the worker's pass finds it
+// (LeftResponses), ends it at the provider and settles its attempts with
+// SettleLeftResponse: cancelled (failed, reason response_cancelled) or
+// ended before the cancel and billed (failed, reason
+// response_ended_unwanted, its usage the attempt's cost, counted once).
+//
 // # Spend counters
 //
 // FinishAttempt does not add a cost to its batch's row: that row would then

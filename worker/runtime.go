@@ -250,6 +250,9 @@ type Runtime struct {
 	// (groupcommit.go).
 	group      groupCommit
 	groupHooks *groupHooks // tests only
+	// leftStuck holds the left background responses whose provider
+	// answer was said once in the log (cancelLeftResponses).
+	leftStuck sync.Map
 }
 
 // WithDefaults returns o with every unset (zero) setting replaced by its
