@@ -163,3 +163,93 @@ func operand(e ast.Expr) string {
 	}
 	return "?"
 }
+
+// statementSQL finds a statement in a string: SELECT ... FROM, WITH name AS,
+// INSERT INTO, UPDATE ... SET, DELETE FROM.
+var statementSQL = regexp.MustCompile(`(?is)\bselect\b.+\bfrom\b|\bwith\s+[a-z_]+\s+as\b|\binsert\s+into\b|\bupdate\b.+\bset\b|\bdelete\s+from\b`)
+
+// tableSQL finds a table triage or River owns in a statement; "?" is a
+// table name the source computes (see operand).
+var tableSQL = regexp.MustCompile(`(?i)\b(?:triage|river)_[a-z_]+\b|\bfrom\s+\?`)
+
+// readers are the packages that may run a statement on triage's or River's
+// tables, reading included: the owners (a statement of one may read the
+// other's tables, as a join or a condition) and the migrations.
+var readers = map[string]bool{"ledger": true, "worker/rivertable": true, "migrations": true}
+
+// Every statement on a table triage or River owns, reads included, is in an
+// owner: code elsewhere calls the owner's function, so a table's rows are
+// read and written in one place that keeps its invariants. Test helpers
+// (packages named *test) and tests are left out.
+func TestOnlyTheOwnersRunStatements(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bad []string
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if rel != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || strings.HasSuffix(d.Name(), "test")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		if readers[filepath.ToSlash(filepath.Dir(rel))] {
+			return nil
+		}
+		for _, s := range statementsIn(t, path) {
+			bad = append(bad, rel+":"+strconv.Itoa(s.line)+" runs a statement on "+s.table)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(bad)
+	if len(bad) > 0 {
+		t.Errorf("statements outside ledger and worker/rivertable (move them to the table's owner):\n%s", strings.Join(bad, "\n"))
+	}
+}
+
+// statementsIn finds the statements on triage's or River's tables in the
+// string constants of a Go file, read as writesIn reads them.
+func statementsIn(t *testing.T, path string) []write {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []write
+	ast.Inspect(f, func(n ast.Node) bool {
+		e, ok := n.(ast.Expr)
+		if !ok {
+			return true
+		}
+		switch e.(type) {
+		case *ast.BinaryExpr, *ast.BasicLit:
+		default:
+			return true
+		}
+		s, ok := flatten(e)
+		if !ok {
+			return true
+		}
+		if statementSQL.MatchString(s) {
+			if table := tableSQL.FindString(s); table != "" {
+				out = append(out, write{table: table, line: fset.Position(e.Pos()).Line})
+			}
+		}
+		return false
+	})
+	return out
+}

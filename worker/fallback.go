@@ -157,10 +157,7 @@ func (r *Runtime) moveFallbacks(ctx context.Context, key string) error {
 	openFor := st.Now.Sub(*opened)
 	marker := breaker.String() + ":" + opened.UTC().Format(time.RFC3339Nano)
 	queue := keys.QueueName(key)
-	rows, err := r.pool.Query(ctx, `SELECT id, args, attempt, created_at, metadata FROM `+rivertable.Job(r.opts.Schema)+`
-		WHERE queue = $1 AND kind = $2 AND state IN ('available', 'scheduled')
-		  AND coalesce(metadata->>'`+metaNoFallback+`', '') <> $3
-		ORDER BY id LIMIT $4`, queue, Kind, marker, moverBatch)
+	found, err := rivertable.ListQueued(ctx, r.pool, r.opts.Schema, queue, Kind, metaNoFallback, marker, moverBatch)
 	if err != nil {
 		return fmt.Errorf("list queued jobs: %w", err)
 	}
@@ -168,19 +165,9 @@ func (r *Runtime) moveFallbacks(ctx context.Context, key string) error {
 		job  river.Job[Args]
 		args []byte
 	}
-	var jobs []queued
-	for rows.Next() {
-		var q queued
-		q.job.JobRow = &rivertype.JobRow{}
-		if err := rows.Scan(&q.job.ID, &q.args, &q.job.Attempt, &q.job.CreatedAt, &q.job.Metadata); err != nil {
-			rows.Close()
-			return fmt.Errorf("list queued jobs: %w", err)
-		}
-		jobs = append(jobs, q)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("list queued jobs: %w", err)
+	jobs := make([]queued, len(found))
+	for i, f := range found {
+		jobs[i] = queued{job: river.Job[Args]{JobRow: &rivertype.JobRow{ID: f.ID, Attempt: f.Attempt, CreatedAt: f.CreatedAt, Metadata: f.Metadata}}, args: f.Args}
 	}
 	ids := make([]int64, len(jobs))
 	for i, q := range jobs {

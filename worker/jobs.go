@@ -22,12 +22,9 @@ func JobsLeft(ctx context.Context, pool *pgxpool.Pool, schema string, keyNames [
 	for _, k := range keyNames {
 		queues = append(queues, keys.QueueName(k), keys.ProbeQueueName(k))
 	}
-	var n int
 	// Jobs of a batch paused at its spend cap wait for a human (`triage batch
 	// budget`), not for this process: they do not keep it busy.
-	err := pool.QueryRow(ctx, `SELECT count(*) FROM `+rivertable.Job(schema)+` j
-		WHERE j.queue = ANY($1) AND j.state IN ('available', 'pending', 'running', 'scheduled', 'retryable')
-		  AND NOT EXISTS (SELECT 1 FROM triage_batch b WHERE b.id = j.args->>'batch' AND b.state IN ('paused_budget', 'paused'))`, queues).Scan(&n)
+	n, err := rivertable.CountLeft(ctx, pool, schema, queues)
 	if err != nil {
 		return 0, fmt.Errorf("count jobs left: %w", err)
 	}
@@ -57,9 +54,7 @@ func CancelQueuedJobs(ctx context.Context, db ledger.DBTX, schema, batch string)
 // apart: for `triage batch cancel` to say what is still in flight, and for
 // `triage batch delete` to refuse a batch that still has jobs.
 func BatchJobsLive(ctx context.Context, db ledger.DBTX, schema, batch string) (running, queued int, err error) {
-	err = db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'running'), count(*) FILTER (WHERE state <> 'running')
-		FROM `+rivertable.Job(schema)+` WHERE kind = $1 AND args @> jsonb_build_object('batch', $2::text)
-		  AND state IN ('available', 'pending', 'running', 'scheduled', 'retryable')`, Kind, batch).Scan(&running, &queued)
+	running, queued, err = rivertable.CountBatchLive(ctx, db, schema, Kind, batch)
 	if err != nil {
 		return 0, 0, fmt.Errorf("count the live jobs of batch %q: %w", batch, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/triage-dev/triage/ledger"
@@ -30,12 +29,8 @@ type BatchJobsNow struct {
 // its queued ones. schema is River's ("" for the search_path).
 func BatchJobsRunning(ctx context.Context, db ledger.DBTX, schema, batch string) (BatchJobsNow, error) {
 	var out BatchJobsNow
-	err := db.QueryRow(ctx, `SELECT now(),
-		coalesce(array_agg(coalesce(attempted_at, now()) ORDER BY attempted_at) FILTER (WHERE state = 'running'), '{}'),
-		count(*) FILTER (WHERE state <> 'running')
-		FROM `+rivertable.Job(schema)+` WHERE kind = $1 AND args @> jsonb_build_object('batch', $2::text)
-		  AND state IN ('available', 'pending', 'running', 'scheduled', 'retryable')`, Kind, batch).
-		Scan(&out.Now, &out.RunningSince, &out.Queued)
+	var err error
+	out.Now, out.RunningSince, out.Queued, err = rivertable.BatchRunning(ctx, db, schema, Kind, batch)
 	if err != nil {
 		return BatchJobsNow{}, fmt.Errorf("read the running jobs of batch %q: %w", batch, err)
 	}
@@ -59,18 +54,7 @@ func PausedBatchJobs(ctx context.Context, pool *pgxpool.Pool, schema string, key
 	for _, k := range keyNames {
 		queues = append(queues, keys.QueueName(k))
 	}
-	rows, err := pool.Query(ctx, `SELECT b.id, count(*) FROM `+rivertable.Job(schema)+` j
-		JOIN triage_batch b ON b.id = j.args->>'batch'
-		WHERE j.queue = ANY($1) AND j.kind = $2 AND j.state IN ('available', 'pending', 'running', 'scheduled', 'retryable')
-		  AND b.state = 'paused'
-		GROUP BY b.id ORDER BY b.id`, queues, Kind)
-	if err != nil {
-		return nil, fmt.Errorf("count the jobs of paused batches: %w", err)
-	}
-	out := map[string]int{}
-	var id string
-	var n int
-	_, err = pgx.ForEachRow(rows, []any{&id, &n}, func() error { out[id] = n; return nil })
+	out, err := rivertable.CountOfPausedBatches(ctx, pool, schema, Kind, queues)
 	if err != nil {
 		return nil, fmt.Errorf("count the jobs of paused batches: %w", err)
 	}

@@ -119,43 +119,22 @@ func (r *Runtime) orphanDeadLetter(o orphan) ledger.DeadLetterRow {
 }
 
 // recentOrphans are the records of jobs discarded or cancelled within
-// sweepWindow (River's state-and-finalized_at index) that have neither a
-// result nor a dead letter. A job triage cancels itself always has its dead
+// sweepWindow that have neither a result nor a dead letter
+// (rivertable.RecentlyEnded). A job triage cancels itself always has its dead
 // letter first; one requeued since has a requeued dead letter naming it.
 func (r *Runtime) recentOrphans(ctx context.Context) ([]orphan, error) {
-	rows, err := r.pool.Query(ctx, `SELECT j.id, j.args, j.state::text, j.attempt,
-			coalesce(j.errors[array_length(j.errors, 1)]->>'error', '')
-		FROM `+rivertable.Job(r.opts.Schema)+` j
-		WHERE j.state IN ('discarded', 'cancelled') AND j.finalized_at > now() - make_interval(secs => $2)
-		  AND j.kind = $1
-		  AND NOT EXISTS (SELECT 1 FROM triage_result t
-			WHERE t.batch = j.args->>'batch' AND t.record_id = j.args->>'record_id')
-		  AND NOT EXISTS (SELECT 1 FROM triage_dead_letter d
-			WHERE d.batch = j.args->>'batch' AND d.record_id = j.args->>'record_id'
-			  AND (d.requeued_at IS NULL OR d.job_id = j.id))
-		LIMIT $3`, Kind, sweepWindow.Seconds(), sweepLimit)
+	jobs, err := rivertable.RecentlyEnded(ctx, r.pool, r.opts.Schema, Kind, sweepWindow, sweepLimit)
 	if err != nil {
 		return nil, fmt.Errorf("recent finished jobs: %w", err)
 	}
-	defer rows.Close()
 	var out []orphan
-	for rows.Next() {
-		var (
-			o    orphan
-			raw  []byte
-			args Args
-		)
-		if err := rows.Scan(&o.jobID, &raw, &o.state, &o.attempt, &o.lastErr); err != nil {
-			return nil, fmt.Errorf("recent finished jobs: %w", err)
-		}
-		if json.Unmarshal(raw, &args) != nil {
+	for _, j := range jobs {
+		var args Args
+		if json.Unmarshal(j.Args, &args) != nil {
 			continue
 		}
-		o.batch, o.recordID, o.pipeline, o.record = args.Batch, args.RecordID, args.Pipeline, args.Record
-		out = append(out, o)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("recent finished jobs: %w", err)
+		out = append(out, orphan{batch: args.Batch, recordID: args.RecordID, pipeline: args.Pipeline, record: args.Record,
+			jobID: j.JobID, state: j.State, attempt: j.Attempt, lastErr: j.LastError})
 	}
 	return out, nil
 }
@@ -164,66 +143,17 @@ func (r *Runtime) recentOrphans(ctx context.Context) ([]orphan, error) {
 // themselves: unsettled, created within MaxAge (older jobs are dead-lettered
 // snoozed_out anyway), with no call started for quiet (a batch being worked
 // is skipped before anything costly is asked), and with no job of theirs
-// left to run in River. Each
-// comes with its latest job, if any, to say how it ended. The job checks use
-// River's GIN index on args: an unsettled batch that still has live jobs
-// costs one probe.
+// left to run in River (rivertable.StuckRecords). Each comes with its latest
+// job, if any, to say how it ended.
 func (r *Runtime) stuckOrphans(ctx context.Context, quiet time.Duration) ([]orphan, error) {
-	job := rivertable.Job(r.opts.Schema)
-	// Each step is MATERIALIZED so that it runs in this order and an empty
-	// step ends the query: the counts first (for a settled batch two
-	// index-only counts are cheaper than asking River's args index for every
-	// job the batch ever had), then one args-index probe per unsettled
-	// batch, then the records of stuck batches only. No ORDER BY before the
-	// LIMIT: it would make the planner walk every record in line order.
-	rows, err := r.pool.Query(ctx, `WITH unsettled AS MATERIALIZED (
-			SELECT b.id, b.pipeline FROM triage_batch b
-			WHERE b.created_at > now() - make_interval(secs => $2)
-			  AND NOT EXISTS (SELECT 1 FROM triage_attempt a
-				WHERE a.key = b.key AND a.started_at > now() - make_interval(secs => $4) AND a.batch = b.id)
-			  AND b.total > (SELECT count(*) FROM triage_result t WHERE t.batch = b.id)
-				+ (SELECT count(*) FROM triage_dead_letter d WHERE d.batch = b.id AND d.requeued_at IS NULL)
-		), stuck AS MATERIALIZED (
-			SELECT u.id, u.pipeline FROM unsettled u
-			WHERE NOT EXISTS (SELECT 1 FROM `+job+` j
-				WHERE j.args @> jsonb_build_object('batch', u.id) AND j.kind = $1
-				  AND j.state IN ('available', 'pending', 'running', 'scheduled', 'retryable'))
-		), orphans AS MATERIALIZED (
-			SELECT rec.batch, rec.record_id, rec.line, s.pipeline, rec.data
-			FROM stuck s
-			JOIN triage_record rec ON rec.batch = s.id
-			WHERE NOT EXISTS (SELECT 1 FROM triage_result t WHERE t.batch = rec.batch AND t.record_id = rec.record_id)
-			  AND NOT EXISTS (SELECT 1 FROM triage_dead_letter d
-				WHERE d.batch = rec.batch AND d.record_id = rec.record_id AND d.requeued_at IS NULL)
-			LIMIT $3
-		)
-		SELECT o.batch, o.record_id, o.pipeline, o.data,
-			coalesce(j.id, 0), coalesce(j.state::text, ''), coalesce(j.attempt, 0),
-			coalesce(j.errors[array_length(j.errors, 1)]->>'error', '')
-		FROM orphans o
-		-- The record's latest job, through River's args index: max(id + 0),
-		-- because ORDER BY id DESC LIMIT 1 or a plain max(id) lets the
-		-- planner walk river_job's primary key backwards over every job.
-		LEFT JOIN LATERAL (
-			SELECT max(l.id + 0) AS id FROM `+job+` l
-			WHERE l.args @> jsonb_build_object('batch', o.batch, 'record_id', o.record_id) AND l.kind = $1
-		) latest ON true
-		LEFT JOIN `+job+` j ON j.id = latest.id
-		ORDER BY o.batch, o.line`, Kind, r.opts.MaxAge.Seconds(), sweepLimit, quiet.Seconds())
+	jobs, err := rivertable.StuckRecords(ctx, r.pool, r.opts.Schema, Kind, r.opts.MaxAge, quiet, sweepLimit)
 	if err != nil {
 		return nil, fmt.Errorf("stuck batches: %w", err)
 	}
-	defer rows.Close()
-	var out []orphan
-	for rows.Next() {
-		var o orphan
-		if err := rows.Scan(&o.batch, &o.recordID, &o.pipeline, &o.record, &o.jobID, &o.state, &o.attempt, &o.lastErr); err != nil {
-			return nil, fmt.Errorf("stuck batches: %w", err)
-		}
-		out = append(out, o)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("stuck batches: %w", err)
+	out := make([]orphan, len(jobs))
+	for i, j := range jobs {
+		out[i] = orphan{batch: j.Batch, recordID: j.RecordID, pipeline: j.Pipeline, record: j.Record,
+			jobID: j.JobID, state: j.State, attempt: j.Attempt, lastErr: j.LastError}
 	}
 	return out, nil
 }
