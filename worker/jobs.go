@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/jobargs"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/rivertable"
 )
@@ -39,7 +40,7 @@ func JobsLeft(ctx context.Context, pool *pgxpool.Pool, schema string, keyNames [
 // Call it in the cancel's transaction, after ledger.TakeBackBatchLines: a
 // job River fetches meanwhile is skipped (the update re-checks its state).
 func CancelQueuedJobs(ctx context.Context, db ledger.DBTX, schema, batch string) ([]ledger.CancelledRecord, error) {
-	jobs, err := rivertable.CancelQueued(ctx, db, schema, Kind, batch)
+	jobs, err := rivertable.CancelQueued(ctx, db, schema, jobargs.Kind, batch)
 	if err != nil {
 		return nil, fmt.Errorf("cancel the queued jobs of batch %q: %w", batch, err)
 	}
@@ -54,7 +55,7 @@ func CancelQueuedJobs(ctx context.Context, db ledger.DBTX, schema, batch string)
 // apart: for `triage batch cancel` to say what is still in flight, and for
 // `triage batch delete` to refuse a batch that still has jobs.
 func BatchJobsLive(ctx context.Context, db ledger.DBTX, schema, batch string) (running, queued int, err error) {
-	running, queued, err = rivertable.CountBatchLive(ctx, db, schema, Kind, batch)
+	running, queued, err = rivertable.CountBatchLive(ctx, db, schema, jobargs.Kind, batch)
 	if err != nil {
 		return 0, 0, fmt.Errorf("count the live jobs of batch %q: %w", batch, err)
 	}
@@ -65,7 +66,7 @@ func BatchJobsLive(ctx context.Context, db ledger.DBTX, schema, batch string) (r
 // batch delete` (after BatchJobsLive found none live): a finished job of a
 // deleted batch must not read as an orphan to the sweep.
 func DeleteBatchJobs(ctx context.Context, db ledger.DBTX, schema, batch string) (int, error) {
-	n, err := rivertable.DeleteFinished(ctx, db, schema, Kind, batch)
+	n, err := rivertable.DeleteFinished(ctx, db, schema, jobargs.Kind, batch)
 	if err != nil {
 		return 0, fmt.Errorf("delete the jobs of batch %q: %w", batch, err)
 	}
@@ -80,7 +81,7 @@ func DeleteBatchJobs(ctx context.Context, db ledger.DBTX, schema, batch string) 
 // River has no bulk "run now" for a set of jobs (rivertable.WakeBatch).
 // schema is River's (Options.Schema; "" for the search_path).
 func WakeBatch(ctx context.Context, db ledger.DBTX, schema, batch string) (int, error) {
-	n, err := rivertable.WakeBatch(ctx, db, schema, Kind, batch)
+	n, err := rivertable.WakeBatch(ctx, db, schema, jobargs.Kind, batch)
 	if err != nil {
 		return 0, fmt.Errorf("wake batch %q: %w", batch, err)
 	}
@@ -90,7 +91,7 @@ func WakeBatch(ctx context.Context, db ledger.DBTX, schema, batch string) (int, 
 // WakeKey is WakeBatch for every snoozed job in a key's queue, for a key
 // resumed by hand.
 func WakeKey(ctx context.Context, db ledger.DBTX, schema, key string) (int, error) {
-	n, err := rivertable.WakeQueue(ctx, db, schema, Kind, keys.QueueName(key))
+	n, err := rivertable.WakeQueue(ctx, db, schema, jobargs.Kind, keys.QueueName(key))
 	if err != nil {
 		return 0, fmt.Errorf("wake key %q: %w", key, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/triage-dev/triage/ledger/dbtest"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/enqueue"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -53,10 +54,10 @@ func TestJobsLeft(t *testing.T) {
 	require.NoError(t, err)
 	enqueue := func(pipeline, batch, jsonl string) {
 		t.Helper()
-		recs, err := worker.ReadJSONL(strings.NewReader(jsonl), batch+".jsonl")
+		recs, err := enqueue.ReadJSONL(strings.NewReader(jsonl), batch+".jsonl")
 		require.NoError(t, err)
-		require.NoError(t, worker.Enqueue(ctx, db.Pool, db.Schema, cfg,
-			worker.EnqueueParams{Pipeline: pipeline, Batch: batch, Records: recs}))
+		require.NoError(t, enqueue.Batch(ctx, db.Pool, db.Schema, cfg,
+			enqueue.Params{Pipeline: pipeline, Batch: batch, Records: recs}))
 	}
 	enqueue("pa", "ba", "{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n")
 	enqueue("pb", "bb", "{\"n\":1}\n{\"n\":2}\n")
@@ -96,9 +97,9 @@ func TestWakeBatchAndKey(t *testing.T) {
 	cfg, err := config.Parse([]byte(jobsConfig), "jobs.toml")
 	require.NoError(t, err)
 	for _, b := range []struct{ pipeline, batch string }{{"pa", "a1"}, {"pa", "a2"}, {"pb", "b1"}} {
-		recs, err := worker.ReadJSONL(strings.NewReader("{\"n\":1}\n{\"n\":2}\n"), b.batch+".jsonl")
+		recs, err := enqueue.ReadJSONL(strings.NewReader("{\"n\":1}\n{\"n\":2}\n"), b.batch+".jsonl")
 		require.NoError(t, err)
-		require.NoError(t, worker.Enqueue(ctx, db.Pool, db.Schema, cfg, worker.EnqueueParams{Pipeline: b.pipeline, Batch: b.batch, Records: recs}))
+		require.NoError(t, enqueue.Batch(ctx, db.Pool, db.Schema, cfg, enqueue.Params{Pipeline: b.pipeline, Batch: b.batch, Records: recs}))
 	}
 	// Every job snoozed an hour, except one of a1 waiting on a retry backoff.
 	_, err = db.Pool.Exec(ctx, `UPDATE river_job SET state = 'scheduled', scheduled_at = now() + interval '1 hour'`)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/jobargs"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/rivertable"
 )
@@ -30,7 +31,7 @@ type BatchJobsNow struct {
 func BatchJobsRunning(ctx context.Context, db ledger.DBTX, schema, batch string) (BatchJobsNow, error) {
 	var out BatchJobsNow
 	var err error
-	out.Now, out.RunningSince, out.Queued, err = rivertable.BatchRunning(ctx, db, schema, Kind, batch)
+	out.Now, out.RunningSince, out.Queued, err = rivertable.BatchRunning(ctx, db, schema, jobargs.Kind, batch)
 	if err != nil {
 		return BatchJobsNow{}, fmt.Errorf("read the running jobs of batch %q: %w", batch, err)
 	}
@@ -54,7 +55,7 @@ func PausedBatchJobs(ctx context.Context, pool *pgxpool.Pool, schema string, key
 	for _, k := range keyNames {
 		queues = append(queues, keys.QueueName(k))
 	}
-	out, err := rivertable.CountOfPausedBatches(ctx, pool, schema, Kind, queues)
+	out, err := rivertable.CountOfPausedBatches(ctx, pool, schema, jobargs.Kind, queues)
 	if err != nil {
 		return nil, fmt.Errorf("count the jobs of paused batches: %w", err)
 	}

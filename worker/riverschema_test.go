@@ -15,6 +15,7 @@ import (
 	"github.com/triage-dev/triage/ledger/dbtest"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/enqueue"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/rivertable"
 	"github.com/triage-dev/triage/worker/workertest"
@@ -48,9 +49,9 @@ func TestJobsLeftAndWakeHonourRiverSchema(t *testing.T) {
 	rs := riverSchema(t, db)
 	cfg, err := config.Parse([]byte(jobsConfig), "jobs.toml")
 	require.NoError(t, err)
-	recs, err := worker.ReadJSONL(strings.NewReader("{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n"), "a1.jsonl")
+	recs, err := enqueue.ReadJSONL(strings.NewReader("{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n"), "a1.jsonl")
 	require.NoError(t, err)
-	require.NoError(t, worker.Enqueue(ctx, db.Pool, rs, cfg, worker.EnqueueParams{Pipeline: "pa", Batch: "a1", Records: recs}))
+	require.NoError(t, enqueue.Batch(ctx, db.Pool, rs, cfg, enqueue.Params{Pipeline: "pa", Batch: "a1", Records: recs}))
 
 	n, err := worker.JobsLeft(ctx, db.Pool, rs, []string{"a"})
 	require.NoError(t, err)
@@ -79,8 +80,8 @@ func TestSweepHonoursRiverSchema(t *testing.T) {
 	rs := riverSchema(t, b.db)
 	b.opts.Schema = rs
 	b.opts.SpendCheck = 20 * time.Millisecond
-	require.NoError(t, worker.Enqueue(context.Background(), b.db.Pool, rs, b.cfg,
-		worker.EnqueueParams{Pipeline: workertest.Pipeline, Batch: "b1", Records: records(3, nil)}))
+	require.NoError(t, enqueue.Batch(context.Background(), b.db.Pool, rs, b.cfg,
+		enqueue.Params{Pipeline: workertest.Pipeline, Batch: "b1", Records: records(3, nil)}))
 	_, err := b.db.Pool.Exec(context.Background(), `UPDATE `+rivertable.Job(rs)+`
 		SET state = 'discarded', finalized_at = now() WHERE id = (SELECT min(id) FROM `+rivertable.Job(rs)+`)`)
 	require.NoError(t, err)

@@ -21,6 +21,7 @@ import (
 	"github.com/triage-dev/triage/worker/batchapi"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/decide"
+	"github.com/triage-dev/triage/worker/jobargs"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/provider"
 	"github.com/triage-dev/triage/worker/retention"
@@ -41,9 +42,6 @@ const (
 	// ThrottleWaitCap bounds a throttle's pause whatever retry-after says: a
 	// wait of hours is a quota, which the classifier calls exhausted.
 	ThrottleWaitCap = time.Hour
-	// AttemptHeadroom is how many River attempts a job has beyond its
-	// pipeline's max_attempts: see RiverMaxAttempts.
-	AttemptHeadroom = 3
 	// BudgetRecheckDefault is how long a job of a batch paused at its spend
 	// cap waits before looking again (raising the budget wakes jobs sooner).
 	BudgetRecheckDefault = 30 * time.Second
@@ -373,7 +371,7 @@ func New(opts Options) (*Runtime, error) {
 		// The worker dead-letters a job beyond its pipeline's max_attempts
 		// (AttemptHeadroom River attempts before River's own limit) or older
 		// than MaxAge before it can call.
-		ProbeAttemptsLeft: AttemptHeadroom + 1, ProbeMaxAge: opts.MaxAge})
+		ProbeAttemptsLeft: jobargs.AttemptHeadroom + 1, ProbeMaxAge: opts.MaxAge})
 	for _, k := range r.keys {
 		k.gate = r.store.NewGate(keys.GateConfig{Key: k.cfg.Name, ProbeInterval: k.cfg.ProbeInterval, Storm: StormSettings(k.cfg)})
 	}

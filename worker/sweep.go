@@ -9,6 +9,7 @@ import (
 
 	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/jobargs"
 	"github.com/triage-dev/triage/worker/rivertable"
 )
 
@@ -123,13 +124,13 @@ func (r *Runtime) orphanDeadLetter(o orphan) ledger.DeadLetterRow {
 // (rivertable.RecentlyEnded). A job triage cancels itself always has its dead
 // letter first; one requeued since has a requeued dead letter naming it.
 func (r *Runtime) recentOrphans(ctx context.Context) ([]orphan, error) {
-	jobs, err := rivertable.RecentlyEnded(ctx, r.pool, r.opts.Schema, Kind, sweepWindow, sweepLimit)
+	jobs, err := rivertable.RecentlyEnded(ctx, r.pool, r.opts.Schema, jobargs.Kind, sweepWindow, sweepLimit)
 	if err != nil {
 		return nil, fmt.Errorf("recent finished jobs: %w", err)
 	}
 	var out []orphan
 	for _, j := range jobs {
-		var args Args
+		var args jobargs.Args
 		if json.Unmarshal(j.Args, &args) != nil {
 			continue
 		}
@@ -146,7 +147,7 @@ func (r *Runtime) recentOrphans(ctx context.Context) ([]orphan, error) {
 // left to run in River (rivertable.StuckRecords). Each comes with its latest
 // job, if any, to say how it ended.
 func (r *Runtime) stuckOrphans(ctx context.Context, quiet time.Duration) ([]orphan, error) {
-	jobs, err := rivertable.StuckRecords(ctx, r.pool, r.opts.Schema, Kind, r.opts.MaxAge, quiet, sweepLimit)
+	jobs, err := rivertable.StuckRecords(ctx, r.pool, r.opts.Schema, jobargs.Kind, r.opts.MaxAge, quiet, sweepLimit)
 	if err != nil {
 		return nil, fmt.Errorf("stuck batches: %w", err)
 	}
