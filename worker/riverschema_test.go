@@ -18,6 +18,7 @@ import (
 	"github.com/triage-dev/triage/worker/enqueue"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/rivertable"
+	"github.com/triage-dev/triage/worker/sweep"
 	"github.com/triage-dev/triage/worker/workertest"
 )
 
@@ -92,5 +93,5 @@ func TestSweepHonoursRiverSchema(t *testing.T) {
 	require.Equal(t, 1, st.DeadLettered)
 	dls := b.deadLetters(t, "b1")
 	require.Len(t, dls, 1)
-	require.Equal(t, worker.ReasonDiscarded, dls[0].Reason)
+	require.Equal(t, sweep.ReasonDiscarded, dls[0].Reason)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/triage-dev/triage/worker/provider"
 	"github.com/triage-dev/triage/worker/retention"
 	"github.com/triage-dev/triage/worker/submitter"
+	"github.com/triage-dev/triage/worker/sweep"
 )
 
 // Defaults for Options.
@@ -237,6 +238,8 @@ type Runtime struct {
 	submitters []*submitter.Submitter
 	// retention prunes finished work ([retention]); nil when off.
 	retention *retention.Service
+	// sweeper dead-letters the records whose job ended without an outcome.
+	sweeper   *sweep.Sweeper
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
 	// workCtx, set by tests only, wraps the context of every run
@@ -330,6 +333,11 @@ func New(opts Options) (*Runtime, error) {
 		}
 	}
 	r := &Runtime{opts: opts, cfg: cfg, pool: opts.Pool, log: opts.Logger, keys: map[string]*keyRuntime{}}
+	sw, err := sweep.New(sweep.Config{Pool: opts.Pool, Schema: opts.Schema, Config: cfg, MaxAge: opts.MaxAge, Every: opts.SpendCheck, Logger: opts.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	r.sweeper = sw
 
 	queues := map[string]river.QueueConfig{}
 	var maxTimeout time.Duration
@@ -622,3 +630,8 @@ func (r *Runtime) Stop(ctx context.Context) error {
 	}
 	return err
 }
+
+// Sweep runs both sweeps now (sweep.Sweeper.Now), the stuck-batch one
+// without waiting for batches to be quiet: for a process about to exit,
+// such as `triage work --exit-when-idle` with nothing left to run.
+func (r *Runtime) Sweep(ctx context.Context) { r.sweeper.Now(ctx) }
