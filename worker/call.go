@@ -888,20 +888,14 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 	// (ledger.QueueSettleAnswer), with the end of the key's safety-net
 	// runs its success brings (watchDecide); then River's completion and
 	// the commit.
+	settled := !c.found && c.attemptID != 0 && c.lineID == 0 && c.intentID == 0
+	if groupable(c, settled) {
+		return r.completeInGroup(ctx, c)
+	}
 	var b pgx.Batch
 	b.BeginTx(pgx.TxOptions{})
-	settled := !c.found && c.attemptID != 0 && c.lineID == 0 && c.intentID == 0
 	if settled {
-		if err := ledger.QueueSettleAnswer(&b, ledger.Answer{
-			AttemptID: c.attemptID, Outcome: r.outcome(c, c.completedStatus()),
-			Batch: c.job.Args.Batch, RecordID: c.job.Args.RecordID, Output: c.output,
-			Cache: ledger.CacheEntry{Key: c.storeCacheKey(), TTL: c.pipeline.CacheTTL, Now: r.pinnedNow()},
-			// Earlier sends that got no answer are settled as billed once
-			// only where the endpoint is known to replay a repeated
-			// Idempotency-Key.
-			Resolve:        c.hadAmbiguous && c.key.cfg.IdempotentReplay && !c.partialAccepted,
-			IdempotencyKey: c.req.IdempotencyKey,
-		}); err != nil {
+		if err := ledger.QueueSettleAnswer(&b, r.answer(c)); err != nil {
 			return fmt.Errorf("complete: %w", err)
 		}
 	}
@@ -935,6 +929,20 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 	}
 	c.intentID, c.watchReset = 0, false
 	return nil
+}
+
+// answer is what QueueSettleAnswer writes for c's synchronous answer.
+func (r *Runtime) answer(c *call) ledger.Answer {
+	return ledger.Answer{
+		AttemptID: c.attemptID, Outcome: r.outcome(c, c.completedStatus()),
+		Batch: c.job.Args.Batch, RecordID: c.job.Args.RecordID, Output: c.output,
+		Cache: ledger.CacheEntry{Key: c.storeCacheKey(), TTL: c.pipeline.CacheTTL, Now: r.pinnedNow()},
+		// Earlier sends that got no answer are settled as billed once
+		// only where the endpoint is known to replay a repeated
+		// Idempotency-Key.
+		Resolve:        c.hadAmbiguous && c.key.cfg.IdempotentReplay && !c.partialAccepted,
+		IdempotencyKey: c.req.IdempotencyKey,
+	}
 }
 
 // completeWrites is the ledger side of completeOnce for what

@@ -14,9 +14,12 @@
 // (ledger.ReserveAttempt), as before. After an answer, the outcome, the
 // result (and cache row) are one statement (ledger.QueueSettleAnswer) in
 // the batch that begins the completion's transaction, with the end of the
-// key's safety-net runs; then River's JobCompleteTx and the commit: four
-// round trips for a job that calls once, as many as a bare River worker
-// writing one row (TestRoundTripsPerFirstSend counts them).
+// key's safety-net runs and River's completion of the job
+// (rivertable.QueueCompleteJobs), then the commit: three round trips for a
+// job that calls once, one fewer than a bare River worker writing one row
+// (TestRoundTripsPerFirstSend counts them). Answers that arrive while
+// another's commit is in flight settle together in the next transaction
+// (group commit, groupcommit.go).
 //
 // Deciding and doing are apart: decide.Before and decide.After (package
 // worker/decide) are pure functions from what a run knows (its attempt, the
@@ -30,7 +33,7 @@
 // outcome once, through the done function keys.Gate.Admit returns.
 //
 //   - ok: the result row, the attempt's outcome and River's completion commit
-//     in one transaction (JobCompleteTx), so "completed" means "stored".
+//     in one transaction, so "completed" means "stored".
 //   - transient: retried with jittered exponential backoff (honouring a
 //     retry-after hint up to the backoff cap); max_attempts counts calls (from
 //     the ledger), not River runs; after the last, dead letter

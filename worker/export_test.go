@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -18,4 +20,16 @@ func (r *Runtime) PacerOf(key string) *keys.Pacer {
 // starts.
 func (r *Runtime) SetWorkContext(f func(ctx context.Context, jobID int64) context.Context) {
 	r.workCtx = f
+}
+
+// SetGroupHooks sets the group commit's test signals before rt starts:
+// waiting hears the number of answers waiting after one joins (under the
+// group's lock), settle each group's size before its transaction; with
+// failGroups every group of two or more fails its transaction.
+func (r *Runtime) SetGroupHooks(waiting, settle func(n int), failGroups bool) {
+	h := &groupHooks{waiting: waiting, settle: settle}
+	if failGroups {
+		h.batch = func(b *pgx.Batch) { b.Queue("SELECT 1/0") }
+	}
+	r.groupHooks = h
 }

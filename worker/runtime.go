@@ -246,6 +246,10 @@ type Runtime struct {
 	// (callWorker.Work): a test tells a job's database round trips from
 	// the process's others by it.
 	workCtx func(ctx context.Context, jobID int64) context.Context
+	// group is the answers waiting for the commit in flight
+	// (groupcommit.go).
+	group      groupCommit
+	groupHooks *groupHooks // tests only
 }
 
 // WithDefaults returns o with every unset (zero) setting replaced by its
