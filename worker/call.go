@@ -17,6 +17,7 @@ import (
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/jobargs"
+	"github.com/triage-dev/triage/worker/jobs"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/provider"
 )
@@ -866,7 +867,7 @@ func (r *Runtime) applyReport(ctx context.Context, c *call, rep keys.Report) {
 	if rep.Storm.Closed || rep.Resumed {
 		// Jobs parked by the breaker wake now, not when their snoozes end:
 		// the queue drains at once.
-		n, err := WakeKey(context.WithoutCancel(ctx), r.pool, r.opts.Schema, k.cfg.Name)
+		n, err := jobs.WakeKey(context.WithoutCancel(ctx), r.pool, r.opts.Schema, k.cfg.Name)
 		if err != nil {
 			r.log.WarnContext(ctx, "wake parked jobs", "key", k.cfg.Name, "err", err)
 		}

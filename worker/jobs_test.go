@@ -7,9 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/triage-dev/triage/ledger/dbtest"
-	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/enqueue"
+	"github.com/triage-dev/triage/worker/jobs"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -64,7 +64,7 @@ func TestJobsLeft(t *testing.T) {
 
 	left := func(names ...string) int {
 		t.Helper()
-		n, err := worker.JobsLeft(ctx, db.Pool, db.Schema, names)
+		n, err := jobs.Left(ctx, db.Pool, db.Schema, names)
 		require.NoError(t, err)
 		return n
 	}
@@ -112,13 +112,13 @@ func TestWakeBatchAndKey(t *testing.T) {
 		return n
 	}
 
-	n, err := worker.WakeBatch(ctx, db.Pool, db.Schema, "a1")
+	n, err := jobs.WakeBatch(ctx, db.Pool, db.Schema, "a1")
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "the snoozed job, not the one in backoff")
 	require.Equal(t, 1, available("a1"))
 	require.Zero(t, available("a2"))
 
-	n, err = worker.WakeKey(ctx, db.Pool, db.Schema, "b")
+	n, err = jobs.WakeKey(ctx, db.Pool, db.Schema, "b")
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	require.Equal(t, 2, available("b1"))

@@ -13,9 +13,9 @@ import (
 
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger/dbtest"
-	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/enqueue"
+	"github.com/triage-dev/triage/worker/jobs"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/rivertable"
 	"github.com/triage-dev/triage/worker/sweep"
@@ -42,7 +42,7 @@ func riverSchema(t *testing.T, db *dbtest.DB) string {
 	return schema
 }
 
-// JobsLeft, WakeBatch and WakeKey reach River's tables in Options.Schema.
+// jobs.Left, jobs.WakeBatch and jobs.WakeKey reach River's tables in Options.Schema.
 func TestJobsLeftAndWakeHonourRiverSchema(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -54,18 +54,18 @@ func TestJobsLeftAndWakeHonourRiverSchema(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, enqueue.Batch(ctx, db.Pool, rs, cfg, enqueue.Params{Pipeline: "pa", Batch: "a1", Records: recs}))
 
-	n, err := worker.JobsLeft(ctx, db.Pool, rs, []string{"a"})
+	n, err := jobs.Left(ctx, db.Pool, rs, []string{"a"})
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 
 	_, err = db.Pool.Exec(ctx, `UPDATE `+rivertable.Job(rs)+` SET state = 'scheduled', scheduled_at = now() + interval '1 hour'`)
 	require.NoError(t, err)
-	n, err = worker.WakeBatch(ctx, db.Pool, rs, "a1")
+	n, err = jobs.WakeBatch(ctx, db.Pool, rs, "a1")
 	require.NoError(t, err)
 	require.Equal(t, 3, n, "the batch's snoozed jobs woken")
 	_, err = db.Pool.Exec(ctx, `UPDATE `+rivertable.Job(rs)+` SET state = 'scheduled', scheduled_at = now() + interval '1 hour'`)
 	require.NoError(t, err)
-	n, err = worker.WakeKey(ctx, db.Pool, rs, "a")
+	n, err = jobs.WakeKey(ctx, db.Pool, rs, "a")
 	require.NoError(t, err)
 	require.Equal(t, 3, n, "the key's snoozed jobs woken")
 	var queue string

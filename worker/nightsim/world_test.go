@@ -31,6 +31,7 @@ import (
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/enqueue"
+	"github.com/triage-dev/triage/worker/jobs"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/nightsim"
 	"github.com/triage-dev/triage/worker/operator"
@@ -521,7 +522,7 @@ func (w *world) operate(e nightsim.Event) {
 			usd += *b.BudgetUSD
 		}
 		require.NoError(w.t, ledger.SetBatchBudget(ctx, pool, batchID, &usd))
-		_, err = worker.WakeBatch(ctx, pool, w.db.Schema, batchID)
+		_, err = jobs.WakeBatch(ctx, pool, w.db.Schema, batchID)
 		require.NoError(w.t, err)
 		w.note("operator: batch budget %s $%.4f", batchID, usd)
 	case nightsim.OpCancelBatch:

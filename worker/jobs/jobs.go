@@ -1,4 +1,9 @@
-package worker
+// Package jobs is what the CLI, the web window and a worker process ask of
+// triage's jobs in River, batch by batch or key by key: how many are left,
+// which run now, cancelling, deleting and waking them. The statements are
+// worker/rivertable's; this package names the job kind and the key's
+// queues, and wraps the errors with what was asked.
+package jobs
 
 import (
 	"context"
@@ -12,13 +17,13 @@ import (
 	"github.com/triage-dev/triage/worker/rivertable"
 )
 
-// JobsLeft counts the River jobs of the named keys' queues and probe queues
+// Left counts the River jobs of the named keys' queues and probe queues
 // (keys.QueueName, keys.ProbeQueueName) that are not finished: available,
 // pending, running, scheduled or retryable, leaving out those of batches
 // paused at their spend cap or by hand. `triage work --exit-when-idle` stops
 // at zero.
 // schema is River's (Options.Schema; "" for the search_path).
-func JobsLeft(ctx context.Context, pool *pgxpool.Pool, schema string, keyNames []string) (int, error) {
+func Left(ctx context.Context, pool *pgxpool.Pool, schema string, keyNames []string) (int, error) {
 	queues := make([]string, 0, 2*len(keyNames))
 	for _, k := range keyNames {
 		queues = append(queues, keys.QueueName(k), keys.ProbeQueueName(k))
@@ -32,14 +37,14 @@ func JobsLeft(ctx context.Context, pool *pgxpool.Pool, schema string, keyNames [
 	return n, nil
 }
 
-// CancelQueuedJobs cancels, for `triage batch cancel`, the batch's River
+// CancelQueued cancels, for `triage batch cancel`, the batch's River
 // jobs that are queued (available, pending, scheduled or retryable) and
 // whose record has no answer on its way (no line in a provider batch or
 // answered), and returns their records for their dead letters. Running jobs
 // are left to finish their call: each reads the cancel before its next one.
 // Call it in the cancel's transaction, after ledger.TakeBackBatchLines: a
 // job River fetches meanwhile is skipped (the update re-checks its state).
-func CancelQueuedJobs(ctx context.Context, db ledger.DBTX, schema, batch string) ([]ledger.CancelledRecord, error) {
+func CancelQueued(ctx context.Context, db ledger.DBTX, schema, batch string) ([]ledger.CancelledRecord, error) {
 	jobs, err := rivertable.CancelQueued(ctx, db, schema, jobargs.Kind, batch)
 	if err != nil {
 		return nil, fmt.Errorf("cancel the queued jobs of batch %q: %w", batch, err)
@@ -51,10 +56,10 @@ func CancelQueuedJobs(ctx context.Context, db ledger.DBTX, schema, batch string)
 	return out, nil
 }
 
-// BatchJobsLive counts the batch's River jobs not finished, running ones
+// BatchLive counts the batch's River jobs not finished, running ones
 // apart: for `triage batch cancel` to say what is still in flight, and for
 // `triage batch delete` to refuse a batch that still has jobs.
-func BatchJobsLive(ctx context.Context, db ledger.DBTX, schema, batch string) (running, queued int, err error) {
+func BatchLive(ctx context.Context, db ledger.DBTX, schema, batch string) (running, queued int, err error) {
 	running, queued, err = rivertable.CountBatchLive(ctx, db, schema, jobargs.Kind, batch)
 	if err != nil {
 		return 0, 0, fmt.Errorf("count the live jobs of batch %q: %w", batch, err)
@@ -62,10 +67,10 @@ func BatchJobsLive(ctx context.Context, db ledger.DBTX, schema, batch string) (r
 	return running, queued, nil
 }
 
-// DeleteBatchJobs deletes the batch's finished River jobs, for `triage
-// batch delete` (after BatchJobsLive found none live): a finished job of a
+// DeleteBatch deletes the batch's finished River jobs, for `triage
+// batch delete` (after BatchLive found none live): a finished job of a
 // deleted batch must not read as an orphan to the sweep.
-func DeleteBatchJobs(ctx context.Context, db ledger.DBTX, schema, batch string) (int, error) {
+func DeleteBatch(ctx context.Context, db ledger.DBTX, schema, batch string) (int, error) {
 	n, err := rivertable.DeleteFinished(ctx, db, schema, jobargs.Kind, batch)
 	if err != nil {
 		return 0, fmt.Errorf("delete the jobs of batch %q: %w", batch, err)

@@ -1,4 +1,4 @@
-package worker
+package jobs
 
 import (
 	"context"
@@ -8,15 +8,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/triage-dev/triage/ledger"
-	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/jobargs"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/rivertable"
 )
 
-// BatchJobsNow is what River's table says of a batch's unfinished jobs, for
+// BatchNow is what River's table says of a batch's unfinished jobs, for
 // `triage status B` to say what is happening now.
-type BatchJobsNow struct {
+type BatchNow struct {
 	// RunningSince is when each running job's current run began (River's
 	// attempted_at), oldest first.
 	RunningSince []time.Time
@@ -26,31 +25,23 @@ type BatchJobsNow struct {
 	Now time.Time
 }
 
-// BatchJobsRunning reads the batch's running jobs' start times and counts
+// BatchRunning reads the batch's running jobs' start times and counts
 // its queued ones. schema is River's ("" for the search_path).
-func BatchJobsRunning(ctx context.Context, db ledger.DBTX, schema, batch string) (BatchJobsNow, error) {
-	var out BatchJobsNow
+func BatchRunning(ctx context.Context, db ledger.DBTX, schema, batch string) (BatchNow, error) {
+	var out BatchNow
 	var err error
 	out.Now, out.RunningSince, out.Queued, err = rivertable.BatchRunning(ctx, db, schema, jobargs.Kind, batch)
 	if err != nil {
-		return BatchJobsNow{}, fmt.Errorf("read the running jobs of batch %q: %w", batch, err)
+		return BatchNow{}, fmt.Errorf("read the running jobs of batch %q: %w", batch, err)
 	}
 	return out, nil
 }
 
-// ConfigHorizon is the horizon a worker process started with cfg and the
-// default options gives River (Options.JobMargin and Options.RescueAfter
-// unset): how long a job left running by a process that died waits for
-// River's rescuer.
-func ConfigHorizon(cfg *config.Config) Horizon {
-	return fleetHorizon(cfg, JobMarginDefault, 0)
-}
-
-// PausedBatchJobs counts, by batch, the queued jobs of the named keys'
+// OfPausedBatches counts, by batch, the queued jobs of the named keys'
 // queues whose batch is paused by hand: what `triage work --exit-when-idle`
-// leaves behind (JobsLeft does not count them) and must name. schema is
+// leaves behind (Left does not count them) and must name. schema is
 // River's ("" for the search_path).
-func PausedBatchJobs(ctx context.Context, pool *pgxpool.Pool, schema string, keyNames []string) (map[string]int, error) {
+func OfPausedBatches(ctx context.Context, pool *pgxpool.Pool, schema string, keyNames []string) (map[string]int, error) {
 	queues := make([]string, 0, len(keyNames))
 	for _, k := range keyNames {
 		queues = append(queues, keys.QueueName(k))
