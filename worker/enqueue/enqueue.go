@@ -158,7 +158,7 @@ func Batch(ctx context.Context, pool *pgxpool.Pool, schema string, cfg *config.C
 }
 
 // JSONL reads a JSONL file from r (as ReadJSONL does) and queues it
-// as Enqueue does, in chunks of bounded size inside one transaction: memory
+// as Batch does, in chunks of bounded size inside one transaction: memory
 // stays the same whatever the size of the file, and a bad line anywhere,
 // the last one included, still queues nothing. It returns the number of
 // records queued. An input without records is ErrNoRecords.
