@@ -298,8 +298,20 @@ func isNumber(s string) bool {
 	if s == "" || !strings.ContainsRune("+-.0123456789iInN", rune(s[0])) {
 		return false
 	}
+	if allDigits(s) { // the common case, an HTTP-like code: no need to parse
+		return true
+	}
 	_, err := strconv.ParseFloat(s, 64)
 	return err == nil
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // lastStreamError finds the last SSE data line (or bare JSON line) that

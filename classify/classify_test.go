@@ -14,7 +14,7 @@ import (
 
 // corpusDirs are the testdata directories scored by class in
 // corpus_test.go rather than pinned verdicts.
-var corpusDirs = []string{corpusDir, holdoutDir, corpus21Dir, holdout21Dir, corpus21bDir, holdout21bDir, corpus21cDir, holdout21cDir, corpus21dDir, holdout21dDir}
+var corpusDirs = []string{corpusDir, holdoutDir, corpus21Dir, holdout21Dir, corpus21bDir, holdout21bDir, corpus21cDir, holdout21cDir, corpus21dDir, holdout21dDir, corpus21eDir, holdout21eDir}
 
 type fixture struct {
 	Observation Observation `json:"observation"`
@@ -276,9 +276,9 @@ func BenchmarkClassify(b *testing.B) {
 }
 
 // BenchmarkClassifySignal is a body no vendor row knows, decided by the
-// signal layer: a Zhipu five-hour cap in Chinese on a 429 (vendor other).
+// signal layer: Moonshot's tokens-per-day window on a 429 (vendor other).
 func BenchmarkClassifySignal(b *testing.B) {
-	fx := loadFixtures(b)[filepath.Join("testdata", "signal", "quota_window_five_hour_zh_429.json")]
+	fx := loadFixtures(b)[filepath.Join("testdata", "signal", "quota_window_tpd_moonshot_429.json")]
 	o := fx.Observation
 	b.SetBytes(int64(len(o.Body)))
 	b.ReportAllocs()

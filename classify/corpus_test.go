@@ -80,8 +80,11 @@ const (
 	// holdout21b itself; holdout21b is now seen and scores 25/25.
 	holdout21bMinAccuracy  = 1.0
 	holdout21bMaxDangerous = 0
-	corpus21bMinAccuracy   = 0.96
-	corpus21bMaxDangerous  = 1
+	// corpus21b: 49/50 since the fifth round (044 fixed); 070, a Vertex
+	// per-base-model quota whose zero limit the body does not state, is
+	// still throttled.
+	corpus21bMinAccuracy  = 0.98
+	corpus21bMaxDangerous = 1
 
 	// The fourth corpus (issue 21, third round): 31 more bodies, none of
 	// them in the corpora above, split once by testdata/split21c.py (seed
@@ -143,10 +146,55 @@ const (
 	// Not fixed from these bodies: that would be writing rules from the
 	// holdout. The bars are what the rules clear, not the 98 % the issue
 	// asks for.
-	holdout21dMinAccuracy  = 0.85
-	holdout21dMaxDangerous = 1
+	// Fifth round: both shapes fixed from other sources, never from
+	// holdout21d itself: Z.ai's documented business-code table
+	// (docs.z.ai/api-reference/api-code) as a vendor table for "other" and
+	// "anthropic" (zhipu/…, its 1211 row pinned by a real Anthropic-shaped
+	// 1211 body from another report), and OpenRouter's "No endpoints found
+	// that support …" / "… that can handle the requested parameters" 404 as
+	// request/unsupported_by_endpoints (two real bodies from other reports,
+	// and corpus21b/044). The first corpus labelled two bodies of that
+	// wording exhausted (holdout/065, corpus/066); their labels were
+	// corrected to rejected so that one wording has one class. holdout21d is
+	// now seen and scores 14/14; its numbers no longer measure anything
+	// unseen: holdout21e does. holdout21c's relay 404 "Parameter error" is
+	// still missed (no other real body of that shape was found).
+	holdout21dMinAccuracy  = 1.0
+	holdout21dMaxDangerous = 0
 	corpus21dMinAccuracy   = 1.0
 	corpus21dMaxDangerous  = 0
+
+	// The sixth corpus (issue 21, fifth round): 51 more bodies of
+	// 2025-2026 from GitHub issues and vendor or gateway docs, none of them
+	// a body or a source already in testdata/, split once by
+	// testdata/split21e.py (seed 215, a third aside) and committed before
+	// any rule or lexicon entry was written from them; holdout21e is
+	// scored, never read.
+	corpus21eDir  = "corpus21e"
+	holdout21eDir = "holdout21e"
+	// Before any change from this round (the rules after holdout21d's
+	// fifth round): holdout21e 12/17 (70.6 %) with 3 dangerous, corpus21e
+	// 33/34 (97.1 %) with 1 dangerous (Z.ai 1313, the fair-use
+	// restriction, read as a rate limit). After the rules read from
+	// corpus21e (Z.ai's plan codes 1304 and 1309-1313 from its documented
+	// table, Volcengine Ark's documented arrears and model codes, eight
+	// lexicon entries): corpus21e 34/34, holdout21e unchanged, 12/17
+	// (70.6 %) with 3 dangerous. Still missed on holdout21e (not fixed: that
+	// would be writing rules from the holdout): a Qwen 400 "Access denied,
+	// please make sure your account is in good standing" with no code
+	// (rejected, want exhausted: dangerous); GitHub Copilot's 400 "model …
+	// is not accessible via the /chat/completions endpoint"
+	// (unsupported_api_for_model; rejected, want exhausted: dangerous);
+	// MiniMax's base_resp 1004 "not authorized" in a 200 (ambiguous, want
+	// exhausted: dangerous); DashScope's per-minute 429
+	// Throttling.AllocationQuota worded as OpenAI's insufficient_quota
+	// (exhausted, want throttled); a gateway's 403 safety_check_failed
+	// (exhausted, want rejected). The bars are what the rules clear, not the
+	// 98 % the issue asks for.
+	holdout21eMinAccuracy  = 0.70
+	holdout21eMaxDangerous = 3
+	corpus21eMinAccuracy   = 1.0
+	corpus21eMaxDangerous  = 0
 )
 
 type corpusCase struct {
@@ -291,6 +339,18 @@ func TestHoldout21dAccuracy(t *testing.T) {
 // be extended from.
 func TestCorpus21dAccuracy(t *testing.T) {
 	checkCorpus(t, "corpus21d", corpus21dDir, corpus21dMaxDangerous, corpus21dMinAccuracy)
+}
+
+// TestHoldout21eAccuracy scores the sixth held-aside corpus (issue 21,
+// fifth round).
+func TestHoldout21eAccuracy(t *testing.T) {
+	checkCorpus(t, "holdout21e", holdout21eDir, holdout21eMaxDangerous, holdout21eMinAccuracy)
+}
+
+// TestCorpus21eAccuracy scores the part of the sixth corpus the rules may
+// be extended from.
+func TestCorpus21eAccuracy(t *testing.T) {
+	checkCorpus(t, "corpus21e", corpus21eDir, corpus21eMaxDangerous, corpus21eMinAccuracy)
 }
 
 func TestDangerous(t *testing.T) {

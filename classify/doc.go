@@ -21,10 +21,14 @@
 //  4. User rules ([Classifier], triage.toml [[rules]]), in order.
 //  5. Errors: the wrapped table (an upstream body a gateway carries as its
 //     error.message string is classified with the same vendor's tables, kept
-//     when that gives a known answer), then the model-not-found table (one
+//     when that gives a known answer), for vendors other and anthropic the
+//     Z.ai code table (a four-digit string error.code, read with Z.ai's
+//     documented table), then the model-not-found table (one
 //     rule for every vendor: a model,
 //     deployment or endpoint the key cannot reach is exhausted,
-//     model_unavailable), then the vendor's tables, top to bottom, first
+//     model_unavailable; OpenRouter's 404 for a request no endpoint takes as
+//     sent is the request table's rejected unsupported_by_endpoints), then
+//     the vendor's tables, top to bottom, first
 //     match wins, then the generic status table. Rows read structured fields
 //     first (error.type, error.code, error.status, Google details[]
 //     ErrorInfo/QuotaFailure/RetryInfo, Anthropic error.details.error_code,

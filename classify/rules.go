@@ -97,10 +97,14 @@ func says(f *facts, subs ...string) bool {
 var modelTable = newTable("model", []rule{
 	{reason: "model_unavailable", class: Exhausted, when: func(f *facts) bool {
 		return codeIn(f, "model_not_found", "model_decommissioned", "model_not_available", "dedicated_endpoint_not_running",
-			"DeploymentNotFound") ||
+			"DeploymentNotFound",
+			// Volcengine Ark (www.volcengine.com/docs/82379/1299023): the
+			// model or endpoint does not exist, or the account has not
+			// activated the model.
+			"InvalidEndpointOrModel.NotFound", "ModelNotOpen") ||
 			f.innerCode == "DeploymentNotFound" || typeIn(f, "NotFoundError", "not_found_error") ||
 			f.gstatus == "NOT_FOUND" || f.amzType == "ResourceNotFoundException" ||
-			f.status == 404 ||
+			f.status == 404 && !noEndpointForRequest(f) ||
 			f.status == 400 && says(f, "model not exist", "the provided model identifier is invalid", "not found, try pulling it first",
 				"model not found", "invalid model name passed in", "invalid model:",
 				// Bedrock: this model id is only served through an inference
@@ -108,6 +112,21 @@ var modelTable = newTable("model", []rule{
 				"with on-demand throughput isn", "doesn't support on-demand throughput")
 	}},
 })
+
+// noEndpointForRequest reports OpenRouter's 404 for a request no endpoint
+// of the model can serve as asked: "No endpoints found that support tool
+// use", "… that support the provided 'tool_choice' value", "… that support
+// cache control", "No endpoints found that can handle the requested
+// parameters." (with provider.require_parameters). The model exists; the
+// request's tools, tool_choice or parameters are what no endpoint takes, so
+// the same request without them goes through (openrouter.ai/docs provider
+// routing: require_parameters filters out endpoints that do not support every
+// parameter). "No endpoints found for <model>" and "No endpoints found
+// matching your data policy" name the model or the account's settings and
+// stay model_unavailable.
+func noEndpointForRequest(f *facts) bool {
+	return says(f, "no endpoints found that support", "no endpoints found that can handle the requested")
+}
 
 // requestTable names the rejections a changed request can get past, run
 // right after the model table for every vendor, so that the worker can key
@@ -134,6 +153,12 @@ var requestTable = newTable("request", []rule{
 				"exceed context limit", "exceeds model context window", "input is too long for requested model",
 				"exceeds the maximum number of tokens allowed")
 	}},
+	// unsupported_by_endpoints: OpenRouter's 404 for a request no endpoint
+	// of the model serves as asked (noEndpointForRequest): the tools,
+	// tool_choice or a parameter are the droppable part.
+	{reason: "unsupported_by_endpoints", class: Rejected, when: func(f *facts) bool {
+		return f.status == 404 && noEndpointForRequest(f)
+	}},
 	{reason: "json_mode_refused", class: Rejected, when: func(f *facts) bool {
 		return f.status == 400 && says(f, "'response_format' of type 'json_object' is not supported",
 			"to use 'response_format' of type 'json_object'", "'response_format' of type 'json_schema' is not supported")
@@ -153,7 +178,10 @@ var openaiTable = newTable("openai", []rule{
 			// OpenAI-compatible servers with their own balance codes: Alibaba
 			// DashScope "Arrearage" (a 400: "make sure your account is in good
 			// standing"), Venice and relays "INSUFFICIENT_BALANCE".
-			"Arrearage", "INSUFFICIENT_BALANCE") ||
+			"Arrearage", "INSUFFICIENT_BALANCE",
+			// Volcengine Ark: the account is in arrears (a 403 in its
+			// documented code table).
+			"AccountOverdueError", "OperationDenied.ServiceOverdue") ||
 			// Moonshot (Kimi): type exceeded_current_quota_error, on a 403 or
 			// a 429 ("suspended due to insufficient balance").
 			typeIn(f, "insufficient_quota", "exceeded_current_quota_error")
@@ -498,12 +526,65 @@ var wrappedTable = newTable("wrapped", []rule{
 	}},
 })
 
+// zhipuTable reads the business codes of Z.ai (Zhipu, BigModel): a string
+// error.code of four digits, in {"error":{"code","message"}} or, on the
+// Anthropic-compatible endpoint, inside an Anthropic error envelope. The
+// classes follow the vendor's documented code table
+// (docs.z.ai/api-reference/api-code, docs.bigmodel.cn/cn/api/api-code for
+// the plan codes 1304 and 1309-1313), which the HTTP status does not carry:
+// an account in arrears and a locked account come as 429s, a model that
+// does not exist as a 400. It runs for "other" (Z.ai, BigModel and relays in
+// front of them) and "anthropic" (the Anthropic-compatible endpoint); no
+// other vendor's table sends these codes as strings (Mistral's "1300" comes
+// with its own vendor).
+var zhipuTable = newTable("zhipu", []rule{
+	// 1000–1004: authentication failed, token invalid or expired.
+	{reason: "credential", class: Exhausted, when: func(f *facts) bool {
+		return codeIn(f, "1000", "1001", "1002", "1003", "1004")
+	}},
+	// 1113: "Your account is in arrears, please recharge and try again".
+	{reason: "arrears", class: Exhausted, when: func(f *facts) bool { return codeIn(f, "1113") }},
+	// 1110 inactive, 1111 does not exist, 1112 locked, 1121 locked for
+	// irregular activity, 1220 no permission to access the API, 1309 the
+	// GLM Coding Plan has expired, 1313 the account's usage was restricted
+	// under the fair-use policy (lifted only on request to Z.ai).
+	{reason: "account", class: Exhausted, when: func(f *facts) bool {
+		return codeIn(f, "1110", "1111", "1112", "1121", "1220", "1309", "1313")
+	}},
+	// 1211 "Model does not exist, please check the model code"; 1221 the API
+	// has been taken offline; 1222 the API does not exist; 1311 the plan does
+	// not include this model. Every record of the pipeline fails the same
+	// way: the key holds, as for model_not_found.
+	{reason: "model_unavailable", class: Exhausted, when: func(f *facts) bool {
+		return codeIn(f, "1211", "1221", "1222", "1311")
+	}},
+	// 1304 the API's daily call limit, 1308 "Usage limit reached for 5
+	// hour" (the five-hour plan window), 1310 "Weekly/Monthly Limit
+	// Exhausted", 1316 the five-hour window of the newer plans: a window of
+	// hours or more, with the reset time in the message.
+	{reason: "plan_window", class: Exhausted, when: func(f *facts) bool {
+		return codeIn(f, "1304", "1308", "1310", "1316")
+	}},
+	// 1210 bad parameters, 1212 the model does not support this call
+	// method, 1213–1215 a field missing, invalid or in conflict, 1261 the
+	// prompt is over the maximum length. (1301, unsafe or sensitive content,
+	// comes as a 400 and is rejected by the status table.)
+	{reason: "bad_request", class: Rejected, when: func(f *facts) bool {
+		return codeIn(f, "1210", "1212", "1213", "1214", "1215", "1261")
+	}},
+	// 1302 concurrency too high, 1303 frequency too high.
+	{reason: "rate_limit", class: Throttled, when: func(f *facts) bool { return codeIn(f, "1302", "1303") }},
+	// 1305 and 1312 the model is overloaded ("访问量过大"), 1234 a network
+	// error.
+	{reason: "overloaded", class: Transient, when: func(f *facts) bool { return codeIn(f, "1305", "1312", "1234") }},
+})
+
 // chains says which tables run, in order, for each vendor. The wrapped
 // table runs first and the model table next everywhere (one
 // model-not-found rule for every vendor).
 var chains = map[string][]*table{
 	"openai":                {wrappedTable, modelTable, requestTable, openaiTable, genericTable},
-	"anthropic":             {wrappedTable, modelTable, requestTable, anthropicTable, genericTable},
+	"anthropic":             {wrappedTable, zhipuTable, modelTable, requestTable, anthropicTable, genericTable},
 	"gemini":                {wrappedTable, modelTable, requestTable, googleTable, genericTable},
 	"vertex":                {wrappedTable, modelTable, requestTable, googleTable, genericTable},
 	"azure-openai":          {wrappedTable, modelTable, requestTable, azureTable, openaiTable, genericTable},
@@ -520,7 +601,7 @@ var chains = map[string][]*table{
 	"vllm":                  {wrappedTable, modelTable, requestTable, openaiTable, genericTable},
 	"ollama":                {wrappedTable, modelTable, requestTable, openaiTable, genericTable},
 	"litellm-proxy":         {wrappedTable, modelTable, requestTable, litellmTable, openaiTable, genericTable},
-	"other":                 {wrappedTable, modelTable, requestTable, openaiTable, genericTable},
+	"other":                 {wrappedTable, zhipuTable, modelTable, requestTable, openaiTable, genericTable},
 }
 
 // Vendors lists the vendor names the classifier has rule sets for.

@@ -70,6 +70,8 @@ var lexicon = []lexEntry{
 	{"not-enough-credits", sigMoney, "corpus21/069_other_402.json"},
 	{"included credits", sigMoney, "corpus21/071_other_402.json"},
 	{"insufficient account funds", sigMoney, "corpus21b/058_other_402.json"},
+	{"overdue balance", sigMoney, "corpus21e/027_other_403.json"},
+	{"balance is overdue", sigMoney, "corpus21e/032_other_403.json"},
 	// Credential.
 	{"invalid api key", sigCredential, "corpus21/031_other_200.json"},
 	{"authentication credentials", sigCredential, "corpus21/033_vertex_401.json"},
@@ -81,12 +83,18 @@ var lexicon = []lexEntry{
 	{"is suspended", sigAccount, "corpus21/068_other_412.json"},
 	{"has been locked", sigAccount, "corpus21d/011_other_429.json"},
 	{"currently inactive", sigAccount, "corpus21d/042_other_429.json"},
+	{"fair usage policy", sigAccount, "corpus21e/025_other_429.json"},
+	{"service unavailable for account", sigAccount, "corpus21e/008_other_403.json"},
+	{"has not agreed to", sigAccount, "corpus21e/010_other_403.json"},
 	// Plan or tier.
 	{"upgrade to continue", sigPlan, "corpus21/041_ollama_429.json"},
+	{"not included in current subscription plan", sigPlan, "corpus21e/038_other_404.json"},
 	// The model cannot be loaded.
 	{"requires more system memory", sigModel, "corpus21/022_ollama_500.json"},
 	{"无可用渠道", sigModel, "corpus21b/062_other_503.json"},
 	{"permitted models can be found", sigModel, "corpus21b/074_other_400.json"},
+	{"not allowed to access this model", sigModel, "corpus21e/009_other_403.json"},
+	{"has not activated the model", sigModel, "corpus21e/031_other_404.json"},
 	// Content policy.
 	{"inappropriate content", sigPolicy, "corpus21/029_other_400.json"},
 	{"data_inspection_failed", sigPolicy, "corpus21/029_other_400.json"},
@@ -133,7 +141,7 @@ var lexicon = []lexEntry{
 	{"no capacity available", sigCapacity, "corpus21/049_gemini_429.json"},
 	{"capacity exceeded", sigCapacity, "mistral/service_tier_capacity_503.json"},
 	{"resource limitations", sigCapacity, "corpus21/024_ollama_500.json"},
-	{"访问量过大", sigCapacity, "signal/capacity_zhipu_1305_429.json"},
+	{"访问量过大", sigCapacity, "zhipu/overloaded_1305_429.json"},
 	{"currently overloaded", sigCapacity, "corpus21c/101_other_429.json"},
 	{"engine_overloaded", sigCapacity, "corpus21c/101_other_429.json"},
 	{"server_is_overloaded", sigCapacity, "corpus21c/102_openai_200.json"},

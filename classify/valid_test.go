@@ -59,7 +59,9 @@ func TestKeyIsMatchesEqualFold(t *testing.T) {
 		`"reason\u0000"`, `"re\"ason"`, `""`, "\"r\xffason\"", `"K"`, `"S"`, `"[rror"`, `"{rror"`}
 	for _, k := range keys {
 		for _, n := range names {
-			require.Equal(t, strings.EqualFold(unquote(k), n), keyIs(k, n), "keyIs(%s, %q)", k, n)
+			want := strings.EqualFold(unquote(k), n)
+			require.Equal(t, want, keyIs(k, n), "keyIs(%s, %q)", k, n)
+			require.Equal(t, want, keyIs(memberKey(k), n), "keyIs(memberKey(%s), %q)", k, n)
 		}
 	}
 }

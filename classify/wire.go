@@ -402,16 +402,16 @@ func decodeSlice[T any](p *[]T, s string, v int, decode func(*T, int) int) int {
 	return end
 }
 
-// scanObject reads the object at s[i], calling member with each raw key
-// (quotes included) and the index where its value starts; member returns
-// the index just past that value. scanObject returns the index just past
-// the object.
+// scanObject reads the object at s[i], calling member with each key (as
+// memberKey gives it, for keyIs) and the index where its value starts;
+// member returns the index just past that value. scanObject returns the
+// index just past the object.
 func scanObject(s string, i int, member func(key string, v int) int) int {
 	i = skipSpace(s, i+1)
 	for s[i] == '"' {
 		ke := stringEnd(s, i)
 		v := skipSpace(s, skipSpace(s, ke)+1) // past ':'
-		i = skipSpace(s, member(s[i:ke], v))
+		i = skipSpace(s, member(memberKey(s[i:ke]), v))
 		if s[i] == ',' {
 			i = skipSpace(s, i+1)
 		}
@@ -510,28 +510,35 @@ func byteSet(chars string) (set [256]bool) {
 	return set
 }
 
-// keyIs matches a raw member name against a field name the way
-// encoding/json does: after unescaping, case-insensitively (bytes.EqualFold).
+// memberKey is the form of a raw member name (quotes included) that keyIs
+// reads: a plain name (no escape, no byte of 0x80 or more) without its
+// quotes, any other one raw. A plain name never starts with a quote (a quote
+// in it would be escaped), so keyIs tells the two apart by the first byte,
+// and the plainness of a key is decided once, not once per name it is
+// compared with.
+func memberKey(raw string) string {
+	if k := raw[1 : len(raw)-1]; plainASCII(k) {
+		return k
+	}
+	return raw
+}
+
+// keyIs matches a member name, as memberKey gives it (or raw, quotes
+// included), against a field name the way encoding/json does: after
+// unescaping, case-insensitively (bytes.EqualFold).
 //
-// Names are ASCII, so a plain key (no escape, no byte of 0x80 or more)
-// matches only a name of its own length, compared byte by byte with ASCII
-// case folding; only other keys take the unquote and EqualFold path. A key
-// shorter than the name never matches: every rune of the name is one byte
-// and no rune of the key is less.
-func keyIs(raw, name string) bool {
-	k := raw[1 : len(raw)-1]
-	switch {
-	case len(k) < len(name):
-		return false
-	case len(k) == len(name):
-		i := 0
-		for ; i < len(k); i++ {
+// Names are ASCII, so a plain key matches only a name of its own length,
+// compared byte by byte with ASCII case folding; only other keys take the
+// unquote and EqualFold path.
+func keyIs(k, name string) bool {
+	if k == "" || k[0] != '"' { // plain, from memberKey
+		if len(k) != len(name) {
+			return false
+		}
+		for i := 0; i < len(k); i++ {
 			a, b := k[i], name[i]
 			if a == b {
 				continue
-			}
-			if a >= utf8.RuneSelf || a == '\\' {
-				break // not plain: the slow path decides
 			}
 			if 'A' <= a && a <= 'Z' {
 				a += 'a' - 'A'
@@ -543,13 +550,18 @@ func keyIs(raw, name string) bool {
 				return false
 			}
 		}
-		if i == len(k) {
-			return true
-		}
+		return true
+	}
+	raw := k
+	k = raw[1 : len(raw)-1]
+	switch {
+	case len(k) < len(name):
+		// A key shorter than the name never matches: every rune of the
+		// name is one byte and no rune of the key is less.
+		return false
+	case len(k) == len(name) || !plainASCII(k):
 	default:
-		if plainASCII(k) {
-			return false
-		}
+		return false
 	}
 	if strings.IndexByte(k, '\\') >= 0 {
 		k = unquote(raw)

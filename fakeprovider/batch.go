@@ -132,6 +132,12 @@ type BatchStats struct {
 	// CreatesRefused counts Anthropic creates answered with an error
 	// (validation, balance): no batch was made.
 	CreatesRefused int `json:"creates_refused"`
+	// LinesWhileExhausted counts the lines of created batches that ran
+	// while the prepaid balance was spent (they are in
+	// Stats.RequestsWhileExhausted too): a batch accepted before the
+	// balance ran out keeps running, and its lines are not requests the
+	// client sent after it.
+	LinesWhileExhausted int `json:"lines_while_exhausted"`
 	// BilledUSD is the part of Stats.BilledUSD billed at batch prices.
 	BilledUSD float64 `json:"billed_usd"`
 	// Polls counts batch management requests (create, get, cancel, files,
@@ -501,6 +507,7 @@ func (s *Server) runLineLocked(b *batchJob, i int, at time.Time) {
 	exhausted := s.balance != nil && *s.balance <= 0
 	if exhausted {
 		s.stats.RequestsWhileExhausted++
+		s.stats.Batches.LinesWhileExhausted++
 	}
 	step := s.pickLocked(c, record, s.n, s.attempts[record], exhausted, e)
 	action = step.action()

@@ -228,12 +228,18 @@ func TestAnthropicBatchBalanceAndPrice(t *testing.T) {
 	st := b.fp.Stats()
 	require.InDelta(t, wantUSD, st.BilledUSD, 1e-9, "the scenario's batch price")
 	require.Equal(t, errored, st.RequestsWhileExhausted)
+	require.Equal(t, errored, st.Batches.LinesWhileExhausted, "the lines that ran while the balance was spent")
 
 	_, err = b.anth.Messages.Batches.New(ctx, anBatchParams(recordIDs(1), prompt))
 	var apiErr *anthropic.Error
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, 400, apiErr.StatusCode)
 	require.Contains(t, apiErr.Message, "credit balance is too low")
+	// The refused create is a request the client sent while spent; it is
+	// no line.
+	st = b.fp.Stats()
+	require.Equal(t, errored+1, st.RequestsWhileExhausted)
+	require.Equal(t, errored, st.Batches.LinesWhileExhausted)
 }
 
 // A token bucket throttles lines as it throttles synchronous calls; a

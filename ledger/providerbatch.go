@@ -493,3 +493,13 @@ func LockOrphanLines(ctx context.Context, tx DBTX, key, riverJob string, limit i
 	}
 	return out, nil
 }
+
+// DatabaseNow is the database's clock: the one every process of a fleet
+// reads the same, whatever its host's clock says.
+func DatabaseNow(ctx context.Context, db DBTX) (time.Time, error) {
+	var now time.Time
+	if err := db.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("ledger: the database's clock: %w", err)
+	}
+	return now, nil
+}

@@ -80,10 +80,11 @@ type Options struct {
 	// database clock.
 	Clock keys.Clock
 	// HostClock stands in for this host's own clock (tests of a host whose
-	// clock is off): what the process times by itself (its jobs' deadlines,
-	// the batch submitter's gather and leases) reads it, while the shared
-	// key state still reads Clock, or the database's clock, as a real host
-	// whose clock is off would. Default: Clock, else the system clock.
+	// clock is off): what the process times by itself (its jobs' deadlines)
+	// reads it, while the shared key state still reads Clock, or the
+	// database's clock, as a real host whose clock is off would; the batch
+	// submitter corrects it by its offset from the database's clock before
+	// writing a lease or a poll time. Default: Clock, else the system clock.
 	HostClock keys.Clock
 	// HTTPClient replaces each key's HTTP client (tests). Default: one pooled
 	// client per key.
@@ -477,7 +478,7 @@ func (r *Runtime) newSubmitters() error {
 			return fmt.Errorf("worker: key %q: batch client: %w", name, err)
 		}
 		s, err := submitter.New(submitter.Config{Key: k.cfg, Config: r.cfg, Client: client, Pool: r.pool, Store: r.store, Gate: k.gate,
-			RiverSchema: r.opts.Schema, Clock: r.hostClock(), Logger: r.log, Alerter: r.alerter, Tuning: r.opts.Batch.ForKey(k.cfg),
+			RiverSchema: r.opts.Schema, Clock: r.opts.Clock, HostClock: r.opts.HostClock, Logger: r.log, Alerter: r.alerter, Tuning: r.opts.Batch.ForKey(k.cfg),
 			CollectOnly: collectOnly})
 		if err != nil {
 			return fmt.Errorf("worker: key %q: %w", name, err)

@@ -46,7 +46,10 @@ func (w *world) watchBreakers() *watcher {
 		defer close(wt.done)
 		tick := time.NewTicker(sampleEvery)
 		defer tick.Stop()
-		for {
+		for i := 1; ; i++ {
+			if i%paceEvery == 0 {
+				wt.pace(time.Now(), true) // the usual pace, all night (pace_test.go)
+			}
 			s := breakerSample{from: time.Now()}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			err := w.db.Pool.QueryRow(ctx, `SELECT coalesce(k.state, 'closed'), coalesce(k.generation, 0),

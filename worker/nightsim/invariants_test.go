@@ -200,12 +200,22 @@ func (w *world) check() []string {
 	// simulator skewed Options.Clock, the skewed process wrote probe times
 	// the others read as due at once: seed 30075, 94 requests where 91
 	// were allowed).
+	//
+	// What the fleet sent: a night drawn in sync mode may restart a process
+	// in batch or auto mode (ModeSwitch), and the lines of a provider batch
+	// created before the balance ran out run while it is spent; the fake
+	// counts them as requests while exhausted, but they are not the
+	// fleet's (invariant 8 leaves them out too). Seed 160165: 76 requests
+	// where 71 were allowed, 64 of them lines of the one provider batch
+	// accepted before the balance ran out, and 12 creates refused, one
+	// per probe.
 	if w.n.Mode == "sync" && w.lowFor > 0 {
 		st := w.primary.Stats()
+		sent := st.RequestsWhileExhausted - st.Batches.LinesWhileExhausted
 		bound := (1+w.resumes)*w.n.Procs*w.n.Concurrency + int(w.lowFor/probeInterval) + 2
-		if st.RequestsWhileExhausted > bound {
-			fail("the exhausted key got %d requests in %s; at most %d (calls in flight, %d resumes and restarts, a probe per %s)",
-				st.RequestsWhileExhausted, w.lowFor.Round(time.Millisecond), bound, w.resumes, probeInterval)
+		if sent > bound {
+			fail("the exhausted key got %d requests in %s (and %d lines of provider batches created before); at most %d (calls in flight, %d resumes and restarts, a probe per %s)",
+				sent, w.lowFor.Round(time.Millisecond), st.Batches.LinesWhileExhausted, bound, w.resumes, probeInterval)
 		}
 	}
 

@@ -21,8 +21,10 @@ import (
 // expiry, a spent balance, a SIGKILLed child, stops, kills, a database
 // blip and every operator action (docs/night-simulator.md lists them).
 // Nights whose balance never returns are left to the soak: they wait
-// for MaxAge.
-var fixedSeeds = []int64{3, 7, 9, 11, 12, 15, 34, 87}
+// for MaxAge; 160165 is one with a short MaxAge (12 s), kept because it
+// is the sync night switched to batch mode as the balance runs out, which
+// invariant 5 once counted against the fleet.
+var fixedSeeds = []int64{3, 7, 9, 11, 12, 15, 34, 87, 160165}
 
 var (
 	seedFlag     = flag.Int64("seed", -1, "replay one night by its seed (also NIGHTSIM_SEED)")

@@ -705,18 +705,35 @@ func (w *world) run(settle time.Duration) bool {
 		<-time.After(d)
 	}
 	w.endFaults()
-	deadline := time.Now().Add(settle)
+	// The bound is counted at the machine's pace (pace_test.go): a second
+	// at a slowdown of s counts 1/s.
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	began, last := time.Now(), time.Now()
+	var counted time.Duration
+	worst := 1.0
+	paced := func() string {
+		_, med, usual := wt.pace(time.Now(), false)
+		return fmt.Sprintf("%s of wall time counted as %s; slowdown up to ×%.1f, the last breaker reads' median %s, this run's usual %s",
+			time.Since(began).Round(10*time.Millisecond), counted.Round(10*time.Millisecond), worst, med.Round(10*time.Microsecond), usual.Round(10*time.Microsecond))
+	}
 	for {
 		settled, err := w.settled()
 		require.NoError(w.t, err)
 		if settled {
 			w.note("settled")
+			if worst > 1 {
+				w.note("  (settling: %s)", paced())
+			}
 			break
 		}
-		if time.Now().After(deadline) {
-			w.note("did not settle within %s", settle)
+		now := time.Now()
+		s, _, _ := wt.pace(now, false)
+		worst = max(worst, s)
+		counted += time.Duration(float64(now.Sub(last)) / s)
+		last = now
+		if counted > settle {
+			w.note("did not settle within %s at the machine's pace (%s)", settle, paced())
 			return false
 		}
 		<-tick.C

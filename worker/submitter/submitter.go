@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -149,8 +150,15 @@ type Config struct {
 	Gate *keys.Gate
 	// RiverSchema is River's schema ("" for the search_path).
 	RiverSchema string
-	// Clock pins the time (tests); nil: the system clock.
+	// Clock pins the time (tests); nil: the database's clock, read
+	// through HostClock and its offset from the database (alignClock).
 	Clock keys.Clock
+	// HostClock is this host's own clock (tests of a host whose clock is
+	// off); nil: the system clock. The submitter never writes its times
+	// to a row: it corrects them by the host's offset from the database's
+	// clock first, so that a lease, a next poll and a claim's "now" mean
+	// the same moment to every process of the fleet.
+	HostClock keys.Clock
 	// Logger default slog.Default().
 	Logger *slog.Logger
 	// Alerter, when set, hears when the submitter opens the key's
@@ -190,6 +198,12 @@ type Submitter struct {
 	// and knows it never sent: they are submitted without a Find first. A
 	// restart forgets them, and the Find runs: safe, only slower.
 	unsent map[int64]bool
+
+	// offset is the database's clock minus the host's (nanoseconds),
+	// measured by alignClock; alignedAt is when (host time), read and
+	// written by the loop goroutine only.
+	offset    atomic.Int64
+	alignedAt time.Time
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -265,11 +279,47 @@ func (s *Submitter) loop(ctx context.Context, done chan struct{}) {
 	}
 }
 
+// now is the submitter's time: the pinned clock of a test, else the
+// host's clock corrected to the database's. Every time a submitter writes
+// to a row (a lease's end, a next poll) or compares with one (a claim) is
+// compared by other processes with theirs: a host whose clock is off must
+// not write leases that have run out, or not yet begun, for the others.
 func (s *Submitter) now() time.Time {
 	if s.cfg.Clock != nil {
 		return s.cfg.Clock.Now()
 	}
+	return s.hostNow().Add(time.Duration(s.offset.Load()))
+}
+
+func (s *Submitter) hostNow() time.Time {
+	if s.cfg.HostClock != nil {
+		return s.cfg.HostClock.Now()
+	}
 	return time.Now()
+}
+
+// alignEvery is how often a submitter measures its host's offset from the
+// database's clock: clocks drift by milliseconds a day, but a host's clock
+// can be stepped at any time.
+const alignEvery = 30 * time.Second
+
+// alignClock measures the host's offset from the database's clock, the
+// middle of the query's round trip taken as the moment the database read
+// its clock. A test's pinned clock needs none.
+func (s *Submitter) alignClock(ctx context.Context) error {
+	if s.cfg.Clock != nil {
+		return nil
+	}
+	before := s.hostNow()
+	db, err := ledger.DatabaseNow(ctx, s.cfg.Pool)
+	if err != nil {
+		return fmt.Errorf("submitter: %w", err)
+	}
+	after := s.hostNow()
+	mid := before.Add(after.Sub(before) / 2)
+	s.offset.Store(int64(db.Sub(mid)))
+	s.alignedAt = after
+	return nil
 }
 
 // Round is one pass: deadlines, missed wakes, new provider batches, and the
@@ -278,6 +328,11 @@ func (s *Submitter) Round(ctx context.Context) error {
 	if s.cfg.CollectOnly {
 		open, err := ledger.KeyHasOpenBatchWork(ctx, s.cfg.Pool, s.key)
 		if err != nil || !open {
+			return err
+		}
+	}
+	if s.alignedAt.IsZero() || s.hostNow().Sub(s.alignedAt).Abs() >= alignEvery {
+		if err := s.alignClock(ctx); err != nil {
 			return err
 		}
 	}
