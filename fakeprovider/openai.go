@@ -89,16 +89,7 @@ func (v openAI) parse(r *http.Request, body []byte, e *errInfo) (*call, *reply) 
 	var sys []string
 	if req.Messages != nil {
 		for _, m := range *req.Messages {
-			t := contentText(m.Content)
-			switch m.Role {
-			case "system", "developer":
-				sys = append(sys, t)
-			default:
-				c.messages = append(c.messages, t)
-				if m.Role == "user" {
-					c.lastUser = t
-				}
-			}
+			sys = c.addMessage(sys, m.Role, contentText(m.Content))
 		}
 	}
 	c.system = strings.Join(sys, "\n")

@@ -128,3 +128,19 @@ func answerFor(c *call) string {
 	}
 	return answerText(c.lastUser, c.wantsJSON)
 }
+
+// addMessage takes one message of an OpenAI request (Chat Completions'
+// messages, the Responses API's input items): a system or developer
+// message joins sys, any other is a message of the conversation, and the
+// last user message is the one the answer is made from.
+func (c *call) addMessage(sys []string, role, text string) []string {
+	switch role {
+	case "system", "developer":
+		return append(sys, text)
+	}
+	c.messages = append(c.messages, text)
+	if role == "user" {
+		c.lastUser = text
+	}
+	return sys
+}

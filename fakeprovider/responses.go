@@ -61,16 +61,7 @@ func (v responsesAPI) parse(r *http.Request, body []byte, e *errInfo) (*call, *r
 		}
 		_ = json.Unmarshal(req.Input, &items)
 		for _, m := range items {
-			t := contentText(m.Content)
-			switch m.Role {
-			case "system", "developer":
-				sys = append(sys, t)
-			default:
-				c.messages = append(c.messages, t)
-				if m.Role == "user" {
-					c.lastUser = t
-				}
-			}
+			sys = c.addMessage(sys, m.Role, contentText(m.Content))
 		}
 	}
 	c.system = strings.Join(sys, "\n")

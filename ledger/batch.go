@@ -119,7 +119,7 @@ func mapUnique(err error) error {
 	return err
 }
 
-const batchColumns = `b.id, b.pipeline, b.key, b.total, b.budget_usd::float8, ` + BatchSpentSQL + `::float8, b.state, b.created_at, b.deadline`
+const batchColumns = `b.id, b.pipeline, b.key, b.total, b.budget_usd::float8, ` + batchSpentSQL + `::float8, b.state, b.created_at, b.deadline`
 
 func scanBatch(row pgx.Row) (Batch, error) {
 	var b Batch
@@ -176,14 +176,14 @@ func SetBatchBudget(ctx context.Context, db DBTX, id string, budgetUSD *float64)
 	return nil
 }
 
-// StateSQL is a batch's state before the settled check, over a
+// stateSQL is a batch's state before the settled check, over a
 // triage_batch row aliased b: paused_exhausted while its key's breaker
 // (triage_key_state, shared by the fleet) is not closed, paused_budget as
 // stored, else running; a batch paused or cancelled by hand reads so
 // whatever its key does. The breaker is the truth for exhaustion, not a state
 // the batch once stored. One rule for `triage status`, `triage run` and the
 // metrics.
-const StateSQL = `CASE
+const stateSQL = `CASE
     WHEN b.state IN ('paused', 'cancelled') THEN b.state
     WHEN EXISTS (SELECT 1 FROM triage_key_state k WHERE k.key = b.key AND k.state <> 'closed') THEN 'paused_exhausted'
     WHEN b.state = 'paused_budget' THEN 'paused_budget'
@@ -192,7 +192,7 @@ const StateSQL = `CASE
 // statusQuery computes Status for the batches matched by its WHERE clause.
 // Each count is one indexed aggregate per batch.
 const statusQuery = `
-SELECT b.id, b.pipeline, b.key, b.total, ` + StateSQL + `,
+SELECT b.id, b.pipeline, b.key, b.total, ` + stateSQL + `,
        (SELECT count(*) FROM triage_result r WHERE r.batch = b.id),
        (SELECT count(*) FROM triage_dead_letter d WHERE d.batch = b.id AND d.requeued_at IS NULL),
        (SELECT count(*) FROM triage_dead_letter d WHERE d.batch = b.id AND d.requeued_at IS NULL
@@ -243,7 +243,7 @@ func scanStatus(row pgx.Row) (Status, error) {
 // (possibly_billed, or a synchronous call's intent not finished), and
 // batch_reserved_usd that of batch-mode lines waiting for their provider
 // batch's answer (not ambiguous: the answer is on its way). State is settled once
-// completed + dead_lettered = total, else StateSQL's. The fields of batch
+// completed + dead_lettered = total, else stateSQL's. The fields of batch
 // mode (deadline, by_mode, batch_saved_usd, provider_batches) are set only
 // when the batch has them. ErrNotFound.
 func BatchStatus(ctx context.Context, db DBTX, id string) (Status, error) {

@@ -15,15 +15,15 @@ import (
 // resume | cancel | delete`); worker/operator runs each in one transaction
 // with River's side.
 
-// HeldSQL is true for a triage_batch row aliased b that is paused or
+// heldSQL is true for a triage_batch row aliased b that is paused or
 // cancelled by hand: its jobs make no call and its pending batch lines are
 // not sent.
-const HeldSQL = `b.state IN ('paused', 'cancelled')`
+const heldSQL = `b.state IN ('paused', 'cancelled')`
 
-// LineHeldSQL is true for a provider-batch line aliased l whose batch is
+// lineHeldSQL is true for a provider-batch line aliased l whose batch is
 // paused or cancelled by hand: the submitter leaves it out of new provider
 // batches.
-const LineHeldSQL = `EXISTS (SELECT 1 FROM triage_batch b WHERE b.id = l.batch AND ` + HeldSQL + `)`
+const lineHeldSQL = `EXISTS (SELECT 1 FROM triage_batch b WHERE b.id = l.batch AND ` + heldSQL + `)`
 
 // BatchLock is a batch's stored state and progress, read with its row
 // locked for a control by hand.
@@ -166,7 +166,7 @@ func DeleteBatch(ctx context.Context, tx pgx.Tx, id string) error {
 // "" otherwise, or when there is no such batch. The worker reads it in the
 // round trip that asks the key's breakers, before every call.
 func QueueBatchHold(b *pgx.Batch, dst *BatchState, batch string) {
-	b.Queue(`SELECT coalesce((SELECT b.state FROM triage_batch b WHERE b.id = $1 AND `+HeldSQL+`), '')`, batch).
+	b.Queue(`SELECT coalesce((SELECT b.state FROM triage_batch b WHERE b.id = $1 AND `+heldSQL+`), '')`, batch).
 		QueryRow(func(row pgx.Row) error {
 			var s string
 			if err := row.Scan(&s); err != nil {

@@ -53,7 +53,7 @@
 // its own (triage_spend_delta); FoldSpend, run every few seconds by every
 // worker process (one at a time does the work), moves those rows into the
 // running totals, triage_batch.spent_usd and triage_key_spend. Readers add
-// what is not folded yet (BatchSpentSQL, KeySpend), so a cost is never
+// what is not folded yet (batchSpentSQL, KeySpend), so a cost is never
 // counted twice or missed.
 //
 // # Budget reservations

@@ -73,7 +73,7 @@ type Batch struct {
 	// State as stored (running or a paused state); BatchStatus derives settled.
 	State BatchState
 	// SpentUSD is the billed cost of the batch's attempts so far: the folded
-	// counter plus the costs not folded yet (BatchSpentSQL).
+	// counter plus the costs not folded yet (batchSpentSQL).
 	SpentUSD  float64
 	CreatedAt time.Time
 	// Deadline is when the whole batch must be done (a pipeline's deadline

@@ -77,7 +77,7 @@ func (q PendingLines) where() string {
 			JOIN unnest($2::text[], $3::float8[]) AS m(pipeline, margin) ON m.pipeline = tb.pipeline
 			WHERE tb.id = l.batch AND tb.deadline IS NOT NULL AND tb.deadline < $4::timestamptz + make_interval(secs => m.margin))
 		AND ` + liveJob(q.RiverJob) + `
-		AND NOT ` + LineHeldSQL
+		AND NOT ` + lineHeldSQL
 }
 
 func (q PendingLines) args() []any {

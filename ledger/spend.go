@@ -5,10 +5,10 @@ import (
 	"fmt"
 )
 
-// BatchSpentSQL is a batch's billed spend over a triage_batch row aliased b:
+// batchSpentSQL is a batch's billed spend over a triage_batch row aliased b:
 // the folded counter plus the costs not folded yet. Every reader of a
 // batch's spend uses it, so none sees a completion twice or not at all.
-const BatchSpentSQL = `(b.spent_usd + coalesce((SELECT sum(s.cost_usd) FROM triage_spend_delta s WHERE s.batch = b.id), 0))`
+const batchSpentSQL = `(b.spent_usd + coalesce((SELECT sum(s.cost_usd) FROM triage_spend_delta s WHERE s.batch = b.id), 0))`
 
 // foldLockClass is the first key of FoldSpend's advisory lock ("spnd"); the
 // second is the schema's hash, so per-test schemas on one server do not

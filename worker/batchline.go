@@ -133,7 +133,7 @@ func (r *Runtime) addLine(ctx context.Context, c *call, b decide.BeforeCall, pri
 	if err != nil {
 		return r.apply(ctx, c, decide.DeadLetter(classify.Rejected, decide.ReasonConfig, err.Error()), keys.Report{})
 	}
-	est := m.BatchCost(estimateTokens(c.req), c.req.MaxTokens)
+	est := m.BatchCost(c.req.EstimatedTokens(), c.req.MaxTokens)
 	tx, err := r.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("batch line: %w", err)

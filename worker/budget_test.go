@@ -10,7 +10,7 @@ import (
 
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger"
-	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/enqueue"
 )
 
 // oneCallCost prices one call as the fake bills it, by running one record
@@ -38,8 +38,8 @@ func TestBatchBudgetPausesAndRaisingItFinishes(t *testing.T) {
 	b.opts.BudgetRecheck = 100 * time.Millisecond
 	one := oneCallCost(t, "max_tokens = 60\n")
 	budget := one * n / 2
-	require.NoError(t, worker.Enqueue(context.Background(), b.db.Pool, b.db.Schema, b.cfg,
-		worker.EnqueueParams{Pipeline: "enrich", Batch: "b1", Records: records(n, nil), BudgetUSD: &budget}))
+	require.NoError(t, enqueue.Batch(context.Background(), b.db.Pool, b.db.Schema, b.cfg,
+		enqueue.Params{Pipeline: "enrich", Batch: "b1", Records: records(n, nil), BudgetUSD: &budget}))
 	b.start(t)
 
 	eventually(t, 30*time.Second, "the batch pauses at its cap", func() bool { return b.status(t, "b1").State == ledger.BatchPausedBudget })

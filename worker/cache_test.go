@@ -12,8 +12,8 @@ import (
 	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger"
-	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/decide"
+	"github.com/triage-dev/triage/worker/enqueue"
 	"github.com/triage-dev/triage/worker/operator"
 	"github.com/triage-dev/triage/worker/workertest"
 )
@@ -42,8 +42,8 @@ func (b *testBundle) results(t testing.TB, batch string) map[string]string {
 
 func (b *testBundle) enqueueWith(t testing.TB, batch string, recs []ledger.Record, noCache bool) {
 	t.Helper()
-	require.NoError(t, worker.Enqueue(context.Background(), b.db.Pool, b.db.Schema, b.cfg,
-		worker.EnqueueParams{Pipeline: workertest.Pipeline, Batch: batch, Records: recs, NoCache: noCache}))
+	require.NoError(t, enqueue.Batch(context.Background(), b.db.Pool, b.db.Schema, b.cfg,
+		enqueue.Params{Pipeline: workertest.Pipeline, Batch: batch, Records: recs, NoCache: noCache}))
 }
 
 // The same file run twice with cache = true: the second batch makes no call

@@ -16,19 +16,21 @@ import (
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/decide"
+	"github.com/triage-dev/triage/worker/jobargs"
+	"github.com/triage-dev/triage/worker/jobs"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/provider"
 )
 
 // callWorker is the River worker for Args.
 type callWorker struct {
-	river.WorkerDefaults[Args]
+	river.WorkerDefaults[jobargs.Args]
 	rt *Runtime
 }
 
 // Timeout bounds one run of a job: the key's longest call (its timeout, or
 // its streams' ceiling) plus time for the ledger writes around it.
-func (w *callWorker) Timeout(job *river.Job[Args]) time.Duration {
+func (w *callWorker) Timeout(job *river.Job[jobargs.Args]) time.Duration {
 	if _, _, k, err := w.rt.lookup(job.Args); err == nil {
 		return k.callMax + w.rt.opts.JobMargin
 	}
@@ -39,13 +41,13 @@ func (w *callWorker) Timeout(job *river.Job[Args]) time.Duration {
 // worker's own reasons (a database error, a panic): a failed call is not a
 // River error but a snooze decided by decide.After, so no retry-after hint
 // has to reach this method.
-func (w *callWorker) NextRetry(job *river.Job[Args]) time.Time {
+func (w *callWorker) NextRetry(job *river.Job[jobargs.Args]) time.Time {
 	return time.Now().Add(decide.Backoff(job.Attempt, w.rt.opts.BackoffBase, w.rt.opts.BackoffCap))
 }
 
 // lookup finds the job's pipeline, the model it runs on (its own, or the
 // fallback it was moved to) and that model's key.
-func (r *Runtime) lookup(a Args) (*config.Pipeline, *config.Model, *keyRuntime, error) {
+func (r *Runtime) lookup(a jobargs.Args) (*config.Pipeline, *config.Model, *keyRuntime, error) {
 	p, err := r.cfg.Pipeline(a.Pipeline)
 	if err != nil {
 		return nil, nil, nil, err
@@ -67,7 +69,7 @@ func (r *Runtime) lookup(a Args) (*config.Pipeline, *config.Model, *keyRuntime, 
 
 // call carries what one run of a job knows, for apply.
 type call struct {
-	job       *river.Job[Args]
+	job       *river.Job[jobargs.Args]
 	pipeline  *config.Pipeline
 	model     *config.Model
 	key       *keyRuntime
@@ -148,7 +150,7 @@ type call struct {
 // step before the call ends the run with a reaction (decide.Before on what
 // is known so far) or goes on; the call's outcome is decided by
 // decide.After; apply is the only place that acts on a reaction.
-func (w *callWorker) Work(ctx context.Context, job *river.Job[Args]) error {
+func (w *callWorker) Work(ctx context.Context, job *river.Job[jobargs.Args]) error {
 	rt := w.rt
 	if rt.workCtx != nil {
 		ctx = rt.workCtx(ctx, job.ID)
@@ -217,7 +219,7 @@ func (r *Runtime) end(ctx context.Context, c *call, rx decide.Reaction, err erro
 
 // lookUp finds the job's pipeline, model and key (lookup); a job this
 // process cannot run is dead-lettered (config_error).
-func (r *Runtime) lookUp(job *river.Job[Args]) (*call, decide.Reaction) {
+func (r *Runtime) lookUp(job *river.Job[jobargs.Args]) (*call, decide.Reaction) {
 	p, m, k, err := r.lookup(job.Args)
 	if err != nil {
 		return &call{job: job}, decide.DeadLetter(classify.Rejected, decide.ReasonConfig, err.Error())
@@ -345,7 +347,7 @@ func (r *Runtime) readyNow(ctx context.Context, c *call) bool {
 	if !ok {
 		return false
 	}
-	c.estTokens = estimateTokens(c.req)
+	c.estTokens = c.req.EstimatedTokens()
 	if err := k.pacer.Wait(ctx, c.estTokens, 0); err != nil {
 		release()
 		return false
@@ -506,7 +508,7 @@ func (r *Runtime) paceStep(ctx context.Context, c *call, b *decide.BeforeCall) (
 	k := c.jobKey
 	paceStart := time.Now()
 	if !c.paced { // else taken before the admission, with no wait (readyNow)
-		c.estTokens = estimateTokens(c.req)
+		c.estTokens = c.req.EstimatedTokens()
 		if d, err := r.pace(ctx, k, c.estTokens); err != nil {
 			return decide.Reaction{Kind: decide.ReactPark, After: d}, nil
 		}
@@ -868,7 +870,7 @@ func (r *Runtime) applyReport(ctx context.Context, c *call, rep keys.Report) {
 	if rep.Storm.Closed || rep.Resumed {
 		// Jobs parked by the breaker wake now, not when their snoozes end:
 		// the queue drains at once.
-		n, err := WakeKey(context.WithoutCancel(ctx), r.pool, r.opts.Schema, k.cfg.Name)
+		n, err := jobs.WakeKey(context.WithoutCancel(ctx), r.pool, r.opts.Schema, k.cfg.Name)
 		if err != nil {
 			r.log.WarnContext(ctx, "wake parked jobs", "key", k.cfg.Name, "err", err)
 		}
@@ -1191,12 +1193,12 @@ func (e *CallError) Error() string {
 const metaParked = "triage_parked"
 
 // ownSnoozes is River's snooze count less the parked ones.
-func ownSnoozes(job *river.Job[Args]) int {
+func ownSnoozes(job *river.Job[jobargs.Args]) int {
 	return int(gjson.GetBytes(job.Metadata, "snoozes").Int() - gjson.GetBytes(job.Metadata, metaParked).Int())
 }
 
 // park snoozes the job without charging it a snooze.
-func park(ctx context.Context, job *river.Job[Args], d time.Duration) error {
+func park(ctx context.Context, job *river.Job[jobargs.Args], d time.Duration) error {
 	_ = river.MetadataSet(ctx, metaParked, gjson.GetBytes(job.Metadata, metaParked).Int()+1)
 	return river.JobSnooze(d)
 }

@@ -14,14 +14,7 @@ func cost(m *config.Model, in, out int) float64 { return m.Cost(in, out) }
 // a token) plus max_tokens of output. The ledger counts it as possibly billed
 // while the call's outcome is unknown.
 func estimateCost(m *config.Model, r provider.Request) float64 {
-	return cost(m, estimateTokens(r), r.MaxTokens)
-}
-
-// estimateTokens is a request's input tokens at about four bytes a token:
-// what the pacer charges against a tokens-per-minute limit (it calibrates
-// the estimate with the usage the provider reports).
-func estimateTokens(r provider.Request) int {
-	return (len(r.System) + len(r.Prompt)) / 4
+	return cost(m, r.EstimatedTokens(), r.MaxTokens)
 }
 
 // stripFence removes a Markdown code fence some models wrap JSON in.

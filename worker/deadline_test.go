@@ -9,8 +9,8 @@ import (
 
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/ledger/dbtest"
-	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/enqueue"
 )
 
 // Enqueue stores the batch's deadline: the pipeline's, or the one given
@@ -25,7 +25,7 @@ func TestEnqueueStoresDeadline(t *testing.T) {
 	paris, err := time.LoadLocation("Europe/Paris")
 	require.NoError(t, err)
 	evening := time.Date(2026, 12, 1, 22, 15, 0, 0, paris)
-	recs, err := worker.ReadJSONL(strings.NewReader("{\"id\":\"a\"}\n{\"id\":\"b\"}\n"), "in.jsonl")
+	recs, err := enqueue.ReadJSONL(strings.NewReader("{\"id\":\"a\"}\n{\"id\":\"b\"}\n"), "in.jsonl")
 	require.NoError(t, err)
 	eightHours, err := config.ParseDeadline("8h")
 	require.NoError(t, err)
@@ -40,7 +40,7 @@ func TestEnqueueStoresDeadline(t *testing.T) {
 		{"flag-only", "pb", eightHours, atTime(evening.Add(8 * time.Hour))},
 		{"none", "pb", config.Deadline{}, nil},
 	} {
-		require.NoError(t, worker.Enqueue(ctx, db.Pool, db.Schema, cfg, worker.EnqueueParams{Pipeline: tc.pipeline, Batch: tc.batch,
+		require.NoError(t, enqueue.Batch(ctx, db.Pool, db.Schema, cfg, enqueue.Params{Pipeline: tc.pipeline, Batch: tc.batch,
 			Records: recs, Deadline: tc.deadline, Now: evening}), tc.batch)
 		b, err := ledger.GetBatch(ctx, db.Pool, tc.batch)
 		require.NoError(t, err)
@@ -54,13 +54,13 @@ func TestEnqueueStoresDeadline(t *testing.T) {
 
 	// Without Now, the deadline counts from the moment of the call.
 	before := time.Now()
-	require.NoError(t, worker.Enqueue(ctx, db.Pool, db.Schema, cfg, worker.EnqueueParams{Pipeline: "pb", Batch: "now", Records: recs, Deadline: eightHours}))
+	require.NoError(t, enqueue.Batch(ctx, db.Pool, db.Schema, cfg, enqueue.Params{Pipeline: "pb", Batch: "now", Records: recs, Deadline: eightHours}))
 	b, err := ledger.GetBatch(ctx, db.Pool, "now")
 	require.NoError(t, err)
 	require.WithinRange(t, *b.Deadline, before.Add(8*time.Hour).Add(-time.Second), time.Now().Add(8*time.Hour))
 
 	// An id in use: the first batch keeps its deadline, nothing else is written.
-	err = worker.Enqueue(ctx, db.Pool, db.Schema, cfg, worker.EnqueueParams{Pipeline: "pb", Batch: "pipeline", Records: recs, Deadline: eightHours, Now: evening})
+	err = enqueue.Batch(ctx, db.Pool, db.Schema, cfg, enqueue.Params{Pipeline: "pb", Batch: "pipeline", Records: recs, Deadline: eightHours, Now: evening})
 	require.ErrorIs(t, err, ledger.ErrBatchExists)
 	b, err = ledger.GetBatch(ctx, db.Pool, "pipeline")
 	require.NoError(t, err)

@@ -75,7 +75,8 @@
 // its own with no call (completeOnce counts its settled attempt once).
 //
 // Every record ends in a result or a dead letter, even when its job ends
-// without the worker deciding: every process sweeps for jobs River discarded
-// (dead letter discarded) and jobs cancelled or deleted by hand in River's
-// CLI or UI (cancelled_by_hand, job_missing), so every batch can settle.
+// without the worker deciding: every process sweeps (worker/sweep) for jobs
+// River discarded (dead letter discarded) and jobs cancelled or deleted by
+// hand in River's CLI or UI (cancelled_by_hand, job_missing), so every batch
+// can settle.
 package worker

@@ -17,7 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/triage-dev/triage/fakeprovider"
-	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/enqueue"
+	"github.com/triage-dev/triage/worker/jobargs"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/workertest"
 )
@@ -86,7 +87,7 @@ func benchEnqueueRounds() int {
 }
 
 // BenchmarkEnqueueVsInsertManyFast streams TRIAGE_BENCH_ENQUEUE records
-// (default 1,000,000 of about 120 B) through worker.EnqueueJSONL, and
+// (default 1,000,000 of about 120 B) through enqueue.JSONL, and
 // inserts the same jobs with River's InsertManyFast (COPY, one call) into a
 // schema of its own, TRIAGE_BENCH_ENQUEUE_ROUNDS rounds (default 3) in the
 // same run. It reports the median
@@ -129,8 +130,8 @@ func runEnqueue(b *testing.B, n, round int) (rate, rss float64) {
 		b.Log("cannot reset the peak RSS: enqueue_peak_rss_MB includes what ran before")
 	}
 	start := time.Now()
-	got, err := worker.EnqueueJSONL(context.Background(), tb.db.Pool, tb.db.Schema, tb.cfg,
-		worker.EnqueueParams{Pipeline: workertest.Pipeline, Batch: fmt.Sprintf("bench-%d", round), File: "bench.jsonl"}, &jsonlGen{n: n})
+	got, err := enqueue.JSONL(context.Background(), tb.db.Pool, tb.db.Schema, tb.cfg,
+		enqueue.Params{Pipeline: workertest.Pipeline, Batch: fmt.Sprintf("bench-%d", round), File: "bench.jsonl"}, &jsonlGen{n: n})
 	elapsed := time.Since(start)
 	require.NoError(b, err)
 	require.Equal(b, n, got)
@@ -146,11 +147,11 @@ func runInsertManyFast(b *testing.B, n int) float64 {
 	require.NoError(b, err)
 	rc, err := river.NewClient(riverpgxv5.New(tb.db.Pool), &river.Config{Schema: tb.db.Schema})
 	require.NoError(b, err)
-	opts := &river.InsertOpts{Queue: keys.QueueName(key.Name), MaxAttempts: worker.RiverMaxAttempts(pl)}
+	opts := &river.InsertOpts{Queue: keys.QueueName(key.Name), MaxAttempts: jobargs.RiverMaxAttempts(pl)}
 	params := make([]river.InsertManyParams, n)
 	for i := range params {
 		params[i] = river.InsertManyParams{
-			Args:       worker.Args{Batch: "bench", Pipeline: pl.Name, RecordID: fmt.Sprintf("r%07d", i+1), Record: []byte(benchRecord(i + 1))},
+			Args:       jobargs.Args{Batch: "bench", Pipeline: pl.Name, RecordID: fmt.Sprintf("r%07d", i+1), Record: []byte(benchRecord(i + 1))},
 			InsertOpts: opts,
 		}
 	}

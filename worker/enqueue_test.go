@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/triage-dev/triage/fakeprovider"
-	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/enqueue"
 	"github.com/triage-dev/triage/worker/workertest"
 )
 
@@ -34,8 +34,8 @@ func jsonlLines(n int, override func(i int) string) string {
 
 func enqueueJSONL(t *testing.T, tb *testBundle, batch, in string) (int, error) {
 	t.Helper()
-	return worker.EnqueueJSONL(context.Background(), tb.db.Pool, tb.db.Schema, tb.cfg,
-		worker.EnqueueParams{Pipeline: workertest.Pipeline, Batch: batch, File: "in.jsonl"}, strings.NewReader(in))
+	return enqueue.JSONL(context.Background(), tb.db.Pool, tb.db.Schema, tb.cfg,
+		enqueue.Params{Pipeline: workertest.Pipeline, Batch: batch, File: "in.jsonl"}, strings.NewReader(in))
 }
 
 // A streamed enqueue spans many chunks (each written in the open
@@ -58,7 +58,7 @@ func TestEnqueueJSONLAllOrNothingAcrossChunks(t *testing.T) {
 		}
 		return ""
 	}))
-	var le *worker.LineError
+	var le *enqueue.LineError
 	require.True(t, errors.As(err, &le), "%v", err)
 	require.Equal(t, n, le.Line)
 	require.Contains(t, err.Error(), fmt.Sprintf("in.jsonl:%d: invalid JSON", n))
@@ -101,6 +101,6 @@ func TestEnqueueJSONLEmpty(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, fakeprovider.Scenario{}, tweaks{})
 	_, err := enqueueJSONL(t, tb, "empty", "\n\n")
-	require.ErrorIs(t, err, worker.ErrNoRecords)
+	require.ErrorIs(t, err, enqueue.ErrNoRecords)
 	require.Equal(t, map[string]int{}, tb.countBy(t, "SELECT id, count(*) FROM triage_batch GROUP BY 1"))
 }

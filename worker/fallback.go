@@ -15,6 +15,7 @@ import (
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/decide"
+	"github.com/triage-dev/triage/worker/jobargs"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/provider"
 	"github.com/triage-dev/triage/worker/rivertable"
@@ -22,7 +23,7 @@ import (
 
 // need is what request r asks of a model (decide.Capable).
 func need(r provider.Request) decide.Need {
-	return decide.Need{InputTokens: estimateTokens(r), MaxTokens: r.MaxTokens, JSON: r.JSON}
+	return decide.Need{InputTokens: r.EstimatedTokens(), MaxTokens: r.MaxTokens, JSON: r.JSON}
 }
 
 // moveJob moves job id (on queue from) to model m's key queue and counts
@@ -39,7 +40,7 @@ func need(r provider.Request) decide.Need {
 // caller read it: an unsent one is taken back in the same transaction as
 // the move; one that went into a provider batch meanwhile keeps the job
 // where it is.
-func (r *Runtime) moveJob(ctx context.Context, id int64, a Args, from string, m *config.Model, share float64, states []string, line ledger.BatchLine) (bool, error) {
+func (r *Runtime) moveJob(ctx context.Context, id int64, a jobargs.Args, from string, m *config.Model, share float64, states []string, line ledger.BatchLine) (bool, error) {
 	count := a.Model == ""
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		if line.Hold() == ledger.HoldUnsent {
@@ -157,30 +158,17 @@ func (r *Runtime) moveFallbacks(ctx context.Context, key string) error {
 	openFor := st.Now.Sub(*opened)
 	marker := breaker.String() + ":" + opened.UTC().Format(time.RFC3339Nano)
 	queue := keys.QueueName(key)
-	rows, err := r.pool.Query(ctx, `SELECT id, args, attempt, created_at, metadata FROM `+rivertable.Job(r.opts.Schema)+`
-		WHERE queue = $1 AND kind = $2 AND state IN ('available', 'scheduled')
-		  AND coalesce(metadata->>'`+metaNoFallback+`', '') <> $3
-		ORDER BY id LIMIT $4`, queue, Kind, marker, moverBatch)
+	found, err := rivertable.ListQueued(ctx, r.pool, r.opts.Schema, queue, jobargs.Kind, metaNoFallback, marker, moverBatch)
 	if err != nil {
 		return fmt.Errorf("list queued jobs: %w", err)
 	}
 	type queued struct {
-		job  river.Job[Args]
+		job  river.Job[jobargs.Args]
 		args []byte
 	}
-	var jobs []queued
-	for rows.Next() {
-		var q queued
-		q.job.JobRow = &rivertype.JobRow{}
-		if err := rows.Scan(&q.job.ID, &q.args, &q.job.Attempt, &q.job.CreatedAt, &q.job.Metadata); err != nil {
-			rows.Close()
-			return fmt.Errorf("list queued jobs: %w", err)
-		}
-		jobs = append(jobs, q)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("list queued jobs: %w", err)
+	jobs := make([]queued, len(found))
+	for i, f := range found {
+		jobs[i] = queued{job: river.Job[jobargs.Args]{JobRow: &rivertype.JobRow{ID: f.ID, Attempt: f.Attempt, CreatedAt: f.CreatedAt, Metadata: f.Metadata}}, args: f.Args}
 	}
 	ids := make([]int64, len(jobs))
 	for i, q := range jobs {

@@ -14,6 +14,7 @@ import (
 	"github.com/triage-dev/triage/ledger/dbtest"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/enqueue"
 	"github.com/triage-dev/triage/worker/workertest"
 )
 
@@ -106,8 +107,8 @@ func (b *testBundle) run(t testing.TB, rt *worker.Runtime) {
 
 func (b *testBundle) enqueue(t testing.TB, batch string, recs []ledger.Record) {
 	t.Helper()
-	require.NoError(t, worker.Enqueue(context.Background(), b.db.Pool, b.db.Schema, b.cfg,
-		worker.EnqueueParams{Pipeline: workertest.Pipeline, Batch: batch, Records: recs}))
+	require.NoError(t, enqueue.Batch(context.Background(), b.db.Pool, b.db.Schema, b.cfg,
+		enqueue.Params{Pipeline: workertest.Pipeline, Batch: batch, Records: recs}))
 }
 
 func (b *testBundle) status(t testing.TB, batch string) ledger.Status {

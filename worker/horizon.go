@@ -40,3 +40,11 @@ func fleetHorizon(cfg *config.Config, margin, rescueAfter time.Duration) Horizon
 
 // Horizon is the job timeout and rescue horizon this Runtime gave River.
 func (r *Runtime) Horizon() Horizon { return r.horizon }
+
+// ConfigHorizon is the horizon a worker process started with cfg and the
+// default options gives River (Options.JobMargin and Options.RescueAfter
+// unset): how long a job left running by a process that died waits for
+// River's rescuer.
+func ConfigHorizon(cfg *config.Config) Horizon {
+	return fleetHorizon(cfg, JobMarginDefault, 0)
+}

@@ -7,8 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/triage-dev/triage/ledger/dbtest"
-	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/enqueue"
+	"github.com/triage-dev/triage/worker/jobs"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -53,17 +54,17 @@ func TestJobsLeft(t *testing.T) {
 	require.NoError(t, err)
 	enqueue := func(pipeline, batch, jsonl string) {
 		t.Helper()
-		recs, err := worker.ReadJSONL(strings.NewReader(jsonl), batch+".jsonl")
+		recs, err := enqueue.ReadJSONL(strings.NewReader(jsonl), batch+".jsonl")
 		require.NoError(t, err)
-		require.NoError(t, worker.Enqueue(ctx, db.Pool, db.Schema, cfg,
-			worker.EnqueueParams{Pipeline: pipeline, Batch: batch, Records: recs}))
+		require.NoError(t, enqueue.Batch(ctx, db.Pool, db.Schema, cfg,
+			enqueue.Params{Pipeline: pipeline, Batch: batch, Records: recs}))
 	}
 	enqueue("pa", "ba", "{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n")
 	enqueue("pb", "bb", "{\"n\":1}\n{\"n\":2}\n")
 
 	left := func(names ...string) int {
 		t.Helper()
-		n, err := worker.JobsLeft(ctx, db.Pool, db.Schema, names)
+		n, err := jobs.Left(ctx, db.Pool, db.Schema, names)
 		require.NoError(t, err)
 		return n
 	}
@@ -96,9 +97,9 @@ func TestWakeBatchAndKey(t *testing.T) {
 	cfg, err := config.Parse([]byte(jobsConfig), "jobs.toml")
 	require.NoError(t, err)
 	for _, b := range []struct{ pipeline, batch string }{{"pa", "a1"}, {"pa", "a2"}, {"pb", "b1"}} {
-		recs, err := worker.ReadJSONL(strings.NewReader("{\"n\":1}\n{\"n\":2}\n"), b.batch+".jsonl")
+		recs, err := enqueue.ReadJSONL(strings.NewReader("{\"n\":1}\n{\"n\":2}\n"), b.batch+".jsonl")
 		require.NoError(t, err)
-		require.NoError(t, worker.Enqueue(ctx, db.Pool, db.Schema, cfg, worker.EnqueueParams{Pipeline: b.pipeline, Batch: b.batch, Records: recs}))
+		require.NoError(t, enqueue.Batch(ctx, db.Pool, db.Schema, cfg, enqueue.Params{Pipeline: b.pipeline, Batch: b.batch, Records: recs}))
 	}
 	// Every job snoozed an hour, except one of a1 waiting on a retry backoff.
 	_, err = db.Pool.Exec(ctx, `UPDATE river_job SET state = 'scheduled', scheduled_at = now() + interval '1 hour'`)
@@ -111,13 +112,13 @@ func TestWakeBatchAndKey(t *testing.T) {
 		return n
 	}
 
-	n, err := worker.WakeBatch(ctx, db.Pool, db.Schema, "a1")
+	n, err := jobs.WakeBatch(ctx, db.Pool, db.Schema, "a1")
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "the snoozed job, not the one in backoff")
 	require.Equal(t, 1, available("a1"))
 	require.Zero(t, available("a2"))
 
-	n, err = worker.WakeKey(ctx, db.Pool, db.Schema, "b")
+	n, err = jobs.WakeKey(ctx, db.Pool, db.Schema, "b")
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	require.Equal(t, 2, available("b1"))

@@ -23,6 +23,7 @@ import (
 	"github.com/triage-dev/triage/ledger/dbtest"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/enqueue"
 	"github.com/triage-dev/triage/worker/workertest"
 )
 
@@ -199,8 +200,8 @@ func runNightTriage(b *testing.B, nb nightBench) nightRun {
 	// or fetch settings.
 	tb.opts = worker.Options{Config: tb.cfg, Schema: tb.db.Schema, Getenv: tb.opts.Getenv, Logger: slog.New(slog.DiscardHandler)}
 	empty := schemaBytes(b, tb.db.Pool)
-	got, err := worker.EnqueueJSONL(context.Background(), tb.db.Pool, tb.db.Schema, tb.cfg,
-		worker.EnqueueParams{Pipeline: workertest.Pipeline, Batch: "night", File: "night.jsonl"}, &jsonlGen{n: nb.records})
+	got, err := enqueue.JSONL(context.Background(), tb.db.Pool, tb.db.Schema, tb.cfg,
+		enqueue.Params{Pipeline: workertest.Pipeline, Batch: "night", File: "night.jsonl"}, &jsonlGen{n: nb.records})
 	require.NoError(b, err)
 	require.Equal(b, nb.records, got)
 	rt := tb.newRuntime(b)

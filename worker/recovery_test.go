@@ -12,7 +12,7 @@ import (
 	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger"
-	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/enqueue"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -25,8 +25,8 @@ func TestProbeOnCappedBatchDoesNotBlockTheKey(t *testing.T) {
 	ctx := context.Background()
 	zero := 0.0
 	// The capped batch's jobs come first, so one of them becomes the probe.
-	require.NoError(t, worker.Enqueue(ctx, b.db.Pool, b.db.Schema, b.cfg,
-		worker.EnqueueParams{Pipeline: "enrich", Batch: "capped", Records: records(3, nil), BudgetUSD: &zero}))
+	require.NoError(t, enqueue.Batch(ctx, b.db.Pool, b.db.Schema, b.cfg,
+		enqueue.Params{Pipeline: "enrich", Batch: "capped", Records: records(3, nil), BudgetUSD: &zero}))
 	b.enqueue(t, "free", records(5, nil))
 	store := keys.NewStore(b.db.Pool, keys.StoreConfig{})
 	adm, err := store.Admit(ctx, "main", 0)

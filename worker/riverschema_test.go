@@ -13,10 +13,12 @@ import (
 
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger/dbtest"
-	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/enqueue"
+	"github.com/triage-dev/triage/worker/jobs"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/rivertable"
+	"github.com/triage-dev/triage/worker/sweep"
 	"github.com/triage-dev/triage/worker/workertest"
 )
 
@@ -40,7 +42,7 @@ func riverSchema(t *testing.T, db *dbtest.DB) string {
 	return schema
 }
 
-// JobsLeft, WakeBatch and WakeKey reach River's tables in Options.Schema.
+// jobs.Left, jobs.WakeBatch and jobs.WakeKey reach River's tables in Options.Schema.
 func TestJobsLeftAndWakeHonourRiverSchema(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -48,22 +50,22 @@ func TestJobsLeftAndWakeHonourRiverSchema(t *testing.T) {
 	rs := riverSchema(t, db)
 	cfg, err := config.Parse([]byte(jobsConfig), "jobs.toml")
 	require.NoError(t, err)
-	recs, err := worker.ReadJSONL(strings.NewReader("{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n"), "a1.jsonl")
+	recs, err := enqueue.ReadJSONL(strings.NewReader("{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n"), "a1.jsonl")
 	require.NoError(t, err)
-	require.NoError(t, worker.Enqueue(ctx, db.Pool, rs, cfg, worker.EnqueueParams{Pipeline: "pa", Batch: "a1", Records: recs}))
+	require.NoError(t, enqueue.Batch(ctx, db.Pool, rs, cfg, enqueue.Params{Pipeline: "pa", Batch: "a1", Records: recs}))
 
-	n, err := worker.JobsLeft(ctx, db.Pool, rs, []string{"a"})
+	n, err := jobs.Left(ctx, db.Pool, rs, []string{"a"})
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 
 	_, err = db.Pool.Exec(ctx, `UPDATE `+rivertable.Job(rs)+` SET state = 'scheduled', scheduled_at = now() + interval '1 hour'`)
 	require.NoError(t, err)
-	n, err = worker.WakeBatch(ctx, db.Pool, rs, "a1")
+	n, err = jobs.WakeBatch(ctx, db.Pool, rs, "a1")
 	require.NoError(t, err)
 	require.Equal(t, 3, n, "the batch's snoozed jobs woken")
 	_, err = db.Pool.Exec(ctx, `UPDATE `+rivertable.Job(rs)+` SET state = 'scheduled', scheduled_at = now() + interval '1 hour'`)
 	require.NoError(t, err)
-	n, err = worker.WakeKey(ctx, db.Pool, rs, "a")
+	n, err = jobs.WakeKey(ctx, db.Pool, rs, "a")
 	require.NoError(t, err)
 	require.Equal(t, 3, n, "the key's snoozed jobs woken")
 	var queue string
@@ -79,8 +81,8 @@ func TestSweepHonoursRiverSchema(t *testing.T) {
 	rs := riverSchema(t, b.db)
 	b.opts.Schema = rs
 	b.opts.SpendCheck = 20 * time.Millisecond
-	require.NoError(t, worker.Enqueue(context.Background(), b.db.Pool, rs, b.cfg,
-		worker.EnqueueParams{Pipeline: workertest.Pipeline, Batch: "b1", Records: records(3, nil)}))
+	require.NoError(t, enqueue.Batch(context.Background(), b.db.Pool, rs, b.cfg,
+		enqueue.Params{Pipeline: workertest.Pipeline, Batch: "b1", Records: records(3, nil)}))
 	_, err := b.db.Pool.Exec(context.Background(), `UPDATE `+rivertable.Job(rs)+`
 		SET state = 'discarded', finalized_at = now() WHERE id = (SELECT min(id) FROM `+rivertable.Job(rs)+`)`)
 	require.NoError(t, err)
@@ -91,5 +93,5 @@ func TestSweepHonoursRiverSchema(t *testing.T) {
 	require.Equal(t, 1, st.DeadLettered)
 	dls := b.deadLetters(t, "b1")
 	require.Len(t, dls, 1)
-	require.Equal(t, worker.ReasonDiscarded, dls[0].Reason)
+	require.Equal(t, sweep.ReasonDiscarded, dls[0].Reason)
 }

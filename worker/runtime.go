@@ -21,10 +21,12 @@ import (
 	"github.com/triage-dev/triage/worker/batchapi"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/decide"
+	"github.com/triage-dev/triage/worker/jobargs"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/provider"
 	"github.com/triage-dev/triage/worker/retention"
 	"github.com/triage-dev/triage/worker/submitter"
+	"github.com/triage-dev/triage/worker/sweep"
 )
 
 // Defaults for Options.
@@ -41,9 +43,6 @@ const (
 	// ThrottleWaitCap bounds a throttle's pause whatever retry-after says: a
 	// wait of hours is a quota, which the classifier calls exhausted.
 	ThrottleWaitCap = time.Hour
-	// AttemptHeadroom is how many River attempts a job has beyond its
-	// pipeline's max_attempts: see RiverMaxAttempts.
-	AttemptHeadroom = 3
 	// BudgetRecheckDefault is how long a job of a batch paused at its spend
 	// cap waits before looking again (raising the budget wakes jobs sooner).
 	BudgetRecheckDefault = 30 * time.Second
@@ -240,6 +239,8 @@ type Runtime struct {
 	submitters []*submitter.Submitter
 	// retention prunes finished work ([retention]); nil when off.
 	retention *retention.Service
+	// sweeper dead-letters the records whose job ended without an outcome.
+	sweeper   *sweep.Sweeper
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
 	// workCtx, set by tests only, wraps the context of every run
@@ -340,6 +341,11 @@ func New(opts Options) (*Runtime, error) {
 		}
 	}
 	r := &Runtime{opts: opts, cfg: cfg, pool: opts.Pool, log: opts.Logger, keys: map[string]*keyRuntime{}}
+	sw, err := sweep.New(sweep.Config{Pool: opts.Pool, Schema: opts.Schema, Config: cfg, MaxAge: opts.MaxAge, Every: opts.SpendCheck, Logger: opts.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	r.sweeper = sw
 
 	queues := map[string]river.QueueConfig{}
 	var maxTimeout time.Duration
@@ -381,7 +387,7 @@ func New(opts Options) (*Runtime, error) {
 		// The worker dead-letters a job beyond its pipeline's max_attempts
 		// (AttemptHeadroom River attempts before River's own limit) or older
 		// than MaxAge before it can call.
-		ProbeAttemptsLeft: AttemptHeadroom + 1, ProbeMaxAge: opts.MaxAge})
+		ProbeAttemptsLeft: jobargs.AttemptHeadroom + 1, ProbeMaxAge: opts.MaxAge})
 	for _, k := range r.keys {
 		k.gate = r.store.NewGate(keys.GateConfig{Key: k.cfg.Name, ProbeInterval: k.cfg.ProbeInterval, Storm: StormSettings(k.cfg)})
 	}
@@ -632,3 +638,8 @@ func (r *Runtime) Stop(ctx context.Context) error {
 	}
 	return err
 }
+
+// Sweep runs both sweeps now (sweep.Sweeper.Now), the stuck-batch one
+// without waiting for batches to be quiet: for a process about to exit,
+// such as `triage work --exit-when-idle` with nothing left to run.
+func (r *Runtime) Sweep(ctx context.Context) { r.sweeper.Now(ctx) }

@@ -22,10 +22,11 @@ var prepaidThresholds = []struct {
 
 // watchSpend folds the spend counters (ledger.FoldSpend), evaluates the
 // prepaid and spend-rate alerts from the ledger, dead-letters records whose
-// job ended without an outcome (sweep), ends the background responses
-// left running for records no longer wanted (cancelLeftResponses),
-// deletes expired response-cache rows (sweepCache) and announces the
-// batches that settled (AnnounceSettled), every SpendCheck until ctx ends. Every process runs
+// job ended without an outcome (worker/sweep), ends the background
+// responses left running for records no longer wanted
+// (cancelLeftResponses), deletes expired response-cache rows (sweepCache)
+// and announces the batches that settled (AnnounceSettled), every
+// SpendCheck until ctx ends. Every process runs
 // it; ledger.ClaimOnce and ledger.ClaimSettled make each alert fire once
 // for the fleet.
 func (r *Runtime) watchSpend(ctx context.Context) {
@@ -34,7 +35,7 @@ func (r *Runtime) watchSpend(ctx context.Context) {
 			r.log.WarnContext(ctx, "fold spend counters", "err", err)
 		}
 		r.checkSpend(ctx)
-		r.sweep(ctx, tick)
+		r.sweeper.Tick(ctx, tick)
 		r.cancelLeftResponses(ctx)
 		r.sweepCache(ctx)
 		if _, err := AnnounceSettled(ctx, r.pool, r.alerter); err != nil && ctx.Err() == nil {

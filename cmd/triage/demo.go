@@ -20,6 +20,7 @@ import (
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/console"
+	"github.com/triage-dev/triage/worker/enqueue"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -130,7 +131,7 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return fail(err)
 	}
-	recs, err := worker.ReadJSONL(bytes.NewReader(demoSample), "demo/sample.jsonl")
+	recs, err := enqueue.ReadJSONL(bytes.NewReader(demoSample), "demo/sample.jsonl")
 	if err != nil {
 		return fail(err)
 	}
@@ -313,7 +314,7 @@ func enqueueDemo(ctx context.Context, d *db, cfg *config.Config, recs []ledger.R
 		if i > 1 {
 			id = fmt.Sprintf("%s-%d", base, i)
 		}
-		err := worker.Enqueue(ctx, d.pool, "", cfg, worker.EnqueueParams{Pipeline: demoPipeline, Batch: id, Records: recs})
+		err := enqueue.Batch(ctx, d.pool, "", cfg, enqueue.Params{Pipeline: demoPipeline, Batch: id, Records: recs})
 		if errors.Is(err, ledger.ErrBatchExists) && i < 20 {
 			continue
 		}

@@ -21,6 +21,8 @@ import (
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/enqueue"
+	"github.com/triage-dev/triage/worker/jobargs"
 	"github.com/triage-dev/triage/worker/workertest"
 )
 
@@ -152,9 +154,9 @@ func TestDLQMorningInspection(t *testing.T) {
 
 	cfg, err := config.Load(c.config)
 	require.NoError(t, err)
-	recs, err := worker.ReadJSONL(strings.NewReader(jsonl(3)), "in.jsonl")
+	recs, err := enqueue.ReadJSONL(strings.NewReader(jsonl(3)), "in.jsonl")
 	require.NoError(t, err)
-	require.NoError(t, worker.Enqueue(ctx, c.db.Pool, "", cfg, worker.EnqueueParams{Pipeline: "enrich", Batch: "b1", Records: recs}))
+	require.NoError(t, enqueue.Batch(ctx, c.db.Pool, "", cfg, enqueue.Params{Pipeline: "enrich", Batch: "b1", Records: recs}))
 	stop := dlqStartWorker(t, c)
 	st := dlqWaitSettled(t, c, "b1", 30*time.Second)
 	stop()
@@ -212,7 +214,7 @@ func TestDLQMorningInspection(t *testing.T) {
 		WHERE state = 'available' AND args->>'batch' = 'b1'`).Scan(&queue, &maxAttempts, &available))
 	require.Equal(t, 3, available)
 	require.Equal(t, "key_main", queue)
-	require.Equal(t, 3+worker.AttemptHeadroom, maxAttempts, "max_attempts comes from the configuration as it is now")
+	require.Equal(t, 3+jobargs.AttemptHeadroom, maxAttempts, "max_attempts comes from the configuration as it is now")
 
 	r = c.run("", "dlq", "requeue", "--batch", "b1")
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -241,7 +243,7 @@ type dlqSeededDL struct {
 
 func dlqSeedBatch(t *testing.T, c *cli, batch string, n int) {
 	t.Helper()
-	recs, err := worker.ReadJSONL(strings.NewReader(jsonl(n)), "in.jsonl")
+	recs, err := enqueue.ReadJSONL(strings.NewReader(jsonl(n)), "in.jsonl")
 	require.NoError(t, err)
 	require.NoError(t, ledger.CreateBatch(context.Background(), c.db.Pool,
 		ledger.Batch{ID: batch, Pipeline: "enrich", Key: "main"}, recs))
@@ -401,7 +403,7 @@ func TestDLQRequeueByID(t *testing.T) {
 	var args []byte
 	var queue string
 	require.NoError(t, c.db.Pool.QueryRow(ctx, `SELECT args, queue FROM river_job WHERE kind = $1 AND args->>'record_id' = 'r003'`,
-		worker.Kind).Scan(&args, &queue))
+		jobargs.Kind).Scan(&args, &queue))
 	require.JSONEq(t, `{"batch":"b1","pipeline":"enrich","record_id":"r003","record":{"id":"r003","name":"name 3"}}`, string(args))
 	require.Equal(t, "key_main", queue)
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/triage-dev/triage/ledger"
-	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/enqueue"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -17,7 +17,7 @@ import (
 // answer length from the pipeline's past answers, and the key's last known
 // pace.
 type dryRun struct {
-	est worker.Estimate
+	est enqueue.Estimate
 	// pastAnswers and outputMean: the pipeline's latest answered calls on
 	// its model (ledger.OutputHistory); 0 calls: no history.
 	pastAnswers int
@@ -47,9 +47,9 @@ func runDryRun(ctx context.Context, e *env, cmd string, f batchFlags, budget *fl
 		return failCmd(e, cmd, err)
 	}
 	defer closeInput()
-	est, err := worker.EstimateJSONL(cfg, f.pipeline, r, name)
-	var lineErr *worker.LineError
-	if errors.As(err, &lineErr) || errors.Is(err, worker.ErrNoRecords) {
+	est, err := enqueue.EstimateJSONL(cfg, f.pipeline, r, name)
+	var lineErr *enqueue.LineError
+	if errors.As(err, &lineErr) || errors.Is(err, enqueue.ErrNoRecords) {
 		return failCmd(e, cmd, usageError{err})
 	}
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/enqueue"
 	"github.com/triage-dev/triage/worker/operator"
 )
 
@@ -47,13 +48,13 @@ func openInput(e *env, file string) (io.Reader, string, func(), error) {
 // enqueueBatch streams the records of r into batch p.Batch, mapping the
 // caller's mistakes (unknown pipeline, batch id in use, a bad line, no
 // records) to usage errors. It returns the number of records queued.
-func enqueueBatch(ctx context.Context, d *db, cfg *config.Config, p worker.EnqueueParams, r io.Reader) (int, error) {
-	n, err := worker.EnqueueJSONL(ctx, d.pool, "", cfg, p, r)
-	var lineErr *worker.LineError
+func enqueueBatch(ctx context.Context, d *db, cfg *config.Config, p enqueue.Params, r io.Reader) (int, error) {
+	n, err := enqueue.JSONL(ctx, d.pool, "", cfg, p, r)
+	var lineErr *enqueue.LineError
 	switch {
 	case errors.Is(err, ledger.ErrBatchExists):
 		return 0, usageError{fmt.Errorf("batch %q already exists: choose another id with --batch", p.Batch)}
-	case errors.As(err, &lineErr), errors.Is(err, worker.ErrBadName), errors.Is(err, worker.ErrNoRecords):
+	case errors.As(err, &lineErr), errors.Is(err, enqueue.ErrBadName), errors.Is(err, enqueue.ErrNoRecords):
 		return 0, usageError{err}
 	}
 	return n, err
@@ -194,7 +195,7 @@ func enqueueFile(ctx context.Context, e *env, f batchFlags, budget *float64) (*c
 	if id == "" {
 		id = defaultBatchID(f.pipeline, time.Now())
 	}
-	if err := worker.CheckBatchID(id); err != nil {
+	if err := enqueue.CheckBatchID(id); err != nil {
 		return nil, nil, "", 0, usageError{fmt.Errorf("--batch: %w", err)}
 	}
 	r, name, closeInput, err := openInput(e, f.file)
@@ -206,7 +207,7 @@ func enqueueFile(ctx context.Context, e *env, f batchFlags, budget *float64) (*c
 	if err != nil {
 		return nil, nil, "", 0, err
 	}
-	n, err := enqueueBatch(ctx, d, cfg, worker.EnqueueParams{Pipeline: f.pipeline, Batch: id, BudgetUSD: budget, File: name, NoCache: f.noCache,
+	n, err := enqueueBatch(ctx, d, cfg, enqueue.Params{Pipeline: f.pipeline, Batch: id, BudgetUSD: budget, File: name, NoCache: f.noCache,
 		Deadline: f.deadline.d, Progress: enqueueProgress(e.stderr, time.Now)}, r)
 	if err != nil {
 		d.Close()

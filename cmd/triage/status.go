@@ -26,7 +26,7 @@ func init() {
 }
 
 // batchStatus reads one batch's status (its state derived by the ledger from
-// the key's breaker, ledger.StateSQL) and its key's status, for saying why a
+// the key's breaker, ledger.BatchStatus) and its key's status, for saying why a
 // batch is paused. An unknown batch is ledger.ErrNotFound.
 func batchStatus(ctx context.Context, pool *pgxpool.Pool, store *keys.Store, id string) (ledger.Status, *keys.KeyStatus, error) {
 	st, err := ledger.BatchStatus(ctx, pool, id)

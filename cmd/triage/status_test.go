@@ -12,7 +12,7 @@ import (
 
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger"
-	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/enqueue"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/operator"
 )
@@ -102,7 +102,7 @@ func TestStatusBudgetAndWhyPaused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := newCLI(t, fakeprovider.Scenario{}, "")
-	recs, err := worker.ReadJSONL(strings.NewReader(jsonl(3)), "in.jsonl")
+	recs, err := enqueue.ReadJSONL(strings.NewReader(jsonl(3)), "in.jsonl")
 	require.NoError(t, err)
 	budget := 5.0
 	require.NoError(t, ledger.CreateBatch(ctx, c.db.Pool, ledger.Batch{ID: "b1", Pipeline: "enrich", Key: "main", BudgetUSD: &budget}, recs))

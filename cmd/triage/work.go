@@ -20,6 +20,7 @@ import (
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/console"
 	"github.com/triage-dev/triage/worker/decide"
+	"github.com/triage-dev/triage/worker/jobs"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/listenaddr"
 	"github.com/triage-dev/triage/worker/metrics"
@@ -191,7 +192,7 @@ wait:
 			code = exitRuntime
 			break wait
 		case <-idle:
-			n, err := worker.JobsLeft(ctx, d.pool, opts.Schema, names)
+			n, err := jobs.Left(ctx, d.pool, opts.Schema, names)
 			if err != nil {
 				if ctx.Err() != nil {
 					// Interrupted during the look: a stop like any other
@@ -224,7 +225,7 @@ wait:
 				log.Info("idle: no job left in the keys' queues")
 				// Batches paused by hand still hold records nobody
 				// finished: idle, but not done.
-				paused, err := worker.PausedBatchJobs(ctx, d.pool, opts.Schema, names)
+				paused, err := jobs.OfPausedBatches(ctx, d.pool, opts.Schema, names)
 				if err != nil {
 					if ctx.Err() != nil {
 						stopped = true
@@ -252,7 +253,7 @@ wait:
 	if *exitIdle && stopped && code == exitOK {
 		// --exit-when-idle promises an empty queue: stopped before, it
 		// says what is left and exits as `run` does with jobs queued.
-		left, err := worker.JobsLeft(context.WithoutCancel(ctx), d.pool, opts.Schema, names)
+		left, err := jobs.Left(context.WithoutCancel(ctx), d.pool, opts.Schema, names)
 		switch {
 		case err != nil:
 			fmt.Fprintf(stderr, "triage work: stopped before the queues were empty; counting the jobs left: %v\n", err)

@@ -19,6 +19,8 @@ import (
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/console"
+	"github.com/triage-dev/triage/worker/enqueue"
+	"github.com/triage-dev/triage/worker/jobargs"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/workertest"
 )
@@ -65,8 +67,8 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 // enqueue queues records as batch.
 func (b *testBundle) enqueue(t *testing.T, batch string, recs []ledger.Record) {
 	t.Helper()
-	require.NoError(t, worker.Enqueue(context.Background(), b.db.Pool, b.db.Schema, b.cfg,
-		worker.EnqueueParams{Pipeline: workertest.Pipeline, Batch: batch, Records: recs}))
+	require.NoError(t, enqueue.Batch(context.Background(), b.db.Pool, b.db.Schema, b.cfg,
+		enqueue.Params{Pipeline: workertest.Pipeline, Batch: batch, Records: recs}))
 }
 
 // work runs a worker until the batches settle, then stops it.
@@ -95,7 +97,7 @@ func (b *testBundle) jobsOf(t *testing.T) map[string]int {
 	require.NoError(t, err)
 	out := map[string]int{}
 	for _, j := range res.Jobs {
-		a := worker.Args{}
+		a := jobargs.Args{}
 		require.NoError(t, unmarshal(j.EncodedArgs, &a))
 		out[a.Batch+"/"+a.RecordID]++
 	}

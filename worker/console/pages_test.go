@@ -21,9 +21,10 @@ import (
 	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/ledger"
-	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/decide"
+	"github.com/triage-dev/triage/worker/enqueue"
+	"github.com/triage-dev/triage/worker/jobargs"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/operator"
 	"github.com/triage-dev/triage/worker/workertest"
@@ -77,7 +78,7 @@ func TestBrowserBatchPageShowsProviderBatches(t *testing.T) {
 	b := setup(t, setupOpts{})
 	eight, err := config.ParseDeadline("8h")
 	require.NoError(t, err)
-	require.NoError(t, worker.Enqueue(ctx, b.db.Pool, b.db.Schema, b.cfg, worker.EnqueueParams{Pipeline: workertest.Pipeline,
+	require.NoError(t, enqueue.Batch(ctx, b.db.Pool, b.db.Schema, b.cfg, enqueue.Params{Pipeline: workertest.Pipeline,
 		Batch: "b1", Records: workertest.Records(4, nil), Deadline: eight}))
 	workertest.BatchAttempt(t, b.db.Pool, "b1", "r001", 0.25, 0.5)
 	workertest.InsertProviderBatch(t, b.db.Pool, workertest.ProviderBatch{Batch: "b1", Records: []string{"r002", "r003"}, Lines: 120,
@@ -280,7 +281,7 @@ func TestBrowserRiverUIJobList(t *testing.T) {
 
 	tc := tab(t, browserTimeout)
 	run(t, tc, chromedp.Navigate(b.url+"/riverui/jobs?state=available"))
-	get(t, tc, chromedp.Poll[bool](`document.body.innerText.includes("`+worker.Kind+`")`, chromedp.WithPollingTimeout(time.Minute)))
+	get(t, tc, chromedp.Poll[bool](`document.body.innerText.includes("`+jobargs.Kind+`")`, chromedp.WithPollingTimeout(time.Minute)))
 	screenshot(t, tc, "riverui")
 }
 
@@ -440,7 +441,7 @@ func TestRequeueGroupAndLiveJobRefusal(t *testing.T) {
 	require.NoError(t, err)
 	var jobID int64
 	for _, j := range jobs.Jobs {
-		var a worker.Args
+		var a jobargs.Args
 		require.NoError(t, json.Unmarshal(j.EncodedArgs, &a))
 		if a.Batch == "b2" {
 			jobID = j.ID

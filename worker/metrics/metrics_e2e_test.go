@@ -14,6 +14,7 @@ import (
 	"github.com/triage-dev/triage/ledger/dbtest"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/enqueue"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/metrics"
 	"github.com/triage-dev/triage/worker/workertest"
@@ -38,8 +39,8 @@ func TestWorkerEndToEnd(t *testing.T) {
 	})
 	cfg, err := config.Parse([]byte(workertest.Config(workertest.ConfigOptions{BaseURL: baseURL, Output: "json", MaxAttempts: 6})), "test.toml")
 	require.NoError(t, err)
-	require.NoError(t, worker.Enqueue(ctx, db.Pool, db.Schema, cfg,
-		worker.EnqueueParams{Pipeline: workertest.Pipeline, Batch: "b1", Records: workertest.Records(5, nil)}))
+	require.NoError(t, enqueue.Batch(ctx, db.Pool, db.Schema, cfg,
+		enqueue.Params{Pipeline: workertest.Pipeline, Batch: "b1", Records: workertest.Records(5, nil)}))
 
 	// The worker runs on its own pool, as a separate process would.
 	pool, err := pgxpool.New(ctx, db.URL)

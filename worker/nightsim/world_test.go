@@ -30,6 +30,8 @@ import (
 	"github.com/triage-dev/triage/ledger/dbtest"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/enqueue"
+	"github.com/triage-dev/triage/worker/jobs"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/nightsim"
 	"github.com/triage-dev/triage/worker/operator"
@@ -520,7 +522,7 @@ func (w *world) operate(e nightsim.Event) {
 			usd += *b.BudgetUSD
 		}
 		require.NoError(w.t, ledger.SetBatchBudget(ctx, pool, batchID, &usd))
-		_, err = worker.WakeBatch(ctx, pool, w.db.Schema, batchID)
+		_, err = jobs.WakeBatch(ctx, pool, w.db.Schema, batchID)
 		require.NoError(w.t, err)
 		w.note("operator: batch budget %s $%.4f", batchID, usd)
 	case nightsim.OpCancelBatch:
@@ -646,8 +648,8 @@ func (w *world) endFaults() {
 // ordinary ones, and every sixth record a copy of an earlier one (its own
 // id, the same data), for the response cache to answer.
 func (w *world) enqueue() {
-	require.NoError(w.t, worker.Enqueue(context.Background(), w.db.Pool, w.db.Schema, w.cfgs[w.n.Mode],
-		worker.EnqueueParams{Pipeline: pipeline, Batch: batchID, Records: w.records()}))
+	require.NoError(w.t, enqueue.Batch(context.Background(), w.db.Pool, w.db.Schema, w.cfgs[w.n.Mode],
+		enqueue.Params{Pipeline: pipeline, Batch: batchID, Records: w.records()}))
 }
 
 func (w *world) records() []ledger.Record {

@@ -10,6 +10,7 @@ import (
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/jobs"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -50,7 +51,7 @@ type ActivityFacts struct {
 	Workers int
 	// Jobs are the batch's unfinished River jobs; Jobs.Now is the moment
 	// the facts were read.
-	Jobs worker.BatchJobsNow
+	Jobs jobs.BatchNow
 	// Horizon is the fleet's job timeout and rescue horizon; nil when
 	// unknown (no configuration).
 	Horizon *worker.Horizon
@@ -232,7 +233,7 @@ func batchActivity(ctx context.Context, pool *pgxpool.Pool, v BatchView, opts Ac
 	f := ActivityFacts{Status: v.Status, Batch: v.Batch, Key: v.Key, Workers: live[v.Status.Key]}
 	if v.Status.State != ledger.BatchSettled {
 		var err error
-		if f.Jobs, err = worker.BatchJobsRunning(ctx, pool, opts.Schema, v.Status.Batch); err != nil {
+		if f.Jobs, err = jobs.BatchRunning(ctx, pool, opts.Schema, v.Status.Batch); err != nil {
 			return Activity{}, err
 		}
 	}

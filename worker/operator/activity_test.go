@@ -9,6 +9,7 @@ import (
 
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/jobs"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/operator"
 	"github.com/triage-dev/triage/worker/workertest"
@@ -38,8 +39,8 @@ func TestActivityWhy(t *testing.T) {
 	paused := *closed
 	paused.Pause = &keys.Pause{Key: "main", Reason: "rate_limited", Until: now.Add(20 * time.Second)}
 	budget := 1.0
-	jobs := func(queued int, since ...time.Duration) worker.BatchJobsNow {
-		j := worker.BatchJobsNow{Queued: queued, Now: now}
+	jobs := func(queued int, since ...time.Duration) jobs.BatchNow {
+		j := jobs.BatchNow{Queued: queued, Now: now}
 		for _, d := range since {
 			j.RunningSince = append(j.RunningSince, now.Add(-d))
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/jobs"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -130,7 +131,7 @@ func ResumeBatch(ctx context.Context, pool *pgxpool.Pool, id string, opts Contro
 		if err := ledger.SetBatchState(ctx, tx, id, ledger.BatchRunning); err != nil {
 			return err
 		}
-		res.Woken, err = worker.WakeBatch(ctx, tx, opts.Schema, id)
+		res.Woken, err = jobs.WakeBatch(ctx, tx, opts.Schema, id)
 		return err
 	})
 	if err != nil {
@@ -196,7 +197,7 @@ func CancelBatch(ctx context.Context, pool *pgxpool.Pool, id string, opts Contro
 			return err
 		}
 		res.LinesTakenBack = len(taken)
-		recs, err := worker.CancelQueuedJobs(ctx, tx, opts.Schema, id)
+		recs, err := jobs.CancelQueued(ctx, tx, opts.Schema, id)
 		if err != nil {
 			return err
 		}
@@ -205,7 +206,7 @@ func CancelBatch(ctx context.Context, pool *pgxpool.Pool, id string, opts Contro
 		if err != nil {
 			return err
 		}
-		res.InFlight, _, err = worker.BatchJobsLive(ctx, tx, opts.Schema, id)
+		res.InFlight, _, err = jobs.BatchLive(ctx, tx, opts.Schema, id)
 		return err
 	})
 	if err != nil {
@@ -239,7 +240,7 @@ func DeleteBatch(ctx context.Context, pool *pgxpool.Pool, id string, opts Contro
 			return err
 		}
 		b = l.Batch
-		running, queued, err := worker.BatchJobsLive(ctx, tx, opts.Schema, id)
+		running, queued, err := jobs.BatchLive(ctx, tx, opts.Schema, id)
 		if err != nil {
 			return err
 		}
@@ -251,7 +252,7 @@ func DeleteBatch(ctx context.Context, pool *pgxpool.Pool, id string, opts Contro
 			return inputErrorf("batch %q is not settled (%d of %d records ended): nothing deleted; cancel it first with `triage batch cancel %s`, then `triage wait %s`",
 				id, l.Done, l.Total, id, id)
 		}
-		if _, err := worker.DeleteBatchJobs(ctx, tx, opts.Schema, id); err != nil {
+		if _, err := jobs.DeleteBatch(ctx, tx, opts.Schema, id); err != nil {
 			return err
 		}
 		return ledger.DeleteBatch(ctx, tx, id)
@@ -274,7 +275,7 @@ func SetBudget(ctx context.Context, pool *pgxpool.Pool, id string, budgetUSD *fl
 			return err
 		}
 		// Jobs parked at the old cap wake now, not when their snooze ends.
-		if _, err := worker.WakeBatch(ctx, tx, opts.Schema, id); err != nil {
+		if _, err := jobs.WakeBatch(ctx, tx, opts.Schema, id); err != nil {
 			return err
 		}
 		after, err = ledger.GetBatch(ctx, tx, id)

@@ -12,6 +12,7 @@ import (
 	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/decide"
+	"github.com/triage-dev/triage/worker/jobs"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -402,7 +403,7 @@ func Resume(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, key str
 		return ResumeResult{}, err
 	}
 	// Jobs parked while the key was held run now, not when their snooze ends.
-	woken, err := worker.WakeKey(ctx, pool, "", key) // the CLI and the pages use the connection's search_path
+	woken, err := jobs.WakeKey(ctx, pool, "", key) // the CLI and the pages use the connection's search_path
 	if err != nil {
 		return ResumeResult{}, err
 	}

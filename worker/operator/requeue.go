@@ -17,8 +17,8 @@ import (
 
 	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
-	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/jobargs"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -145,7 +145,7 @@ func Requeue(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, sel Se
 			if err != nil {
 				return inputErrorf("dead letter %d: %w; nothing requeued", dl.ID, err)
 			}
-			targets[pl.Name] = target{pl, &river.InsertOpts{Queue: keys.QueueName(key.Name), MaxAttempts: worker.RiverMaxAttempts(pl)}}
+			targets[pl.Name] = target{pl, &river.InsertOpts{Queue: keys.QueueName(key.Name), MaxAttempts: jobargs.RiverMaxAttempts(pl)}}
 		}
 		adopt, err := refuseLiveJobs(ctx, rc, tx, selected)
 		if err != nil {
@@ -206,7 +206,7 @@ func Requeue(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, sel Se
 				res.Unchanged++
 			}
 			params = append(params, river.InsertManyParams{
-				Args:       worker.Args{Batch: dl.Batch, Pipeline: dl.Pipeline, RecordID: dl.RecordID, Record: data, NoCache: opts.NoCache},
+				Args:       jobargs.Args{Batch: dl.Batch, Pipeline: dl.Pipeline, RecordID: dl.RecordID, Record: data, NoCache: opts.NoCache},
 				InsertOpts: t.opts,
 			})
 			res.IDs = append(res.IDs, dl.ID)
@@ -381,7 +381,7 @@ func adoptLines(ctx context.Context, tx pgx.Tx, adopt []ledger.RecordLine, inser
 	}
 	jobOf := map[[2]string]int64{}
 	for _, r := range inserted {
-		var a worker.Args
+		var a jobargs.Args
 		if err := json.Unmarshal(r.Job.EncodedArgs, &a); err != nil {
 			return fmt.Errorf("requeued job %d: args: %w", r.Job.ID, err)
 		}

@@ -14,8 +14,9 @@ import (
 	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/ledger/dbtest"
-	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/enqueue"
+	"github.com/triage-dev/triage/worker/jobargs"
 	"github.com/triage-dev/triage/worker/operator"
 	"github.com/triage-dev/triage/worker/workertest"
 )
@@ -33,8 +34,8 @@ func setup(t *testing.T, n int) *testBundle {
 	db := dbtest.New(t)
 	cfg, err := config.Parse([]byte(workertest.Config(workertest.ConfigOptions{BaseURL: "http://127.0.0.1:9/v1"})), "test.toml")
 	require.NoError(t, err)
-	require.NoError(t, worker.Enqueue(context.Background(), db.Pool, db.Schema, cfg,
-		worker.EnqueueParams{Pipeline: workertest.Pipeline, Batch: "b1", Records: workertest.Records(n, nil)}))
+	require.NoError(t, enqueue.Batch(context.Background(), db.Pool, db.Schema, cfg,
+		enqueue.Params{Pipeline: workertest.Pipeline, Batch: "b1", Records: workertest.Records(n, nil)}))
 	rc, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{Schema: db.Schema})
 	require.NoError(t, err)
 	return &testBundle{db: db, cfg: cfg, rc: rc}
@@ -47,7 +48,7 @@ func (b *testBundle) jobsOf(t *testing.T, record string, states ...rivertype.Job
 	require.NoError(t, err)
 	var out []*rivertype.JobRow
 	for _, j := range res.Jobs {
-		var a worker.Args
+		var a jobargs.Args
 		require.NoError(t, unmarshalArgs(j, &a))
 		if a.RecordID == record {
 			out = append(out, j)

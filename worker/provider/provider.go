@@ -195,3 +195,11 @@ func (c *Client) String() string {
 	u.User, u.RawQuery = nil, ""
 	return "provider.Client(" + c.vendor + " " + string(c.format) + " " + u.String() + ")"
 }
+
+// EstimatedTokens is the request's input tokens at about four bytes a
+// token: what the pacer charges against a tokens-per-minute limit (it
+// calibrates the estimate with the usage the provider reports), and what an
+// estimate of a batch counts.
+func (r Request) EstimatedTokens() int {
+	return (len(r.System) + len(r.Prompt)) / 4
+}

@@ -1,4 +1,9 @@
-package worker
+// Package jobs is what the CLI, the web window and a worker process ask of
+// triage's jobs in River, batch by batch or key by key: how many are left,
+// which run now, cancelling, deleting and waking them. The statements are
+// worker/rivertable's; this package names the job kind and the key's
+// queues, and wraps the errors with what was asked.
+package jobs
 
 import (
 	"context"
@@ -7,42 +12,40 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/jobargs"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/rivertable"
 )
 
-// JobsLeft counts the River jobs of the named keys' queues and probe queues
+// Left counts the River jobs of the named keys' queues and probe queues
 // (keys.QueueName, keys.ProbeQueueName) that are not finished: available,
 // pending, running, scheduled or retryable, leaving out those of batches
 // paused at their spend cap or by hand. `triage work --exit-when-idle` stops
 // at zero.
 // schema is River's (Options.Schema; "" for the search_path).
-func JobsLeft(ctx context.Context, pool *pgxpool.Pool, schema string, keyNames []string) (int, error) {
+func Left(ctx context.Context, pool *pgxpool.Pool, schema string, keyNames []string) (int, error) {
 	queues := make([]string, 0, 2*len(keyNames))
 	for _, k := range keyNames {
 		queues = append(queues, keys.QueueName(k), keys.ProbeQueueName(k))
 	}
-	var n int
 	// Jobs of a batch paused at its spend cap wait for a human (`triage batch
 	// budget`), not for this process: they do not keep it busy.
-	err := pool.QueryRow(ctx, `SELECT count(*) FROM `+rivertable.Job(schema)+` j
-		WHERE j.queue = ANY($1) AND j.state IN ('available', 'pending', 'running', 'scheduled', 'retryable')
-		  AND NOT EXISTS (SELECT 1 FROM triage_batch b WHERE b.id = j.args->>'batch' AND b.state IN ('paused_budget', 'paused'))`, queues).Scan(&n)
+	n, err := rivertable.CountLeft(ctx, pool, schema, queues)
 	if err != nil {
 		return 0, fmt.Errorf("count jobs left: %w", err)
 	}
 	return n, nil
 }
 
-// CancelQueuedJobs cancels, for `triage batch cancel`, the batch's River
+// CancelQueued cancels, for `triage batch cancel`, the batch's River
 // jobs that are queued (available, pending, scheduled or retryable) and
 // whose record has no answer on its way (no line in a provider batch or
 // answered), and returns their records for their dead letters. Running jobs
 // are left to finish their call: each reads the cancel before its next one.
 // Call it in the cancel's transaction, after ledger.TakeBackBatchLines: a
 // job River fetches meanwhile is skipped (the update re-checks its state).
-func CancelQueuedJobs(ctx context.Context, db ledger.DBTX, schema, batch string) ([]ledger.CancelledRecord, error) {
-	jobs, err := rivertable.CancelQueued(ctx, db, schema, Kind, batch)
+func CancelQueued(ctx context.Context, db ledger.DBTX, schema, batch string) ([]ledger.CancelledRecord, error) {
+	jobs, err := rivertable.CancelQueued(ctx, db, schema, jobargs.Kind, batch)
 	if err != nil {
 		return nil, fmt.Errorf("cancel the queued jobs of batch %q: %w", batch, err)
 	}
@@ -53,24 +56,22 @@ func CancelQueuedJobs(ctx context.Context, db ledger.DBTX, schema, batch string)
 	return out, nil
 }
 
-// BatchJobsLive counts the batch's River jobs not finished, running ones
+// BatchLive counts the batch's River jobs not finished, running ones
 // apart: for `triage batch cancel` to say what is still in flight, and for
 // `triage batch delete` to refuse a batch that still has jobs.
-func BatchJobsLive(ctx context.Context, db ledger.DBTX, schema, batch string) (running, queued int, err error) {
-	err = db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'running'), count(*) FILTER (WHERE state <> 'running')
-		FROM `+rivertable.Job(schema)+` WHERE kind = $1 AND args @> jsonb_build_object('batch', $2::text)
-		  AND state IN ('available', 'pending', 'running', 'scheduled', 'retryable')`, Kind, batch).Scan(&running, &queued)
+func BatchLive(ctx context.Context, db ledger.DBTX, schema, batch string) (running, queued int, err error) {
+	running, queued, err = rivertable.CountBatchLive(ctx, db, schema, jobargs.Kind, batch)
 	if err != nil {
 		return 0, 0, fmt.Errorf("count the live jobs of batch %q: %w", batch, err)
 	}
 	return running, queued, nil
 }
 
-// DeleteBatchJobs deletes the batch's finished River jobs, for `triage
-// batch delete` (after BatchJobsLive found none live): a finished job of a
+// DeleteBatch deletes the batch's finished River jobs, for `triage
+// batch delete` (after BatchLive found none live): a finished job of a
 // deleted batch must not read as an orphan to the sweep.
-func DeleteBatchJobs(ctx context.Context, db ledger.DBTX, schema, batch string) (int, error) {
-	n, err := rivertable.DeleteFinished(ctx, db, schema, Kind, batch)
+func DeleteBatch(ctx context.Context, db ledger.DBTX, schema, batch string) (int, error) {
+	n, err := rivertable.DeleteFinished(ctx, db, schema, jobargs.Kind, batch)
 	if err != nil {
 		return 0, fmt.Errorf("delete the jobs of batch %q: %w", batch, err)
 	}
@@ -85,7 +86,7 @@ func DeleteBatchJobs(ctx context.Context, db ledger.DBTX, schema, batch string) 
 // River has no bulk "run now" for a set of jobs (rivertable.WakeBatch).
 // schema is River's (Options.Schema; "" for the search_path).
 func WakeBatch(ctx context.Context, db ledger.DBTX, schema, batch string) (int, error) {
-	n, err := rivertable.WakeBatch(ctx, db, schema, Kind, batch)
+	n, err := rivertable.WakeBatch(ctx, db, schema, jobargs.Kind, batch)
 	if err != nil {
 		return 0, fmt.Errorf("wake batch %q: %w", batch, err)
 	}
@@ -95,7 +96,7 @@ func WakeBatch(ctx context.Context, db ledger.DBTX, schema, batch string) (int, 
 // WakeKey is WakeBatch for every snoozed job in a key's queue, for a key
 // resumed by hand.
 func WakeKey(ctx context.Context, db ledger.DBTX, schema, key string) (int, error) {
-	n, err := rivertable.WakeQueue(ctx, db, schema, Kind, keys.QueueName(key))
+	n, err := rivertable.WakeQueue(ctx, db, schema, jobargs.Kind, keys.QueueName(key))
 	if err != nil {
 		return 0, fmt.Errorf("wake key %q: %w", key, err)
 	}

@@ -1,4 +1,4 @@
-package worker
+package enqueue
 
 import (
 	"bufio"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/jobargs"
 	"github.com/triage-dev/triage/worker/keys"
 )
 
@@ -116,15 +117,15 @@ func parseRecord(b []byte, line int) (ledger.Record, error) {
 	return ledger.Record{ID: id, Line: line, Data: json.RawMessage(bytes.Clone(b))}, nil
 }
 
-// EnqueueParams describe one batch.
-type EnqueueParams struct {
+// Params describe one batch.
+type Params struct {
 	Pipeline string
 	// Batch id; required (the CLI derives one when --batch is absent).
 	Batch string
 	// BudgetUSD overrides the pipeline's budget_usd; nil: the pipeline's.
 	BudgetUSD *float64
 	// Records are the batch's records when they are already in memory
-	// (Enqueue); EnqueueJSONL reads them from its reader instead.
+	// (Batch); JSONL reads them from its reader instead.
 	Records []ledger.Record
 	// File names the input in errors. Default "input".
 	File string
@@ -145,27 +146,27 @@ type EnqueueParams struct {
 	Progress func(records int, bytes int64)
 }
 
-// ErrNoRecords is an EnqueueJSONL input that holds no record: nothing is
+// ErrNoRecords is an JSONL input that holds no record: nothing is
 // queued.
 var ErrNoRecords = errors.New("holds no records")
 
-// Enqueue writes the batch, its records and one River job per record in a
+// Batch writes the batch, its records and one River job per record in a
 // single transaction: either the whole batch is queued or nothing is.
-func Enqueue(ctx context.Context, pool *pgxpool.Pool, schema string, cfg *config.Config, p EnqueueParams) error {
+func Batch(ctx context.Context, pool *pgxpool.Pool, schema string, cfg *config.Config, p Params) error {
 	_, err := enqueue(ctx, pool, schema, cfg, p, &sliceSource{recs: p.Records}, false)
 	return err
 }
 
-// EnqueueJSONL reads a JSONL file from r (as ReadJSONL does) and queues it
-// as Enqueue does, in chunks of bounded size inside one transaction: memory
+// JSONL reads a JSONL file from r (as ReadJSONL does) and queues it
+// as Batch does, in chunks of bounded size inside one transaction: memory
 // stays the same whatever the size of the file, and a bad line anywhere,
 // the last one included, still queues nothing. It returns the number of
 // records queued. An input without records is ErrNoRecords.
-func EnqueueJSONL(ctx context.Context, pool *pgxpool.Pool, schema string, cfg *config.Config, p EnqueueParams, r io.Reader) (int, error) {
+func JSONL(ctx context.Context, pool *pgxpool.Pool, schema string, cfg *config.Config, p Params, r io.Reader) (int, error) {
 	return enqueue(ctx, pool, schema, cfg, p, &jsonlSource{br: bufio.NewReaderSize(r, 64<<10)}, true)
 }
 
-func fileName(p EnqueueParams) string {
+func fileName(p Params) string {
 	if p.File == "" {
 		return "input"
 	}
@@ -241,10 +242,10 @@ type enqueueChunk struct {
 	err error
 }
 
-// enqueue is Enqueue over any record source: one goroutine reads and checks
+// enqueue is Batch over any record source: one goroutine reads and checks
 // chunks while this one writes the previous chunk, all in one transaction.
 // With needRecords an input without records is ErrNoRecords.
-func enqueue(ctx context.Context, pool *pgxpool.Pool, schema string, cfg *config.Config, p EnqueueParams, src recordSource, needRecords bool) (int, error) {
+func enqueue(ctx context.Context, pool *pgxpool.Pool, schema string, cfg *config.Config, p Params, src recordSource, needRecords bool) (int, error) {
 	if err := CheckBatchID(p.Batch); err != nil {
 		return 0, err
 	}
@@ -284,8 +285,8 @@ func enqueue(ctx context.Context, pool *pgxpool.Pool, schema string, cfg *config
 	go func() {
 		defer wg.Done()
 		defer close(chunks)
-		readChunks(ctx, pl, src, Args{Batch: p.Batch, Pipeline: pl.Name, NoCache: p.NoCache},
-			&river.InsertOpts{Queue: keys.QueueName(key.Name), MaxAttempts: RiverMaxAttempts(pl)}, chunks)
+		readChunks(ctx, pl, src, jobargs.Args{Batch: p.Batch, Pipeline: pl.Name, NoCache: p.NoCache},
+			&river.InsertOpts{Queue: keys.QueueName(key.Name), MaxAttempts: jobargs.RiverMaxAttempts(pl)}, chunks)
 	}()
 	// Stop the reader and wait for it before returning, whatever happens.
 	defer wg.Wait()
@@ -363,7 +364,7 @@ func duplicateError(rec ledger.Record, first int) error {
 // carrying the error is the last) or ctx is done. Every record must render:
 // a field the prompt names but a record lacks is bad input, found now
 // (nothing queued), not one dead letter per record at 2 a.m.
-func readChunks(ctx context.Context, pl *config.Pipeline, src recordSource, args Args, opts *river.InsertOpts, out chan<- enqueueChunk) {
+func readChunks(ctx context.Context, pl *config.Pipeline, src recordSource, args jobargs.Args, opts *river.InsertOpts, out chan<- enqueueChunk) {
 	seen := newIDFilter()
 	var c enqueueChunk
 	inChunk := map[string]int{}
@@ -432,7 +433,7 @@ func checkRecord(pl *config.Pipeline, rec ledger.Record) error {
 
 // deadlineOf is the moment the batch must be done: p's deadline, else the
 // pipeline's, counted from the enqueue moment; nil when neither has one.
-func deadlineOf(pl *config.Pipeline, p EnqueueParams) *time.Time {
+func deadlineOf(pl *config.Pipeline, p Params) *time.Time {
 	d := p.Deadline
 	if d.IsZero() {
 		d = pl.Deadline
@@ -447,10 +448,3 @@ func deadlineOf(pl *config.Pipeline, p EnqueueParams) *time.Time {
 	at := d.At(now)
 	return &at
 }
-
-// RiverMaxAttempts is the River max_attempts of a pipeline's jobs: the
-// pipeline's max_attempts plus AttemptHeadroom. The worker itself
-// dead-letters a job at the pipeline's limit; the headroom only absorbs runs
-// that failed for the worker's own reasons, so River never discards a job
-// (which would leave its record neither completed nor dead-lettered).
-func RiverMaxAttempts(p *config.Pipeline) int { return p.MaxAttempts + AttemptHeadroom }

@@ -1,4 +1,4 @@
-package worker_test
+package enqueue_test
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/triage-dev/triage/ledger/redact"
-	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/enqueue"
 )
 
 // FuzzReadJSONL: any input is either read, every record with an id safe to
@@ -31,9 +31,9 @@ func FuzzReadJSONL(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		recs, err := worker.ReadJSONL(strings.NewReader(in), "in.jsonl")
+		recs, err := enqueue.ReadJSONL(strings.NewReader(in), "in.jsonl")
 		if err != nil {
-			var le *worker.LineError
+			var le *enqueue.LineError
 			require.True(t, errors.As(err, &le), "error without a line: %v", err)
 			require.Equal(t, "in.jsonl", le.File)
 			require.GreaterOrEqual(t, le.Line, 1)

@@ -1,9 +1,14 @@
-package worker
+// Package jobargs is the contract of a triage job: the River kind and the
+// args a record's job carries, and how many River attempts it has. The
+// enqueuer writes jobs of this shape and the worker runs them.
+package jobargs
 
 import (
 	"encoding/json"
 
 	"github.com/riverqueue/river"
+
+	"github.com/triage-dev/triage/worker/config"
 )
 
 // Kind is the River job kind of a triage call.
@@ -31,3 +36,14 @@ type Args struct {
 func (Args) Kind() string { return Kind }
 
 var _ river.JobArgs = Args{}
+
+// AttemptHeadroom is how many River attempts a job has beyond its
+// pipeline's max_attempts: see RiverMaxAttempts.
+const AttemptHeadroom = 3
+
+// RiverMaxAttempts is the River max_attempts of a pipeline's jobs: the
+// pipeline's max_attempts plus AttemptHeadroom. The worker itself
+// dead-letters a job at the pipeline's limit; the headroom only absorbs runs
+// that failed for the worker's own reasons, so River never discards a job
+// (which would leave its record neither completed nor dead-lettered).
+func RiverMaxAttempts(p *config.Pipeline) int { return p.MaxAttempts + AttemptHeadroom }

@@ -1,4 +1,4 @@
-package worker
+package enqueue
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package worker_test
+package enqueue_test
 
 import (
 	"context"
@@ -12,18 +12,18 @@ import (
 
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/ledger/dbtest"
-	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/enqueue"
 )
 
 // Enqueueing from a Go program: the batch, its records and one River job
 // per record in one transaction, as `triage enqueue` does. Any `triage
 // work` process on the same database works it.
-func ExampleEnqueue() {
+func ExampleBatch() {
 	ctx := context.Background()
 	pool, done := exampleDatabase() // a *pgxpool.Pool on a migrated database (`triage migrate`)
 	defer done()
-	cfg, err := config.Load("config/testdata/triage.toml") // your triage.toml
+	cfg, err := config.Load("../config/testdata/triage.toml") // your triage.toml
 	if err != nil {
 		panic(err)
 	}
@@ -32,7 +32,7 @@ func ExampleEnqueue() {
 		{ID: "c1", Line: 1, Data: json.RawMessage(`{"id":"c1","company":"Acme Tools","country":"DE"}`)},
 		{ID: "c2", Line: 2, Data: json.RawMessage(`{"id":"c2","company":"Blue Foods","country":"FR"}`)},
 	}
-	err = worker.Enqueue(ctx, pool, "", cfg, worker.EnqueueParams{Pipeline: "enrich", Batch: "crm-2026-12-01", Records: recs})
+	err = enqueue.Batch(ctx, pool, "", cfg, enqueue.Params{Pipeline: "enrich", Batch: "crm-2026-12-01", Records: recs})
 	if err != nil {
 		panic(err)
 	}
@@ -42,9 +42,9 @@ func ExampleEnqueue() {
 	}
 	fmt.Printf("batch %s: %d records, %d pending, %s\n", st.Batch, st.Total, st.Pending, st.State)
 
-	// A JSONL stream (a file, an HTTP body) goes through EnqueueJSONL,
+	// A JSONL stream (a file, an HTTP body) goes through JSONL,
 	// in bounded memory; a second batch with the same id is refused.
-	_, err = worker.EnqueueJSONL(ctx, pool, "", cfg, worker.EnqueueParams{Pipeline: "enrich", Batch: "crm-2026-12-01"},
+	_, err = enqueue.JSONL(ctx, pool, "", cfg, enqueue.Params{Pipeline: "enrich", Batch: "crm-2026-12-01"},
 		strings.NewReader(`{"id":"c3","company":"Coastal Studios"}`+"\n"))
 	fmt.Println(errors.Is(err, ledger.ErrBatchExists))
 	// Output:

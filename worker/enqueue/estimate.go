@@ -1,4 +1,4 @@
-package worker
+package enqueue
 
 import (
 	"bufio"
@@ -79,7 +79,7 @@ func EstimateJSONL(cfg *config.Config, pipeline string, r io.Reader, file string
 		if err != nil {
 			return Estimate{}, &LineError{File: file, Line: rec.Line, Err: fmt.Errorf("pipeline %q prompt: %w", pl.Name, err)}
 		}
-		in := int64(estimateTokens(provider.Request{System: pl.System, Prompt: prompt}))
+		in := int64(provider.Request{System: pl.System, Prompt: prompt}.EstimatedTokens())
 		est.Records++
 		if model.ContextTokens > 0 && in > int64(model.ContextTokens) {
 			est.OverContext++
