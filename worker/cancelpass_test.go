@@ -2,9 +2,6 @@ package worker_test
 
 import (
 	"context"
-	"encoding/json"
-	"os"
-	"os/exec"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -123,12 +120,7 @@ func TestKilledWorkerBackgroundPollsNotCreates(t *testing.T) {
 			const n = 8
 			b.enqueue(t, "b1", records(n, nil))
 
-			spec, _ := json.Marshal(helperSpec{DatabaseURL: b.db.URL, ConfigTOML: b.tomlText})
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), helperEnv+"="+string(spec))
-			cmd.Stderr = os.Stderr
-			require.NoError(t, cmd.Start())
-			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			cmd := b.startProcess(t)
 			b.opts.RescueAfter = 3 * time.Second
 			b.opts.JobMargin = time.Second
 			b.start(t)

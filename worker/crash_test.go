@@ -152,12 +152,7 @@ func TestKilledWorkerLookupBillsNothingTwice(t *testing.T) {
 	const n = 60
 	b.enqueue(t, "b1", records(n, nil))
 
-	spec, _ := json.Marshal(helperSpec{DatabaseURL: b.db.URL, ConfigTOML: b.tomlText})
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+string(spec))
-	cmd.Stderr = os.Stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	cmd := b.startProcess(t)
 	b.opts.RescueAfter = 3 * time.Second
 	b.opts.JobMargin = time.Second
 	b.start(t)
