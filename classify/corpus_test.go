@@ -195,6 +195,21 @@ const (
 	holdout21eMaxDangerous = 3
 	corpus21eMinAccuracy   = 1.0
 	corpus21eMaxDangerous  = 0
+
+	// The seventh corpus (issue 21, sixth round): 27 more bodies of
+	// 2025-2026 from GitHub issues and vendor or gateway docs, none of them
+	// a body already in testdata/, split once by testdata/split21f.py (seed
+	// 216, a third aside) and committed before any rule or lexicon entry
+	// was written from them; holdout21f is scored, never read.
+	corpus21fDir  = "corpus21f"
+	holdout21fDir = "holdout21f"
+	// Before any change from this round (the rules after holdout21e's
+	// round): holdout21f 7/9 (77.8 %) with 2 dangerous, corpus21f 12/18
+	// (66.7 %) with 4 dangerous.
+	holdout21fMinAccuracy  = 0.77
+	holdout21fMaxDangerous = 2
+	corpus21fMinAccuracy   = 0.66
+	corpus21fMaxDangerous  = 4
 )
 
 type corpusCase struct {
@@ -351,6 +366,18 @@ func TestHoldout21eAccuracy(t *testing.T) {
 // be extended from.
 func TestCorpus21eAccuracy(t *testing.T) {
 	checkCorpus(t, "corpus21e", corpus21eDir, corpus21eMaxDangerous, corpus21eMinAccuracy)
+}
+
+// TestHoldout21fAccuracy scores the seventh held-aside corpus (issue 21,
+// sixth round).
+func TestHoldout21fAccuracy(t *testing.T) {
+	checkCorpus(t, "holdout21f", holdout21fDir, holdout21fMaxDangerous, holdout21fMinAccuracy)
+}
+
+// TestCorpus21fAccuracy scores the part of the seventh corpus the rules
+// may be extended from.
+func TestCorpus21fAccuracy(t *testing.T) {
+	checkCorpus(t, "corpus21f", corpus21fDir, corpus21fMaxDangerous, corpus21fMinAccuracy)
 }
 
 func TestDangerous(t *testing.T) {
