@@ -196,19 +196,20 @@ const (
 	corpus21eMinAccuracy   = 1.0
 	corpus21eMaxDangerous  = 0
 
-	// The seventh corpus (issue 21, sixth round): 27 more bodies of
+	// The seventh corpus (issue 21, sixth round): 35 more bodies of
 	// 2025-2026 from GitHub issues and vendor or gateway docs, none of them
-	// a body already in testdata/, split once by testdata/split21f.py (seed
-	// 216, a third aside) and committed before any rule or lexicon entry
-	// was written from them; holdout21f is scored, never read.
+	// a body already in testdata/, split by testdata/split21f.py (27 bodies
+	// with seed 216, then a second batch of 8 with seed 2162, a third aside
+	// each time) and committed before any rule or lexicon entry was written
+	// from them; holdout21f is scored, never read.
 	corpus21fDir  = "corpus21f"
 	holdout21fDir = "holdout21f"
 	// Before any change from this round (the rules after holdout21e's
-	// round): holdout21f 7/9 (77.8 %) with 2 dangerous, corpus21f 12/18
-	// (66.7 %) with 4 dangerous.
-	holdout21fMinAccuracy  = 0.77
+	// round): holdout21f 10/12 (83.3 %) with 2 dangerous, corpus21f 17/23
+	// (73.9 %) with 4 dangerous (first batch alone: 7/9 and 12/18).
+	holdout21fMinAccuracy  = 0.83
 	holdout21fMaxDangerous = 2
-	corpus21fMinAccuracy   = 0.66
+	corpus21fMinAccuracy   = 0.73
 	corpus21fMaxDangerous  = 4
 )
 

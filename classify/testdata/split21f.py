@@ -11,8 +11,16 @@ prefix of each file). A third was set aside, before any rule or lexicon
 entry was written from them, by Python's random.Random(216).sample over
 the indices; the rest is corpus21f/. Running this prints the holdout
 indices; they match the NNN prefixes in holdout21f/.
+
+A second batch of 8 bodies (027-034), gathered after the first split was
+committed and before any rule or lexicon entry of the round, was split the
+same way on its own (seed 2162, a third aside), so that the first split
+stays as it was committed.
 """
 import random
 
 N, HELD, SEED = 27, 9, 216
 print(sorted(random.Random(SEED).sample(range(N), HELD)))
+
+N2, HELD2, SEED2 = 8, 3, 2162
+print(sorted(random.Random(SEED2).sample(range(N, N + N2), HELD2)))
