@@ -196,21 +196,22 @@ const (
 	corpus21eMinAccuracy   = 1.0
 	corpus21eMaxDangerous  = 0
 
-	// The seventh corpus (issue 21, sixth round): 35 more bodies of
+	// The seventh corpus (issue 21, sixth round): 45 more bodies of
 	// 2025-2026 from GitHub issues and vendor or gateway docs, none of them
 	// a body already in testdata/, split by testdata/split21f.py (27 bodies
-	// with seed 216, then a second batch of 8 with seed 2162, a third aside
-	// each time) and committed before any rule or lexicon entry was written
-	// from them; holdout21f is scored, never read.
+	// with seed 216, then batches of 8 and 10 with seeds 2162 and 2163, a
+	// third aside each time) and committed before any rule or lexicon entry
+	// was written from them; holdout21f is scored, never read.
 	corpus21fDir  = "corpus21f"
 	holdout21fDir = "holdout21f"
 	// Before any change from this round (the rules after holdout21e's
-	// round): holdout21f 10/12 (83.3 %) with 2 dangerous, corpus21f 17/23
-	// (73.9 %) with 4 dangerous (first batch alone: 7/9 and 12/18).
-	holdout21fMinAccuracy  = 0.83
-	holdout21fMaxDangerous = 2
-	corpus21fMinAccuracy   = 0.73
-	corpus21fMaxDangerous  = 4
+	// round): holdout21f 12/15 (80.0 %) with 3 dangerous, corpus21f 23/30
+	// (76.7 %) with 5 dangerous (first batch alone: 7/9 and 12/18; with the
+	// second: 10/12 and 17/23).
+	holdout21fMinAccuracy  = 0.80
+	holdout21fMaxDangerous = 3
+	corpus21fMinAccuracy   = 0.76
+	corpus21fMaxDangerous  = 5
 )
 
 type corpusCase struct {

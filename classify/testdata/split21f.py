@@ -12,10 +12,11 @@ entry was written from them, by Python's random.Random(216).sample over
 the indices; the rest is corpus21f/. Running this prints the holdout
 indices; they match the NNN prefixes in holdout21f/.
 
-A second batch of 8 bodies (027-034), gathered after the first split was
-committed and before any rule or lexicon entry of the round, was split the
-same way on its own (seed 2162, a third aside), so that the first split
-stays as it was committed.
+A second batch of 8 bodies (027-034) and a third of 10 (035-044), each
+gathered after the previous split was committed and before any rule or
+lexicon entry of the round, were split the same way on their own (seeds
+2162 and 2163, a third aside), so that each earlier split stays as it was
+committed: 15 of the 45 bodies are held aside.
 """
 import random
 
@@ -24,3 +25,6 @@ print(sorted(random.Random(SEED).sample(range(N), HELD)))
 
 N2, HELD2, SEED2 = 8, 3, 2162
 print(sorted(random.Random(SEED2).sample(range(N, N + N2), HELD2)))
+
+N3, HELD3, SEED3 = 10, 3, 2163
+print(sorted(random.Random(SEED3).sample(range(N + N2, N + N2 + N3), HELD3)))
