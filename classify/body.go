@@ -45,6 +45,7 @@ type facts struct {
 	hasError    bool   // the body carries an error (for 2xx bodies)
 	finishError bool   // choices[].finish_reason is "error": generation started, then failed (OpenRouter)
 	amzType     string // x-amzn-ErrorType header, before the first ':'
+	baseResp    string // base_resp.status_code (MiniMax) in a 2xx body, set by classifyOtherErrorIn2xx
 
 	hint    *float64 // the wait the response asked for (see retryHint)
 	undated bool     // retry-after was an HTTP date with no Date header to measure it by

@@ -191,10 +191,47 @@ const (
 	// (exhausted, want throttled); a gateway's 403 safety_check_failed
 	// (exhausted, want rejected). The bars are what the rules clear, not the
 	// 98 % the issue asks for.
-	holdout21eMinAccuracy  = 0.70
-	holdout21eMaxDangerous = 3
+	// Sixth round: three of those five shapes fixed from other sources,
+	// never from holdout21e itself: MiniMax's documented code table
+	// (minimax/…, base_resp codes in a 200 and "(NNNN)" at the end of a
+	// message), Alibaba's Arrearage wording from another report
+	// (corpus21f/008, lexicon "account is in good standing") and ZenMux's
+	// documented safety_check_failed (lexicon, from its error-code page).
+	// holdout21e is now seen and scores 15/17 (88.2 %) with 1 dangerous;
+	// still missed: the Copilot unsupported_api_for_model 400 and the
+	// DashScope per-minute 429 worded as insufficient_quota (no other body
+	// or doc of either shape was found).
+	holdout21eMinAccuracy  = 0.88
+	holdout21eMaxDangerous = 1
 	corpus21eMinAccuracy   = 1.0
 	corpus21eMaxDangerous  = 0
+
+	// The seventh corpus (issue 21, sixth round): 45 more bodies of
+	// 2025-2026 from GitHub issues and vendor or gateway docs, none of them
+	// a body already in testdata/, split by testdata/split21f.py (27 bodies
+	// with seed 216, then batches of 8 and 10 with seeds 2162 and 2163, a
+	// third aside each time) and committed before any rule or lexicon entry
+	// was written from them; holdout21f is scored, never read.
+	corpus21fDir  = "corpus21f"
+	holdout21fDir = "holdout21f"
+	// Before any change from this round (the rules after holdout21e's
+	// round): holdout21f 12/15 (80.0 %) with 3 dangerous, corpus21f 23/30
+	// (76.7 %) with 5 dangerous (first batch alone: 7/9 and 12/18; with the
+	// second: 10/12 and 17/23).
+	// After the rules read from corpus21f and vendor docs (MiniMax's code
+	// table, ZenMux's safety_check_failed, seven lexicon entries, the
+	// Anthropic api_error row made weak): corpus21f 30/30, holdout21f 13/15
+	// (86.7 %) with 2 dangerous. Still missed, both the GitHub Copilot API:
+	// a 400 unsupported_api_for_model ("not accessible via the
+	// /chat/completions endpoint") and a 400 model_not_supported ("The
+	// requested model is not supported."), read as bad requests (dangerous:
+	// the batch would be dead-lettered record by record). Not fixed from
+	// these bodies: that would be writing rules from the holdout. The bars
+	// are what the rules clear, not the 98 % the issue asks for.
+	holdout21fMinAccuracy  = 0.86
+	holdout21fMaxDangerous = 2
+	corpus21fMinAccuracy   = 1.0
+	corpus21fMaxDangerous  = 0
 )
 
 type corpusCase struct {
@@ -351,6 +388,18 @@ func TestHoldout21eAccuracy(t *testing.T) {
 // be extended from.
 func TestCorpus21eAccuracy(t *testing.T) {
 	checkCorpus(t, "corpus21e", corpus21eDir, corpus21eMaxDangerous, corpus21eMinAccuracy)
+}
+
+// TestHoldout21fAccuracy scores the seventh held-aside corpus (issue 21,
+// sixth round).
+func TestHoldout21fAccuracy(t *testing.T) {
+	checkCorpus(t, "holdout21f", holdout21fDir, holdout21fMaxDangerous, holdout21fMinAccuracy)
+}
+
+// TestCorpus21fAccuracy scores the part of the seventh corpus the rules
+// may be extended from.
+func TestCorpus21fAccuracy(t *testing.T) {
+	checkCorpus(t, "corpus21f", corpus21fDir, corpus21fMaxDangerous, corpus21fMinAccuracy)
 }
 
 func TestDangerous(t *testing.T) {

@@ -270,7 +270,11 @@ var anthropicTable = newTable("anthropic", []rule{
 	// 413 request_too_large (docs.claude.com errors): the body is over the
 	// endpoint's size limit; resending it unchanged cannot fit.
 	{reason: "request_too_large", class: Rejected, when: func(f *facts) bool { return typeIn(f, "request_too_large") }},
-	{reason: "overloaded", class: Transient, when: func(f *facts) bool { return typeIn(f, "overloaded_error", "api_error") }},
+	// Weak: every Anthropic-compatible server (MiniMax, Moonshot, Z.ai)
+	// answers with these types whatever the cause, an api_error 500 for an
+	// empty balance among them, so a terminal signal in the message
+	// overrules the row.
+	{reason: "overloaded", class: Transient, weak: true, when: func(f *facts) bool { return typeIn(f, "overloaded_error", "api_error") }},
 })
 
 // googleTable: Gemini (AI Studio) and Vertex AI share the google.rpc envelope.
@@ -579,12 +583,68 @@ var zhipuTable = newTable("zhipu", []rule{
 	{reason: "overloaded", class: Transient, when: func(f *facts) bool { return codeIn(f, "1305", "1312", "1234") }},
 })
 
+// minimaxTable reads MiniMax's business codes (its documented error-code
+// table, platform.minimax.io/docs/api-reference/errorcode), which its HTTP
+// status does not carry: the OpenAI-compatible chatcompletion_v2 answers
+// 200 with a non-zero base_resp.status_code, and the Anthropic-compatible
+// endpoint puts the code at the end of the message ("insufficient balance
+// (1008)", "system error (1033)") with a type of its own choosing (an
+// api_error 500 for a balance). It runs for "other" (MiniMax and relays in
+// front of it) and "anthropic" (the Anthropic-compatible endpoint). The code
+// is read only from base_resp or from a message ending in " (NNNN)"; Z.ai's
+// four-digit codes, in error.code, are the zhipu table's.
+var minimaxTable = newTable("minimax", []rule{
+	// 1004 not authorized / token not match group, 2049 invalid api key.
+	{reason: "credential", class: Exhausted, when: func(f *facts) bool { return minimaxIn(f, "1004", "2049") }},
+	// 1008 insufficient balance.
+	{reason: "insufficient_balance", class: Exhausted, when: func(f *facts) bool { return minimaxIn(f, "1008") }},
+	// 1002 rate limit, 1039 token limit, 1041 conn limit, 2045 rate growth
+	// limit: the docs say to retry later or to smooth the request rate.
+	{reason: "rate_limit", class: Throttled, when: func(f *facts) bool { return minimaxIn(f, "1002", "1039", "1041", "2045") }},
+	// 1026 input new_sensitive, 1027 output new_sensitive: the content.
+	{reason: "content_policy", class: Rejected, when: func(f *facts) bool { return minimaxIn(f, "1026", "1027") }},
+	// 1042 invisible character ratio limit, 2013 invalid params (also
+	// "context window exceeds limit (2013)").
+	{reason: "bad_request", class: Rejected, when: func(f *facts) bool { return minimaxIn(f, "1042", "2013") }},
+	// 1000 unknown error, 1024 internal error, 1033 system error: the server
+	// failed the request; the docs say to retry later. (1001, request
+	// timeout, is left out: the request may have run.)
+	{reason: "server_error", class: Transient, when: func(f *facts) bool { return minimaxIn(f, "1000", "1024", "1033") }},
+})
+
+// minimaxIn reports whether f's MiniMax code (minimaxCode) is one of set.
+func minimaxIn(f *facts, set ...string) bool {
+	c := minimaxCode(f)
+	return c != "" && slices.Contains(set, c)
+}
+
+// minimaxCode is MiniMax's business code: base_resp.status_code in a 2xx
+// body, or the four digits of a message that ends in " (NNNN)" as the
+// Anthropic-compatible endpoint writes it.
+func minimaxCode(f *facts) string {
+	if f.baseResp != "" {
+		return f.baseResp
+	}
+	m := strings.TrimSpace(f.lower())
+	n := len(m)
+	if n < 8 || m[n-1] != ')' || m[n-6] != '(' || m[n-7] != ' ' {
+		return ""
+	}
+	code := m[n-5 : n-1]
+	for i := 0; i < 4; i++ {
+		if code[i] < '0' || code[i] > '9' {
+			return ""
+		}
+	}
+	return code
+}
+
 // chains says which tables run, in order, for each vendor. The wrapped
 // table runs first and the model table next everywhere (one
 // model-not-found rule for every vendor).
 var chains = map[string][]*table{
 	"openai":                {wrappedTable, modelTable, requestTable, openaiTable, genericTable},
-	"anthropic":             {wrappedTable, zhipuTable, modelTable, requestTable, anthropicTable, genericTable},
+	"anthropic":             {wrappedTable, zhipuTable, minimaxTable, modelTable, requestTable, anthropicTable, genericTable},
 	"gemini":                {wrappedTable, modelTable, requestTable, googleTable, genericTable},
 	"vertex":                {wrappedTable, modelTable, requestTable, googleTable, genericTable},
 	"azure-openai":          {wrappedTable, modelTable, requestTable, azureTable, openaiTable, genericTable},
@@ -601,7 +661,7 @@ var chains = map[string][]*table{
 	"vllm":                  {wrappedTable, modelTable, requestTable, openaiTable, genericTable},
 	"ollama":                {wrappedTable, modelTable, requestTable, openaiTable, genericTable},
 	"litellm-proxy":         {wrappedTable, modelTable, requestTable, litellmTable, openaiTable, genericTable},
-	"other":                 {wrappedTable, zhipuTable, modelTable, requestTable, openaiTable, genericTable},
+	"other":                 {wrappedTable, zhipuTable, minimaxTable, modelTable, requestTable, openaiTable, genericTable},
 }
 
 // Vendors lists the vendor names the classifier has rule sets for.

@@ -37,3 +37,37 @@ func TestJSONSchemaRefused(t *testing.T) {
 		require.Equal(t, "json_mode_refused", v.Reason, vendor)
 	}
 }
+
+// TestMinimaxCodeOnTheAnthropicEndpoint: MiniMax's Anthropic-compatible
+// endpoint writes its business code at the end of the message, under a type
+// of its own choosing (an api_error 500 for a balance), so the code decides,
+// not the type: a balance is exhausted, not Anthropic's overloaded. Only a
+// message that ends in " (NNNN)" with a code of MiniMax's table is read.
+func TestMinimaxCodeOnTheAnthropicEndpoint(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		status int
+		msg    string
+		class  Class
+		reason string
+	}{
+		{500, "insufficient balance (1008)", Exhausted, "insufficient_balance"},
+		{401, "invalid api key (2049)", Exhausted, "credential"},
+		{429, "rate limit (1002)", Throttled, "rate_limit"},
+		{500, "system error (1033)", Transient, "server_error"},
+		{500, "Internal server error", Transient, "overloaded"},        // no code: Anthropic's row
+		{500, "insufficient balance(1008)", Exhausted, "signal_money"}, // not " (NNNN)": the lexicon
+		{500, "released in (2024)", Transient, "overloaded"},           // not a MiniMax code
+	} {
+		v := Classify(Observation{Vendor: "anthropic", Path: PathDirect, Phase: PhaseResponse, Status: tc.status,
+			Body: `{"type":"error","error":{"type":"api_error","message":"` + tc.msg + `"}}`})
+		require.Equal(t, tc.class, v.Class, tc.msg)
+		require.Equal(t, tc.reason, v.Reason, tc.msg)
+	}
+	// Z.ai's four-digit codes come in error.code and stay the zhipu table's.
+	v := Classify(Observation{Vendor: "other", Path: PathDirect, Phase: PhaseResponse, Status: 401,
+		Body: `{"error":{"code":"1002","message":"Authorization Token非法，请确认Authorization Token正确传递。"}}`})
+	require.Equal(t, Exhausted, v.Class)
+	require.Equal(t, "credential", v.Reason)
+	require.Equal(t, "zhipu/credential", v.Rule)
+}

@@ -72,10 +72,19 @@ var lexicon = []lexEntry{
 	{"insufficient account funds", sigMoney, "corpus21b/058_other_402.json"},
 	{"overdue balance", sigMoney, "corpus21e/027_other_403.json"},
 	{"balance is overdue", sigMoney, "corpus21e/032_other_403.json"},
+	// Alibaba Model Studio's Arrearage message, also relayed without its
+	// code ("Access denied, please make sure your account is in good
+	// standing."), and the overdue-account wording of another relay.
+	{"account is in good standing", sigMoney, "corpus21f/008_other_400.json"},
+	{"overdue account", sigMoney, "corpus21f/007_other_403.json"},
+	// DashScope's free allocation of a model used up (a Coding Plan's
+	// "hour/week/month allocated quota exceeded" differ: a window).
+	{"free allocated quota", sigMoney, "corpus21f/010_other_429.json"},
 	// Credential.
 	{"invalid api key", sigCredential, "corpus21/031_other_200.json"},
 	{"authentication credentials", sigCredential, "corpus21/033_vertex_401.json"},
 	{"api key not valid", sigCredential, "corpus21b/045_other_400.json"},
+	{"api key not found", sigCredential, "corpus21f/037_gemini_400.json"},
 	// Verification.
 	{"must be verified", sigVerification, "openai/organization_must_be_verified_400.json"},
 	// Account state.
@@ -86,6 +95,8 @@ var lexicon = []lexEntry{
 	{"fair usage policy", sigAccount, "corpus21e/025_other_429.json"},
 	{"service unavailable for account", sigAccount, "corpus21e/008_other_403.json"},
 	{"has not agreed to", sigAccount, "corpus21e/010_other_403.json"},
+	// Moonshot's Kimi Code plan, terminated for the account.
+	{"access terminated", sigAccount, "corpus21f/035_other_403.json"},
 	// Plan or tier.
 	{"upgrade to continue", sigPlan, "corpus21/041_ollama_429.json"},
 	{"not included in current subscription plan", sigPlan, "corpus21e/038_other_404.json"},
@@ -101,6 +112,9 @@ var lexicon = []lexEntry{
 	{"content management policy", sigPolicy, "corpus21/056_other_400.json"},
 	{"content_filter", sigPolicy, "corpus21/056_other_400.json"},
 	{"is sensitive", sigPolicy, "corpus21/074_other_500.json"},
+	// ZenMux's documented 403 type for a request an upstream safety policy
+	// blocked: the content, not the key.
+	{"safety_check_failed", sigPolicy, "signal/safety_check_failed_zenmux_403.json"},
 	// Context or size.
 	{"context size", sigContext, "corpus21/019_other_500.json"},
 	{"exceed_context_size", sigContext, "corpus21/018_other_500.json"},
@@ -116,6 +130,8 @@ var lexicon = []lexEntry{
 	{"session usage limit", sigLongWindow, "corpus21b/032_ollama_429.json"},
 	{"tpd rate limit", sigLongWindow, "signal/quota_window_tpd_moonshot_429.json"},
 	{"limit_rpd", sigLongWindow, "openrouter/limit_rpd_429.json"},
+	// SiliconFlow's requests-per-hour limit: a window of an hour.
+	{"rph limit", sigLongWindow, "corpus21f/002_other_429.json"},
 	{"billing cycle", sigLongWindow, "corpus21c/100_other_403.json"},
 	// Kimi Code and Codex say "You've reached your usage limit" only for a
 	// plan window (five hours, a week, a billing cycle), never for pacing.
@@ -293,7 +309,21 @@ func (c *Classifier) classifyOtherErrorIn2xx(f *facts, o Observation, tr *tracer
 		if sc.Type != gjson.Number || sc.Num == 0 {
 			return Verdict{}, false
 		}
-		f.code = sc.Raw
+		f.code, f.baseResp = sc.Raw, sc.Raw
+		f.hasError = true
+		// MiniMax's documented code table decides first; a server code
+		// (1000, 1024, 1033) is transient, as the docs say to retry: no
+		// output was produced.
+		for i := range minimaxTable.rules {
+			r := &minimaxTable.rules[i]
+			if r.when(f) {
+				tr.fire(r.id)
+				if tr != nil {
+					tr.errorIn2xx = true
+				}
+				return finish(Verdict{Class: r.class, Reason: r.reason, Known: true, Rule: r.id, DecidedBy: DecidedByVendorRule}, f, o), true
+			}
+		}
 	case strings.Contains(body, "content_filter") && gjson.Get(body, "object").Str == "response":
 		// OpenAI Responses API: status "incomplete" with
 		// incomplete_details.reason content_filter and no output text.
