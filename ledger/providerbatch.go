@@ -54,6 +54,9 @@ type ProviderBatch struct {
 	// Tag is the row's random tag, sent as the provider batch's metadata
 	// and looked for after a crash.
 	Tag string
+	// StrayOf is, for a stray provider batch (RecordStrayBatch), the row
+	// whose lines it holds; nil for every other row.
+	StrayOf *int64
 }
 
 // PendingLines selects the key's lines waiting for a provider batch that
@@ -219,9 +222,9 @@ func ClaimProviderBatch(ctx context.Context, db DBTX, key string, now, leaseUnti
 		WHERE id = (SELECT id FROM triage_provider_batch
 			WHERE key = $1 AND state IN ('intent', 'uploaded', 'submitted', 'ended') AND next_poll_at <= $3
 			ORDER BY next_poll_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-		RETURNING id, state, model, provider_batch_id, input_file_id, vendor_status, created_at, cancel_requested, polls, next_poll_at, tag`,
+		RETURNING id, state, model, provider_batch_id, input_file_id, vendor_status, created_at, cancel_requested, polls, next_poll_at, tag, stray_of`,
 		key, leaseUntil, now).Scan(&r.ID, &r.State, &r.Model, &r.ProviderID, &r.InputFileID, &r.VendorStatus,
-		&r.CreatedAt, &r.CancelRequested, &r.Polls, &r.Lease, &r.Tag)
+		&r.CreatedAt, &r.CancelRequested, &r.Polls, &r.Lease, &r.Tag, &r.StrayOf)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ProviderBatch{}, false, nil
 	}
