@@ -297,7 +297,7 @@ type SubmittedBatch struct {
 // RecordSubmitted records r as created at the provider (state submitted,
 // submitted at now unless it was before), its next poll at nextPoll and no
 // poll counted yet. ErrLeaseLost: the row is another process's, which may
-// have recorded this same batch or another (ProviderBatchID).
+// have recorded this same batch or another (RecordStrayBatch sorts which).
 func RecordSubmitted(ctx context.Context, db DBTX, r ProviderBatch, b SubmittedBatch, now, nextPoll time.Time) error {
 	var expires *time.Time
 	if !b.ExpiresAt.IsZero() {
@@ -315,19 +315,6 @@ func RecordSubmitted(ctx context.Context, db DBTX, r ProviderBatch, b SubmittedB
 		return fmt.Errorf("ledger: record provider batch %d as %s: %w", r.ID, b.ProviderID, ErrLeaseLost)
 	}
 	return nil
-}
-
-// ProviderBatchID returns the provider's id recorded for row id ("" when
-// none).
-func ProviderBatchID(ctx context.Context, db DBTX, id int64) (string, error) {
-	var recorded *string
-	if err := db.QueryRow(ctx, `SELECT provider_batch_id FROM triage_provider_batch WHERE id = $1`, id).Scan(&recorded); err != nil {
-		return "", fmt.Errorf("ledger: provider batch %d: %w", id, err)
-	}
-	if recorded == nil {
-		return "", nil
-	}
-	return *recorded, nil
 }
 
 // RescheduleProviderBatch gives back r's lease until at. A row another
