@@ -204,7 +204,7 @@ SELECT b.id, b.pipeline, b.key, b.total, ` + stateSQL + `,
            WHERE r.batch = b.id GROUP BY t.model) m),
        b.deadline,
        a.sync_calls, a.sync_spend, a.batch_calls, a.batch_spend, a.batch_sync_cost, a.batch_saved,
-       a.batch_reserved::float8
+       a.batch_reserved::float8, a.strays, a.stray_usd::float8
 FROM triage_batch b
 CROSS JOIN LATERAL (
     SELECT count(*) AS calls,
@@ -212,6 +212,8 @@ CROSS JOIN LATERAL (
            coalesce(sum(est_cost_usd) FILTER (WHERE status = 'possibly_billed'
                OR (status = 'intent' AND mode <> '` + ModeBatch + `')), 0) AS possibly_billed,
            coalesce(sum(est_cost_usd) FILTER (WHERE status = 'intent' AND mode = '` + ModeBatch + `'), 0) AS batch_reserved,
+           count(*) FILTER (WHERE reason = '` + ReasonStrayDuplicate + `') AS strays,
+           coalesce(sum(cost_usd) FILTER (WHERE reason = '` + ReasonStrayDuplicate + `'), 0) AS stray_usd,
            ` + modeSumsSQL + `
     FROM triage_attempt t WHERE t.batch = b.id
 ) a
@@ -224,7 +226,8 @@ func scanStatus(row pgx.Row) (Status, error) {
 	)
 	if err := row.Scan(&s.Batch, &s.Pipeline, &s.Key, &s.Total, &s.State, &s.Completed, &s.DeadLettered, &s.Cancelled,
 		&s.Calls, &s.SpendUSD, &s.PossiblyBilledUSD, &s.Fallback, &s.Models, &s.Deadline,
-		&m.syncCalls, &m.syncSpend, &m.batchCalls, &m.batchSpend, &m.batchSyncCost, &m.batchSaved, &s.BatchReservedUSD); err != nil {
+		&m.syncCalls, &m.syncSpend, &m.batchCalls, &m.batchSpend, &m.batchSyncCost, &m.batchSaved, &s.BatchReservedUSD,
+		&s.StrayDuplicates, &s.StrayDuplicateUSD); err != nil {
 		return Status{}, err
 	}
 	s.ByMode, s.BatchSavedUSD = m.usage()

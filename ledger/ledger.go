@@ -363,6 +363,12 @@ type Status struct {
 	// reserved against the budget, but not ambiguous, so not in
 	// PossiblyBilledUSD. Omitted when zero.
 	BatchReservedUSD float64 `json:"batch_reserved_usd,omitempty"`
+	// StrayDuplicates counts the paid duplicates of the batch's records
+	// (ReasonStrayDuplicate): lines a stray provider batch ran before its
+	// cancel reached the provider, billed, in SpendUSD (StrayDuplicateUSD
+	// of it), never a record's result. Both omitted when none.
+	StrayDuplicates   int     `json:"stray_duplicates,omitempty"`
+	StrayDuplicateUSD float64 `json:"stray_duplicate_usd,omitempty"`
 	// ProviderBatches are the provider batches in flight (not collected or
 	// abandoned) holding lines of the batch, oldest first; omitted when none.
 	ProviderBatches []ProviderBatchStatus `json:"provider_batches,omitempty"`

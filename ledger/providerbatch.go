@@ -54,6 +54,9 @@ type ProviderBatch struct {
 	// Tag is the row's random tag, sent as the provider batch's metadata
 	// and looked for after a crash.
 	Tag string
+	// StrayOf is, for a stray provider batch (RecordStrayBatch), the row
+	// whose lines it holds; nil for every other row.
+	StrayOf *int64
 }
 
 // PendingLines selects the key's lines waiting for a provider batch that
@@ -219,9 +222,9 @@ func ClaimProviderBatch(ctx context.Context, db DBTX, key string, now, leaseUnti
 		WHERE id = (SELECT id FROM triage_provider_batch
 			WHERE key = $1 AND state IN ('intent', 'uploaded', 'submitted', 'ended') AND next_poll_at <= $3
 			ORDER BY next_poll_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-		RETURNING id, state, model, provider_batch_id, input_file_id, vendor_status, created_at, cancel_requested, polls, next_poll_at, tag`,
+		RETURNING id, state, model, provider_batch_id, input_file_id, vendor_status, created_at, cancel_requested, polls, next_poll_at, tag, stray_of`,
 		key, leaseUntil, now).Scan(&r.ID, &r.State, &r.Model, &r.ProviderID, &r.InputFileID, &r.VendorStatus,
-		&r.CreatedAt, &r.CancelRequested, &r.Polls, &r.Lease, &r.Tag)
+		&r.CreatedAt, &r.CancelRequested, &r.Polls, &r.Lease, &r.Tag, &r.StrayOf)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ProviderBatch{}, false, nil
 	}
@@ -294,7 +297,7 @@ type SubmittedBatch struct {
 // RecordSubmitted records r as created at the provider (state submitted,
 // submitted at now unless it was before), its next poll at nextPoll and no
 // poll counted yet. ErrLeaseLost: the row is another process's, which may
-// have recorded this same batch or another (ProviderBatchID).
+// have recorded this same batch or another (RecordStrayBatch sorts which).
 func RecordSubmitted(ctx context.Context, db DBTX, r ProviderBatch, b SubmittedBatch, now, nextPoll time.Time) error {
 	var expires *time.Time
 	if !b.ExpiresAt.IsZero() {
@@ -312,19 +315,6 @@ func RecordSubmitted(ctx context.Context, db DBTX, r ProviderBatch, b SubmittedB
 		return fmt.Errorf("ledger: record provider batch %d as %s: %w", r.ID, b.ProviderID, ErrLeaseLost)
 	}
 	return nil
-}
-
-// ProviderBatchID returns the provider's id recorded for row id ("" when
-// none).
-func ProviderBatchID(ctx context.Context, db DBTX, id int64) (string, error) {
-	var recorded *string
-	if err := db.QueryRow(ctx, `SELECT provider_batch_id FROM triage_provider_batch WHERE id = $1`, id).Scan(&recorded); err != nil {
-		return "", fmt.Errorf("ledger: provider batch %d: %w", id, err)
-	}
-	if recorded == nil {
-		return "", nil
-	}
-	return *recorded, nil
 }
 
 // RescheduleProviderBatch gives back r's lease until at. A row another

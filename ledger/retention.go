@@ -133,6 +133,7 @@ var pruneStatements = []struct {
 			WHERE pb.state IN ('collected', 'abandoned')
 			  AND coalesce(pb.collected_at, pb.ended_at, pb.created_at) < $1
 			  AND NOT EXISTS (SELECT 1 FROM triage_provider_batch_line l WHERE l.provider_batch = pb.id)
+			  AND NOT EXISTS (SELECT 1 FROM triage_provider_batch s WHERE s.stray_of = pb.id)
 			LIMIT $2)`,
 		finished, func(p *Pruned, n int) { p.ProviderBatches += n }},
 	{"alerts", `DELETE FROM triage_alert WHERE id IN (

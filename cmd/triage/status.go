@@ -142,6 +142,10 @@ func writeStatus(w io.Writer, v operator.BatchView) {
 	if l := v.LostAnswers; l != nil {
 		fmt.Fprintf(tw, "lost answers:\t%s\n", operator.DescribeLostAnswers(*l))
 	}
+	if st.StrayDuplicates > 0 {
+		fmt.Fprintf(tw, "paid duplicates:\t%d %s, %s of the spend (run by a stray provider batch before its cancel; reason %s in `triage ledger`)\n",
+			st.StrayDuplicates, plural(st.StrayDuplicates, "line", "lines"), usd(st.StrayDuplicateUSD), ledger.ReasonStrayDuplicate)
+	}
 	if st.BatchReservedUSD > 0 {
 		fmt.Fprintf(tw, "in provider batches:\t%s (estimate of the lines waiting for their answer, at batch prices)\n", usd(st.BatchReservedUSD))
 	}

@@ -127,7 +127,7 @@ func (c *Client) find(ctx context.Context, tag string, since time.Time, customID
 	if tag == "" {
 		return Batch{}, false, fmt.Errorf("%w: find needs the tag the batch was created with", ErrInvalidLines)
 	}
-	return c.openAIFind(ctx, tag, since)
+	return c.openAIFind(ctx, tag, since, known)
 }
 
 // results streams every result line of an ended batch, in the provider's

@@ -182,7 +182,7 @@ func (c *Client) openAIBatchCall(ctx context.Context, op, method, u string, body
 	return w.batch(), nil
 }
 
-func (c *Client) openAIFind(ctx context.Context, tag string, since time.Time) (Batch, bool, error) {
+func (c *Client) openAIFind(ctx context.Context, tag string, since time.Time, known Known) (Batch, bool, error) {
 	after := ""
 	for {
 		q := url.Values{"limit": {strconv.Itoa(listPageSize)}}
@@ -200,7 +200,21 @@ func (c *Client) openAIFind(ctx context.Context, tag string, since time.Time) (B
 		for i := range page.Data {
 			w := &page.Data[i]
 			if w.tag() == tag {
-				return w.batch(), true, nil
+				b := w.batch()
+				if known == nil {
+					return b, true, nil
+				}
+				// Two batches carry the tag when a process created one
+				// after its lease on the row ran out (a stray): the
+				// stray is recorded as a row of its own, and is not
+				// this row's.
+				k, err := known(ctx, b.ID)
+				if err != nil {
+					return Batch{}, false, err
+				}
+				if !k {
+					return b, true, nil
+				}
 			}
 			if !since.IsZero() && unixTime(&w.CreatedAt).Before(since.Add(-FindClockSkew)) {
 				return Batch{}, false, nil // newest first: the rest are older still

@@ -119,11 +119,18 @@ func (w *world) check() []string {
 	byIdem := map[string]string{}
 	paid := map[string]int{}
 	unsure := map[string]int{}
+	// Paid duplicates: lines a stray provider batch ran (its create landed
+	// after its process lost the row to another, which sent the lines
+	// too), each billed and recorded as such by the ledger.
+	strays := map[string]int{}
 	var spend, possibly float64
 	for _, a := range atts {
 		byIdem[a.idem] = a.record
 		if a.costUSD > 0 {
 			paid[a.record]++
+			if a.reasonTxt == ledger.ReasonStrayDuplicate {
+				strays[a.record]++
+			}
 		}
 		if a.ambiguous() {
 			unsure[a.record]++
@@ -162,13 +169,15 @@ func (w *world) check() []string {
 	}
 	// A whole answer paid for is never paid again: per record, the whole
 	// answers the providers billed are at most one plus the attempts whose
-	// answer the worker may not have read (possibly billed). Stronger than
-	// the count above, which a second paid call with its own ledger cost
-	// passes (a paid answer dropped, then bought again).
+	// answer the worker may not have read (possibly billed) and the paid
+	// duplicates of a stray provider batch (ledger.ReasonStrayDuplicate:
+	// run before its cancel reached the provider, which no process can
+	// stop). Stronger than the count above, which a second paid call with
+	// its own ledger cost passes (a paid answer dropped, then bought again).
 	for _, r := range recs {
-		if answers[r] > 1+unsure[r] {
-			fail("record %s: the providers billed %d whole answers; the ledger has %d possibly billed attempts (a paid answer was paid again)",
-				r, answers[r], unsure[r])
+		if answers[r] > 1+unsure[r]+strays[r] {
+			fail("record %s: the providers billed %d whole answers; the ledger has %d possibly billed attempts and %d paid duplicates (a paid answer was paid again)",
+				r, answers[r], unsure[r], strays[r])
 		}
 	}
 	const eps = 1e-9

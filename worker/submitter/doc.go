@@ -28,7 +28,11 @@
 // process renews the lease while an upload, create or Find runs, and the
 // next_poll_at it set is the fencing token of its writes to the row: a
 // process that lost the lease anyway writes nothing more, and a provider
-// batch it created for a row another process owns is cancelled. An intent
+// batch it created for a row another process owns (a stray) is recorded as
+// a row of its own and cancelled; its collection records each line it ran
+// before the cancel as a paid duplicate of its record (reason
+// ReasonStrayDuplicate, its cost in the spend), never as the record's
+// answer (collectStray). An intent
 // or uploaded row found after a crash is looked for at the provider
 // (batchapi.Client.Find) before anything is sent again; a submitted row's
 // lines are never sent again. A result line that cannot be read may be a

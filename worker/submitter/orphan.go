@@ -38,7 +38,7 @@ func (s *Submitter) settleAnsweredOrphans(ctx context.Context) error {
 			if err := json.Unmarshal(o.Answer, &ans); err != nil {
 				return fmt.Errorf("answer of line %d: %w", o.ID, err)
 			}
-			out := s.orphanOutcome(ans, o.Model)
+			out := s.answerOutcome(ans, o.Model, ReasonJobGone)
 			if err := ledger.FinishAttempt(ctx, tx, o.AttemptID, out); err != nil && !errors.Is(err, ledger.ErrAttemptFinished) {
 				return err
 			}
@@ -51,21 +51,22 @@ func (s *Submitter) settleAnsweredOrphans(ctx context.Context) error {
 	return nil
 }
 
-// orphanOutcome is the ledger outcome of an answer nobody applies: its
+// answerOutcome is the ledger outcome of an answer nobody applies (a line
+// whose job is gone, a line a stray provider batch ran), with reason: its
 // class and usage priced as the job would have priced them.
-func (s *Submitter) orphanOutcome(ans ledger.BatchLineAnswer, model string) ledger.Outcome {
+func (s *Submitter) answerOutcome(ans ledger.BatchLineAnswer, model, reason string) ledger.Outcome {
 	if ans.RejectReason != "" {
-		return ledger.Outcome{Status: ledger.AttemptFailed, Class: classify.Rejected, VendorCode: ans.RejectCode, Reason: ReasonJobGone}
+		return ledger.Outcome{Status: ledger.AttemptFailed, Class: classify.Rejected, VendorCode: ans.RejectCode, Reason: reason}
 	}
 	o := ans.Observation
 	if o.Phase != "" && o.Phase != classify.PhaseResponse {
 		// Its result could not be read (lostAnswer): maybe billed, cost unknown.
-		return ledger.Outcome{Status: ledger.AttemptPossiblyBilled, Class: classify.Ambiguous, Reason: ReasonJobGone}
+		return ledger.Outcome{Status: ledger.AttemptPossiblyBilled, Class: classify.Ambiguous, Reason: reason}
 	}
 	res := provider.DecodeResponse(s.cfg.Client.Format(), s.cfg.Key.Vendor, s.cfg.Key.Path, o.Status, o.Headers, []byte(o.Body))
 	v := s.cfg.Config.Classifier().Classify(res.Observation)
 	out := ledger.Outcome{Status: ledger.AttemptFailed, Class: v.Class, HTTPStatus: o.Status, VendorCode: deref(v.Code),
-		Reason: ReasonJobGone, InputTokens: res.InputTokens, OutputTokens: res.OutputTokens}
+		Reason: reason, InputTokens: res.InputTokens, OutputTokens: res.OutputTokens}
 	if v.Class == classify.OK {
 		out.Status = ledger.AttemptOK
 	}

@@ -628,7 +628,7 @@ func (s *Submitter) recover(ctx context.Context, r *row) error {
 		return s.later(ctx, r, err)
 	case found:
 		s.log.InfoContext(ctx, "provider batch found after a restart", "key", s.key, "provider_batch", r.ID, "id", b.ID)
-		return s.recordSubmitted(ctx, r, b)
+		return s.recordSubmitted(ctx, r, lines, b)
 	}
 	if r.CancelRequested {
 		// Never reached the provider: its lines did not run.
@@ -709,7 +709,7 @@ func (s *Submitter) submit(ctx context.Context, r *row, lines []line, admitted *
 		s.accepted() // Anthropic validates at create
 	}
 	s.log.InfoContext(ctx, "provider batch submitted", "key", s.key, "provider_batch", r.ID, "id", b.ID, "lines", len(lines))
-	return s.recordSubmitted(ctx, r, b)
+	return s.recordSubmitted(ctx, r, lines, b)
 }
 
 // settle tells the key's breakers what the submitter's call (an upload or
@@ -739,12 +739,13 @@ func (s *Submitter) settle(ctx context.Context, adm keys.Admission, o keys.Outco
 	}
 }
 
-func (s *Submitter) recordSubmitted(ctx context.Context, r *row, b batchapi.Batch) error {
+func (s *Submitter) recordSubmitted(ctx context.Context, r *row, lines []line, b batchapi.Batch) error {
 	counts, _ := json.Marshal(b.Counts.Vendor(s.cfg.Key.Vendor))
-	err := ledger.RecordSubmitted(ctx, s.cfg.Pool, *r, ledger.SubmittedBatch{ProviderID: b.ID, InputFileID: b.InputFileID,
-		VendorStatus: b.VendorStatus, Counts: counts, ExpiresAt: b.ExpiresAt}, s.now(), s.now().Add(s.t.PollMin))
+	sb := ledger.SubmittedBatch{ProviderID: b.ID, InputFileID: b.InputFileID, VendorStatus: b.VendorStatus, Counts: counts,
+		ExpiresAt: b.ExpiresAt}
+	err := ledger.RecordSubmitted(ctx, s.cfg.Pool, *r, sb, s.now(), s.now().Add(s.t.PollMin))
 	if errors.Is(err, errLeaseLost) {
-		return s.strayBatch(ctx, r, b)
+		return s.strayBatch(ctx, r, lines, sb)
 	}
 	if err != nil {
 		return fmt.Errorf("submitter: %w", err)
@@ -752,22 +753,29 @@ func (s *Submitter) recordSubmitted(ctx context.Context, r *row, b batchapi.Batc
 	return nil
 }
 
-// strayBatch handles a provider batch this process created for a row it
-// no longer owns (its lease ran out during the create): unless the new
-// owner recorded this very batch (found it), it is a second batch of the
-// same lines, cancelled at once so that its lines are not billed twice.
-func (s *Submitter) strayBatch(ctx context.Context, r *row, b batchapi.Batch) error {
-	recorded, err := ledger.ProviderBatchID(ctx, s.cfg.Pool, r.ID)
+// strayBatch handles a provider batch this process created (or found) for
+// a row it no longer owns (its lease ran out during the create): unless
+// the row's new owner recorded this very batch (found it), it is a second
+// batch of the same lines. It is recorded as a stray row of its own
+// (ledger.RecordStrayBatch) before anything else, then cancelled at once;
+// whichever process claims the stray row next polls it to its end and
+// collects it (collectStray): the provider bills every line that ran
+// before the cancel, and each is recorded as a paid duplicate of its
+// record.
+func (s *Submitter) strayBatch(ctx context.Context, r *row, lines []line, b ledger.SubmittedBatch) error {
+	id, stray, err := ledger.RecordStrayBatch(ctx, s.cfg.Pool, *r, lineIDs(lines), b, s.now(), s.now().Add(s.t.PollMin))
 	if err != nil {
-		return fmt.Errorf("submitter: provider batch %d (%s) created after its lease was lost: %w", r.ID, b.ID, err)
+		return fmt.Errorf("submitter: provider batch %d (%s) created after its lease was lost: %w", r.ID, b.ProviderID, err)
 	}
-	if recorded == b.ID {
+	if !stray {
 		return nil
 	}
-	s.log.ErrorContext(ctx, "provider batch created after the row's lease was lost: cancelling it", "key", s.key,
-		"provider_batch", r.ID, "id", b.ID)
-	if _, err := s.cfg.Client.Cancel(ctx, b.ID); err != nil {
-		return fmt.Errorf("submitter: cancel stray provider batch %s of %d: %w", b.ID, r.ID, err)
+	s.log.ErrorContext(ctx, "provider batch created after the row's lease was lost: cancelling it, its lines that ran are collected as paid duplicates",
+		"key", s.key, "provider_batch", r.ID, "stray", id, "id", b.ProviderID)
+	if _, err := s.cfg.Client.Cancel(ctx, b.ProviderID); err != nil {
+		// The stray row asks for its cancel: its next poll sends it again.
+		s.log.WarnContext(ctx, "cancel of a stray provider batch failed; its next poll sends it again", "key", s.key,
+			"provider_batch", id, "id", b.ProviderID, "err", err)
 	}
 	return fmt.Errorf("submitter: provider batch %d: %w", r.ID, errLeaseLost)
 }
@@ -993,6 +1001,9 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 		OutputFileID: b.OutputFileID, ErrorFileID: b.ErrorFileID, EndedAt: endedAt(b, s.now())}); err != nil {
 		return fmt.Errorf("submitter: %w", err)
 	}
+	if r.StrayOf != nil {
+		return s.collectStray(ctx, r, b)
+	}
 	if b.Failed {
 		return s.collectFailed(ctx, r, b)
 	}
@@ -1079,9 +1090,14 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 // lostAnswer is the stored answer of a line that may have run but whose
 // result could not be read: sent, no usable answer.
 func (s *Submitter) lostAnswer() []byte {
-	ans, _ := json.Marshal(ledger.BatchLineAnswer{Observation: classify.Observation{Vendor: s.cfg.Key.Vendor,
-		Path: s.cfg.Key.Path, Phase: classify.PhaseSentNoResponse}})
+	ans, _ := json.Marshal(ledger.BatchLineAnswer{Observation: s.lostObservation()})
 	return ans
+}
+
+// lostObservation is the observation of a line that may have run but whose
+// result could not be read: sent, no response.
+func (s *Submitter) lostObservation() classify.Observation {
+	return classify.Observation{Vendor: s.cfg.Key.Vendor, Path: s.cfg.Key.Path, Phase: classify.PhaseSentNoResponse}
 }
 
 func (s *Submitter) alertExhausted(ctx context.Context, reason string) {

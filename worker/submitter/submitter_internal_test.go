@@ -177,7 +177,7 @@ mode = "batch"
 		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": "{}"}}},
 		"usage":   map[string]any{"prompt_tokens": 1000, "completion_tokens": 500, "total_tokens": 1500}})
 	ok := ledger.BatchLineAnswer{Observation: classify.Observation{Vendor: "openai", Phase: classify.PhaseResponse, Status: 200, Body: string(body)}}
-	out := s.orphanOutcome(ok, "m")
+	out := s.answerOutcome(ok, "m", ReasonJobGone)
 	require.Equal(t, ledger.AttemptOK, out.Status)
 	require.Equal(t, classify.OK, out.Class)
 	require.Equal(t, ReasonJobGone, out.Reason)
@@ -187,7 +187,7 @@ mode = "batch"
 	require.NotNil(t, out.SyncCostUSD)
 	require.InDelta(t, (1000*2+500*8)/1e6, *out.SyncCostUSD, 1e-12)
 
-	refused := s.orphanOutcome(ledger.BatchLineAnswer{RejectReason: "batch_validation:x", RejectCode: "x"}, "m")
+	refused := s.answerOutcome(ledger.BatchLineAnswer{RejectReason: "batch_validation:x", RejectCode: "x"}, "m", ReasonJobGone)
 	require.Equal(t, ledger.AttemptFailed, refused.Status)
 	require.Zero(t, refused.CostUSD, "a line refused at validation never ran")
 	require.Equal(t, "x", refused.VendorCode)
