@@ -176,6 +176,9 @@ func watchStateOf(run ledger.WatchRun) keys.WatchState {
 	if run.ThrottleSince != nil {
 		st.ThrottleSince = *run.ThrottleSince
 	}
+	if run.StreakSince != nil {
+		st.StreakSince = *run.StreakSince
+	}
 	return st
 }
 
@@ -184,6 +187,10 @@ func watchRunOf(st keys.WatchState) ledger.WatchRun {
 	if st.Throttles > 0 {
 		since := st.ThrottleSince
 		run.ThrottleSince = &since
+	}
+	if len(st.Records) > 0 && !st.StreakSince.IsZero() {
+		since := st.StreakSince
+		run.StreakSince = &since
 	}
 	return run
 }

@@ -89,9 +89,11 @@ type WatchEvent struct {
 
 // WatchState is one key's runs, as this process saw them.
 type WatchState struct {
-	// Fingerprint and Records of the current rejection streak.
+	// Fingerprint and Records of the current rejection streak, and when
+	// its first rejection was answered.
 	Fingerprint string
 	Records     []string
+	StreakSince time.Time
 	// The current run of throttles: since when, how many, the last one's
 	// fingerprint.
 	ThrottleSince time.Time
@@ -113,21 +115,29 @@ type WatchDecision struct {
 func DecideWatch(st WatchState, ev WatchEvent, s WatchSettings) (WatchState, WatchDecision) {
 	switch ev.Kind {
 	case WatchSuccess:
-		if st.Throttles > 0 && !ev.At.IsZero() && ev.At.Before(st.ThrottleSince) {
-			// Answered before the run of throttles began (its report, a
-			// completion's write, can land seconds after the answer on a
-			// busy worker): no success between those throttles, the run
-			// goes on. Ended by it, a wall of throttles from a dead account
-			// would be held seconds late, dozens of requests later.
-			return WatchState{ThrottleSince: st.ThrottleSince, Throttles: st.Throttles, ThrottleFP: st.ThrottleFP}, WatchDecision{}
+		// A success answered before a run began (its report, a
+		// completion's write, can land seconds after the answer on a busy
+		// worker) came between none of the run's failures: the run goes
+		// on. Ended by it, a wall of throttles or a streak of rejections
+		// from a dead account would be held seconds late, dozens of
+		// requests later.
+		var next WatchState
+		if len(st.Records) > 0 && answeredBefore(ev, st.StreakSince) {
+			next.Fingerprint, next.Records, next.StreakSince = st.Fingerprint, st.Records, st.StreakSince
 		}
-		return WatchState{}, WatchDecision{}
+		if st.Throttles > 0 && answeredBefore(ev, st.ThrottleSince) {
+			next.ThrottleSince, next.Throttles, next.ThrottleFP = st.ThrottleSince, st.Throttles, st.ThrottleFP
+		}
+		return next, WatchDecision{}
 	case WatchRejected:
 		if s.Rejections < 0 {
 			return st, WatchDecision{}
 		}
 		if ev.Fingerprint != st.Fingerprint {
 			st.Fingerprint, st.Records = ev.Fingerprint, nil
+		}
+		if len(st.Records) == 0 {
+			st.StreakSince = ev.At
 		}
 		for _, r := range st.Records {
 			if r == ev.Record {
@@ -154,6 +164,12 @@ func DecideWatch(st WatchState, ev WatchEvent, s WatchSettings) (WatchState, Wat
 		return st, WatchDecision{}
 	}
 	return st, WatchDecision{}
+}
+
+// answeredBefore says whether a success was answered before a run that
+// began at since (a success without a time ends every run).
+func answeredBefore(ev WatchEvent, since time.Time) bool {
+	return !ev.At.IsZero() && ev.At.Before(since)
 }
 
 // Watch is one key's safety net in this process: the runs (DecideWatch)
