@@ -157,6 +157,10 @@ func (r *Runtime) observeWatch(ctx context.Context, k *keyRuntime, ev keys.Watch
 		}
 		return k.watch.Observe(ev)
 	}
+	// This process's own successes are heard at once; their reports to
+	// the fleet's runs land with their completions, possibly after this
+	// failure's.
+	ev.LastSuccess = k.watch.LastSuccess()
 	var d keys.WatchDecision
 	settings := k.watch.Settings()
 	err := ledger.ChangeWatchRun(ctx, r.pool, k.cfg.Name, func(run ledger.WatchRun) ledger.WatchRun {

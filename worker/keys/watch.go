@@ -85,6 +85,12 @@ type WatchEvent struct {
 	Record string
 	// At is when the answer came.
 	At time.Time
+	// LastSuccess is when the latest success this process heard of was
+	// answered (zero: none), for a failure: the success's own report
+	// (its completion's write, ResetWatchRun) may land after this
+	// failure's on a busy worker, and a run it came into the middle of
+	// must start afresh all the same.
+	LastSuccess time.Time
 }
 
 // WatchState is one key's runs, as this process saw them.
@@ -133,7 +139,7 @@ func DecideWatch(st WatchState, ev WatchEvent, s WatchSettings) (WatchState, Wat
 		if s.Rejections < 0 {
 			return st, WatchDecision{}
 		}
-		if ev.Fingerprint != st.Fingerprint {
+		if ev.Fingerprint != st.Fingerprint || successSince(ev, st.StreakSince) {
 			st.Fingerprint, st.Records = ev.Fingerprint, nil
 		}
 		if len(st.Records) == 0 {
@@ -152,6 +158,9 @@ func DecideWatch(st WatchState, ev WatchEvent, s WatchSettings) (WatchState, Wat
 	case WatchThrottled:
 		if s.ThrottleAfter < 0 {
 			return st, WatchDecision{}
+		}
+		if st.Throttles > 0 && successSince(ev, st.ThrottleSince) {
+			st.Throttles = 0
 		}
 		if st.Throttles == 0 {
 			st.ThrottleSince = ev.At
@@ -172,6 +181,12 @@ func answeredBefore(ev WatchEvent, since time.Time) bool {
 	return !ev.At.IsZero() && ev.At.Before(since)
 }
 
+// successSince says whether this process heard of a success answered
+// since a run began at since, which the run has not heard of yet.
+func successSince(ev WatchEvent, since time.Time) bool {
+	return !ev.LastSuccess.IsZero() && !ev.LastSuccess.Before(since)
+}
+
 // Watch is one key's safety net in this process: the runs (DecideWatch)
 // and the hold this process set, so that calls in flight when it was set
 // park instead of being dead-lettered. Safe for concurrent use.
@@ -182,6 +197,8 @@ type Watch struct {
 	state WatchState
 	held  WatchDecision
 	gen   int64 // the exhausted breaker's generation the hold opened
+	// last is when the latest success Observe heard was answered.
+	last time.Time
 }
 
 // NewWatch returns a Watch with s (defaults filled in).
@@ -194,9 +211,20 @@ func (w *Watch) Settings() WatchSettings { return w.settings }
 func (w *Watch) Observe(ev WatchEvent) WatchDecision {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if ev.Kind == WatchSuccess && ev.At.After(w.last) {
+		w.last = ev.At
+	}
 	var d WatchDecision
 	w.state, d = DecideWatch(w.state, ev, w.settings)
 	return d
+}
+
+// LastSuccess is when the latest success Observe heard was answered (zero:
+// none yet): a failure's WatchEvent.LastSuccess.
+func (w *Watch) LastSuccess() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
 }
 
 // Held records that d opened the key's exhausted breaker in generation gen.
