@@ -74,6 +74,8 @@ func TestDecideWatch(t *testing.T) {
 			[]WatchEvent{rejAt(100, "r1"), {Kind: WatchRejected, Fingerprint: "a", Record: "r2", At: at(200), LastSuccess: at(150)},
 				{Kind: WatchRejected, Fingerprint: "a", Record: "r3", At: at(300), LastSuccess: at(150)},
 				{Kind: WatchRejected, Fingerprint: "a", Record: "r4", At: at(400), LastSuccess: at(150)}}, HoldRejectionStreak, "a"},
+		{"a success heard here at the streak's very instant does not", three,
+			[]WatchEvent{rejAt(100, "r1"), rejAt(200, "r2"), {Kind: WatchRejected, Fingerprint: "a", Record: "r3", At: at(300), LastSuccess: at(100)}}, HoldRejectionStreak, "a"},
 		{"a success heard here, not yet reported, starts the wall afresh", three,
 			[]WatchEvent{thr(0), thr(300), thr(600), {Kind: WatchThrottled, Fingerprint: "429 gate", Record: "r", At: at(1000), LastSuccess: at(500)}}, "", ""},
 		{"the wall off", WatchSettings{Rejections: 3, ThrottleAfter: -1},
