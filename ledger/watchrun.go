@@ -3,6 +3,8 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,6 +19,9 @@ import (
 type WatchRun struct {
 	Fingerprint string
 	Records     []string
+	// StreakSince is when the streak's first rejection was answered (nil:
+	// no streak, or one written before it was kept).
+	StreakSince *time.Time
 	// ThrottleSince is when the run of throttles began (nil: none).
 	ThrottleSince *time.Time
 	Throttles     int
@@ -37,13 +42,11 @@ func ChangeWatchRun(ctx context.Context, db DBTX, key string, change func(WatchR
 			Scan(&run.Fingerprint, &run.Records, &run.ThrottleSince, &run.Throttles, &run.ThrottleFP); err != nil {
 			return err
 		}
+		run.Records, run.StreakSince = streakOf(run.Records)
 		next := change(run)
-		if next.Records == nil {
-			next.Records = []string{}
-		}
 		_, err := tx.Exec(ctx, `UPDATE triage_watch_run SET fingerprint = $2, records = $3, throttle_since = $4,
 			throttles = $5, throttle_fp = $6, updated_at = now() WHERE key = $1`,
-			key, next.Fingerprint, next.Records, next.ThrottleSince, next.Throttles, next.ThrottleFP)
+			key, next.Fingerprint, recordsOf(next.Records, next.StreakSince), next.ThrottleSince, next.Throttles, next.ThrottleFP)
 		return err
 	})
 	if err != nil {
@@ -52,16 +55,51 @@ func ChangeWatchRun(ctx context.Context, db DBTX, key string, change func(WatchR
 	return nil
 }
 
+// streakSincePrefix begins the element of records, first when there is
+// one, that keeps when the streak's first rejection was answered (unix
+// nanoseconds): "since 1764658800123456789". A record's element is its
+// batch and record id joined by a slash, so one without a slash is never a
+// record's. (triage_watch_run has no column for it; a row written before
+// it was kept has no such element, and any success ends its streak, as
+// then.)
+const streakSincePrefix = "since "
+
+// streakOf splits the stored records into the streak's records and when
+// its first rejection was answered.
+func streakOf(stored []string) ([]string, *time.Time) {
+	if len(stored) == 0 {
+		return nil, nil
+	}
+	if v, ok := strings.CutPrefix(stored[0], streakSincePrefix); ok && !strings.Contains(stored[0], "/") {
+		if ns, err := strconv.ParseInt(v, 10, 64); err == nil {
+			since := time.Unix(0, ns).UTC()
+			return stored[1:], &since
+		}
+	}
+	return stored, nil
+}
+
+// recordsOf is streakOf's inverse: the records to store.
+func recordsOf(records []string, since *time.Time) []string {
+	if len(records) == 0 {
+		return []string{}
+	}
+	if since == nil {
+		return records
+	}
+	return append([]string{streakSincePrefix + strconv.FormatInt(since.UnixNano(), 10)}, records...)
+}
+
 // ResetWatchRun ends key's runs for a success answered at answeredAt,
-// anywhere in the fleet. A run of throttles that began after answeredAt
-// goes on: the success came before its first throttle, and its report (a
+// anywhere in the fleet. A run that began after answeredAt goes on: the
+// success came before its first throttle or rejection, and its report (a
 // completion's write) can land seconds after the answer on a busy worker,
-// which would hold a wall of throttles seconds late, dozens of requests to
-// a dead account later (as keys.DecideWatch decides for one process). One
-// statement that writes only when there is a run to end, so a healthy
-// key's successes cost an index look-up each.
+// which would hold a wall of throttles or a streak of rejections seconds
+// late, dozens of requests to a dead account later (as keys.DecideWatch
+// decides for one process). One statement that writes only when there is
+// a run to end, so a healthy key's successes cost an index look-up each.
 func ResetWatchRun(ctx context.Context, db DBTX, key string, answeredAt time.Time) error {
-	if _, err := db.Exec(ctx, resetWatchRunSQL, key, answeredAt); err != nil {
+	if _, err := db.Exec(ctx, resetWatchRunSQL, key, answeredAt, answeredAt.UnixNano()); err != nil {
 		return fmt.Errorf("ledger: reset watch run of key %s: %w", key, err)
 	}
 	return nil
@@ -70,15 +108,22 @@ func ResetWatchRun(ctx context.Context, db DBTX, key string, answeredAt time.Tim
 // QueueResetWatchRun queues ResetWatchRun on b: the worker sends it in the
 // round trip of the successful call's completion.
 func QueueResetWatchRun(b *pgx.Batch, key string, answeredAt time.Time) {
-	b.Queue(resetWatchRunSQL, key, answeredAt)
+	b.Queue(resetWatchRunSQL, key, answeredAt, answeredAt.UnixNano())
 }
 
-// resetWatchRunSQL: $1 key, $2 when the success was answered. "later":
-// the run of throttles began after it, and stays.
+// resetWatchRunSQL: $1 key, $2 when the success was answered, $3 the same
+// in unix nanoseconds. "later": the run began after it, and stays.
 const resetWatchRunSQL = `UPDATE triage_watch_run
-		SET fingerprint = '', records = '{}',
+		SET fingerprint = CASE WHEN ` + streakLaterSQL + ` THEN fingerprint ELSE '' END,
+			records = CASE WHEN ` + streakLaterSQL + ` THEN records ELSE '{}' END,
 			throttle_since = CASE WHEN throttle_since > $2 THEN throttle_since END,
 			throttles = CASE WHEN throttle_since > $2 THEN throttles ELSE 0 END,
 			throttle_fp = CASE WHEN throttle_since > $2 THEN throttle_fp ELSE '' END,
 			updated_at = now()
-		WHERE key = $1 AND (cardinality(records) > 0 OR (throttles > 0 AND coalesce(throttle_since <= $2, true)))`
+		WHERE key = $1 AND ((cardinality(records) > 0 AND NOT ` + streakLaterSQL + `)
+			OR (throttles > 0 AND coalesce(throttle_since <= $2, true)))`
+
+// streakLaterSQL: the streak's first rejection (its records' first
+// element, streakSincePrefix) was answered after $3.
+const streakLaterSQL = `coalesce(CASE WHEN records[1] LIKE '` + streakSincePrefix + `%' AND strpos(records[1], '/') = 0
+		THEN split_part(records[1], ' ', 2)::bigint > $3 END, false)`

@@ -58,3 +58,44 @@ func TestWatchRunSharedAndReset(t *testing.T) {
 	require.Zero(t, got.Throttles)
 	require.Nil(t, got.ThrottleSince)
 }
+
+// A success answered before a streak's first rejection, whose report lands
+// after it, does not end the streak; one answered after it does.
+func TestWatchRunStreakOutlivesAnEarlierSuccess(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	first := time.Date(2026, 12, 2, 7, 0, 0, 123456789, time.UTC)
+	var got ledger.WatchRun
+	read := func() {
+		require.NoError(t, ledger.ChangeWatchRun(b.ctx, b.db.Pool, "main", func(r ledger.WatchRun) ledger.WatchRun { got = r; return r }))
+	}
+	require.NoError(t, ledger.ChangeWatchRun(b.ctx, b.db.Pool, "main", func(r ledger.WatchRun) ledger.WatchRun {
+		r.Fingerprint, r.Records, r.StreakSince = "400 gate", []string{"b1/r1", "b1/r2"}, &first
+		return r
+	}))
+	read()
+	require.Equal(t, []string{"b1/r1", "b1/r2"}, got.Records)
+	require.NotNil(t, got.StreakSince)
+	require.True(t, first.Equal(*got.StreakSince), "to the nanosecond: %s", got.StreakSince)
+
+	require.NoError(t, ledger.ResetWatchRun(b.ctx, b.db.Pool, "main", first.Add(-time.Nanosecond)))
+	read()
+	require.Equal(t, []string{"b1/r1", "b1/r2"}, got.Records, "a success answered before the streak began does not end it")
+	require.Equal(t, "400 gate", got.Fingerprint)
+
+	require.NoError(t, ledger.ResetWatchRun(b.ctx, b.db.Pool, "main", first))
+	read()
+	require.Empty(t, got.Records, "a success answered with the streak's first rejection ends it")
+	require.Empty(t, got.Fingerprint)
+	require.Nil(t, got.StreakSince)
+
+	// A streak stored without its start (before it was kept): any success
+	// ends it, as then.
+	require.NoError(t, ledger.ChangeWatchRun(b.ctx, b.db.Pool, "main", func(r ledger.WatchRun) ledger.WatchRun {
+		r.Fingerprint, r.Records = "400 gate", []string{"b1/r1"}
+		return r
+	}))
+	require.NoError(t, ledger.ResetWatchRun(b.ctx, b.db.Pool, "main", first.Add(-time.Hour)))
+	read()
+	require.Empty(t, got.Records)
+}

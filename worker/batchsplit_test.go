@@ -55,6 +55,12 @@ func TestBatchSplitHalfSentByAnotherProcessIsLookedForFirst(t *testing.T) {
 	hold := &splitHolder{held: make(chan struct{}), release: make(chan struct{})}
 	b.opts.HTTPClient = &http.Client{Transport: hold}
 	const n = 10
+	// The n lines one provider batch, however slowly a loaded machine's
+	// jobs write them: split by the gather window, a smaller first batch
+	// was refused instead, and its halves, or a batch of the rest, were
+	// what the processes sent (each half created once: expected 2, actual
+	// 3; or a 30 s wait for a half that never came).
+	b.oneGather(n, 5*time.Second)
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
 	select {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -234,4 +235,42 @@ func TestSafetyNetWatchesBatchLines(t *testing.T) {
 	for _, dl := range b.deadLetters(t, "b1") {
 		require.Equal(t, "rejected", dl.Class, "%s: %s", dl.RecordID, dl.Reason)
 	}
+}
+
+// A success answered between two rejections ends the streak even when its
+// report to the fleet's runs (its completion's write) lands after both, as
+// it does on a busy worker when completions queue up: a poisoned batch
+// whose good records' completions lag must not hold the healthy key.
+// Here the success's completion is held until the rejections after it
+// have been recorded.
+func TestSafetyNetStreakEndedByASuccessReportedLate(t *testing.T) {
+	t.Parallel()
+	sc := fakeprovider.Scenario{NoReplay: true, Poison: fakeprovider.Poison{InvalidMarker: "POISON"}}
+	b := setup(t, sc, tweaks{concurrency: 4, probeInterval: "200ms", extraKey: "suspect_rejections = 3\n"})
+	b.opts.SpendCheck = 50 * time.Millisecond
+	rt := b.newRuntime(t)
+	held, release := make(chan struct{}), make(chan struct{})
+	var hold, free sync.Once
+	unblock := func() { free.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	rt.SetGroupHooks(nil, func(int) { hold.Do(func() { close(held); <-release }) }, false)
+	b.run(t, rt)
+	poison := func(int) string { return `,"note":"POISON"` }
+	deadIn := func(batch string) int { return b.status(t, batch).DeadLettered }
+
+	b.enqueue(t, "b1", records(1, poison))
+	workertest.Eventually(t, 30*time.Second, "the first rejection", func() bool { return deadIn("b1") == 1 })
+	b.enqueue(t, "b2", records(1, nil))
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the success never reached its completion")
+	}
+	b.enqueue(t, "b3", records(2, poison))
+	workertest.Eventually(t, 30*time.Second, "two more rejections, or a hold", func() bool {
+		return deadIn("b3") == 2 || b.hooks.count("key_suspect") > 0
+	})
+	unblock()
+	require.Equal(t, 1, b.waitSettled(t, "b2", 30*time.Second).Completed)
+	require.Zero(t, b.hooks.count("key_suspect"), "a success came between the rejections: %s", b.hooks.all())
 }

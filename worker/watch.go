@@ -157,6 +157,10 @@ func (r *Runtime) observeWatch(ctx context.Context, k *keyRuntime, ev keys.Watch
 		}
 		return k.watch.Observe(ev)
 	}
+	// This process's own successes are heard at once; their reports to
+	// the fleet's runs land with their completions, possibly after this
+	// failure's.
+	ev.LastSuccess = k.watch.LastSuccess()
 	var d keys.WatchDecision
 	settings := k.watch.Settings()
 	err := ledger.ChangeWatchRun(ctx, r.pool, k.cfg.Name, func(run ledger.WatchRun) ledger.WatchRun {
@@ -176,6 +180,9 @@ func watchStateOf(run ledger.WatchRun) keys.WatchState {
 	if run.ThrottleSince != nil {
 		st.ThrottleSince = *run.ThrottleSince
 	}
+	if run.StreakSince != nil {
+		st.StreakSince = *run.StreakSince
+	}
 	return st
 }
 
@@ -184,6 +191,10 @@ func watchRunOf(st keys.WatchState) ledger.WatchRun {
 	if st.Throttles > 0 {
 		since := st.ThrottleSince
 		run.ThrottleSince = &since
+	}
+	if len(st.Records) > 0 && !st.StreakSince.IsZero() {
+		since := st.StreakSince
+		run.StreakSince = &since
 	}
 	return run
 }

@@ -85,13 +85,21 @@ type WatchEvent struct {
 	Record string
 	// At is when the answer came.
 	At time.Time
+	// LastSuccess is when the latest success this process heard of was
+	// answered (zero: none), for a failure: the success's own report
+	// (its completion's write, ResetWatchRun) may land after this
+	// failure's on a busy worker, and a run it came into the middle of
+	// must start afresh all the same.
+	LastSuccess time.Time
 }
 
 // WatchState is one key's runs, as this process saw them.
 type WatchState struct {
-	// Fingerprint and Records of the current rejection streak.
+	// Fingerprint and Records of the current rejection streak, and when
+	// its first rejection was answered.
 	Fingerprint string
 	Records     []string
+	StreakSince time.Time
 	// The current run of throttles: since when, how many, the last one's
 	// fingerprint.
 	ThrottleSince time.Time
@@ -113,21 +121,29 @@ type WatchDecision struct {
 func DecideWatch(st WatchState, ev WatchEvent, s WatchSettings) (WatchState, WatchDecision) {
 	switch ev.Kind {
 	case WatchSuccess:
-		if st.Throttles > 0 && !ev.At.IsZero() && ev.At.Before(st.ThrottleSince) {
-			// Answered before the run of throttles began (its report, a
-			// completion's write, can land seconds after the answer on a
-			// busy worker): no success between those throttles, the run
-			// goes on. Ended by it, a wall of throttles from a dead account
-			// would be held seconds late, dozens of requests later.
-			return WatchState{ThrottleSince: st.ThrottleSince, Throttles: st.Throttles, ThrottleFP: st.ThrottleFP}, WatchDecision{}
+		// A success answered before a run began (its report, a
+		// completion's write, can land seconds after the answer on a busy
+		// worker) came between none of the run's failures: the run goes
+		// on. Ended by it, a wall of throttles or a streak of rejections
+		// from a dead account would be held seconds late, dozens of
+		// requests later.
+		var next WatchState
+		if len(st.Records) > 0 && answeredBefore(ev, st.StreakSince) {
+			next.Fingerprint, next.Records, next.StreakSince = st.Fingerprint, st.Records, st.StreakSince
 		}
-		return WatchState{}, WatchDecision{}
+		if st.Throttles > 0 && answeredBefore(ev, st.ThrottleSince) {
+			next.ThrottleSince, next.Throttles, next.ThrottleFP = st.ThrottleSince, st.Throttles, st.ThrottleFP
+		}
+		return next, WatchDecision{}
 	case WatchRejected:
 		if s.Rejections < 0 {
 			return st, WatchDecision{}
 		}
-		if ev.Fingerprint != st.Fingerprint {
+		if ev.Fingerprint != st.Fingerprint || successSince(ev, st.StreakSince) {
 			st.Fingerprint, st.Records = ev.Fingerprint, nil
+		}
+		if len(st.Records) == 0 {
+			st.StreakSince = ev.At
 		}
 		for _, r := range st.Records {
 			if r == ev.Record {
@@ -143,6 +159,9 @@ func DecideWatch(st WatchState, ev WatchEvent, s WatchSettings) (WatchState, Wat
 		if s.ThrottleAfter < 0 {
 			return st, WatchDecision{}
 		}
+		if st.Throttles > 0 && successSince(ev, st.ThrottleSince) {
+			st.Throttles = 0
+		}
 		if st.Throttles == 0 {
 			st.ThrottleSince = ev.At
 		}
@@ -156,6 +175,20 @@ func DecideWatch(st WatchState, ev WatchEvent, s WatchSettings) (WatchState, Wat
 	return st, WatchDecision{}
 }
 
+// answeredBefore says whether a success was answered before a run that
+// began at since (a success without a time ends every run).
+func answeredBefore(ev WatchEvent, since time.Time) bool {
+	return !ev.At.IsZero() && ev.At.Before(since)
+}
+
+// successSince says whether this process heard of a success answered
+// after a run began at since, which the run may not have heard of yet.
+// One answered at the same instant (a test's clock standing still) is
+// left to the order of the reports, as before.
+func successSince(ev WatchEvent, since time.Time) bool {
+	return ev.LastSuccess.After(since)
+}
+
 // Watch is one key's safety net in this process: the runs (DecideWatch)
 // and the hold this process set, so that calls in flight when it was set
 // park instead of being dead-lettered. Safe for concurrent use.
@@ -166,6 +199,8 @@ type Watch struct {
 	state WatchState
 	held  WatchDecision
 	gen   int64 // the exhausted breaker's generation the hold opened
+	// last is when the latest success Observe heard was answered.
+	last time.Time
 }
 
 // NewWatch returns a Watch with s (defaults filled in).
@@ -178,9 +213,20 @@ func (w *Watch) Settings() WatchSettings { return w.settings }
 func (w *Watch) Observe(ev WatchEvent) WatchDecision {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if ev.Kind == WatchSuccess && ev.At.After(w.last) {
+		w.last = ev.At
+	}
 	var d WatchDecision
 	w.state, d = DecideWatch(w.state, ev, w.settings)
 	return d
+}
+
+// LastSuccess is when the latest success Observe heard was answered (zero:
+// none yet): a failure's WatchEvent.LastSuccess.
+func (w *Watch) LastSuccess() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
 }
 
 // Held records that d opened the key's exhausted breaker in generation gen.

@@ -16,6 +16,9 @@ func TestDecideWatch(t *testing.T) {
 	thr := func(ms int) WatchEvent {
 		return WatchEvent{Kind: WatchThrottled, Fingerprint: "429 gate", Record: "r", At: at(ms)}
 	}
+	rejAt := func(ms int, rec string) WatchEvent {
+		return WatchEvent{Kind: WatchRejected, Fingerprint: "a", Record: rec, At: at(ms)}
+	}
 	ok := WatchEvent{Kind: WatchSuccess, At: t0}
 	three := WatchSettings{Rejections: 3, ThrottleAfter: time.Second}
 	for _, tc := range []struct {
@@ -55,6 +58,26 @@ func TestDecideWatch(t *testing.T) {
 			[]WatchEvent{thr(100), thr(400), thr(700), {Kind: WatchSuccess, At: at(700)}, thr(1100)}, "", ""},
 		{"a success answered before the wall still ends a rejection streak", three,
 			[]WatchEvent{rej("a", "r1"), rej("a", "r2"), thr(100), {Kind: WatchSuccess, At: at(50)}, rej("a", "r3")}, "", ""},
+		{"a success answered before the streak's first rejection, heard late, does not end it", three,
+			[]WatchEvent{rejAt(100, "r1"), rejAt(200, "r2"), {Kind: WatchSuccess, At: at(50)}, rejAt(300, "r3")}, HoldRejectionStreak, "a"},
+		{"a success answered during the streak ends it", three,
+			[]WatchEvent{rejAt(100, "r1"), rejAt(200, "r2"), {Kind: WatchSuccess, At: at(100)}, rejAt(300, "r3")}, "", ""},
+		{"a success answered before a new fingerprint's streak does not end it", three,
+			[]WatchEvent{rejAt(10, "r0"), rej("b", "r1"), rejAt(100, "r2"), rejAt(200, "r3"), {Kind: WatchSuccess, At: at(50)}, rejAt(300, "r4")}, HoldRejectionStreak, "a"},
+		{"a success answered before the streak still ends a wall of throttles", three,
+			[]WatchEvent{thr(0), thr(300), rejAt(400, "r1"), {Kind: WatchSuccess, At: at(350)}, thr(600), thr(1000)}, "", ""},
+		{"a success heard here, not yet reported, starts the streak afresh", three,
+			[]WatchEvent{rejAt(100, "r1"), rejAt(200, "r2"), {Kind: WatchRejected, Fingerprint: "a", Record: "r3", At: at(300), LastSuccess: at(150)}}, "", ""},
+		{"a success heard here before the streak began does not", three,
+			[]WatchEvent{rejAt(100, "r1"), rejAt(200, "r2"), {Kind: WatchRejected, Fingerprint: "a", Record: "r3", At: at(300), LastSuccess: at(50)}}, HoldRejectionStreak, "a"},
+		{"the streak a success heard here restarted holds on its own count", three,
+			[]WatchEvent{rejAt(100, "r1"), {Kind: WatchRejected, Fingerprint: "a", Record: "r2", At: at(200), LastSuccess: at(150)},
+				{Kind: WatchRejected, Fingerprint: "a", Record: "r3", At: at(300), LastSuccess: at(150)},
+				{Kind: WatchRejected, Fingerprint: "a", Record: "r4", At: at(400), LastSuccess: at(150)}}, HoldRejectionStreak, "a"},
+		{"a success heard here at the streak's very instant does not", three,
+			[]WatchEvent{rejAt(100, "r1"), rejAt(200, "r2"), {Kind: WatchRejected, Fingerprint: "a", Record: "r3", At: at(300), LastSuccess: at(100)}}, HoldRejectionStreak, "a"},
+		{"a success heard here, not yet reported, starts the wall afresh", three,
+			[]WatchEvent{thr(0), thr(300), thr(600), {Kind: WatchThrottled, Fingerprint: "429 gate", Record: "r", At: at(1000), LastSuccess: at(500)}}, "", ""},
 		{"the wall off", WatchSettings{Rejections: 3, ThrottleAfter: -1},
 			[]WatchEvent{thr(0), thr(300), thr(600), thr(5000)}, "", ""},
 		{"other outcomes say nothing", three,

@@ -42,3 +42,28 @@ func WaitSettled(t testing.TB, db ledger.DBTX, batch string, timeout time.Durati
 	})
 	return st
 }
+
+// WaitDrained waits until every record of batch is completed or
+// dead-lettered for as long as the batch keeps moving: it fails the test
+// once no record has settled for stall. A drain's length is the machine's
+// (hundreds of records take seconds, or tens of seconds on a loaded one);
+// a batch that stops settling is the fault to catch.
+func WaitDrained(t testing.TB, db ledger.DBTX, batch string, stall time.Duration) ledger.Status {
+	t.Helper()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	settled, since := -1, time.Now()
+	for {
+		st, err := ledger.BatchStatus(context.Background(), db, batch)
+		require.NoError(t, err)
+		if st.Completed+st.DeadLettered == st.Total {
+			return st
+		}
+		if n := st.Completed + st.DeadLettered; n != settled {
+			settled, since = n, time.Now()
+		} else if time.Since(since) > stall {
+			t.Fatalf("batch %s stopped settling: %d of %d records settled, none for %s", batch, n, st.Total, stall)
+		}
+		<-tick.C
+	}
+}
