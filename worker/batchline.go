@@ -13,6 +13,7 @@ import (
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/decide"
+	"github.com/triage-dev/triage/worker/facts"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/provider"
 )
@@ -149,7 +150,7 @@ func (r *Runtime) addLine(ctx context.Context, c *call, b decide.BeforeCall, pri
 	var held *ledger.HeldError
 	if errors.As(err, &held) {
 		_ = tx.Rollback(ctx)
-		b.Hold = holdFacts(held.State)
+		b.Hold = facts.Hold(held.State)
 		return r.apply(ctx, c, decide.Before(b), keys.Report{})
 	}
 	if errors.As(err, &budgetErr) {
@@ -236,7 +237,7 @@ func (r *Runtime) applyLine(ctx context.Context, c *call, prior ledger.Prior, do
 		// synchronous rate: only this line waits, for the next batch.
 		a.Throttle = decide.BatchRequeueWait
 	}
-	rep := r.report(ctx, c, done, batchBreakerOutcome(a))
+	rep := r.report(ctx, c, done, facts.BatchBreakerOutcome(a))
 	// An error line of a result counts toward the key's rejection streak
 	// as a call's error does, and a good line ends it (a line's throttle
 	// does not feed the throttle wall: it is about the batch, not the
@@ -246,19 +247,6 @@ func (r *Runtime) applyLine(ctx context.Context, c *call, prior ledger.Prior, do
 		a.Held = r.watchLine(ctx, c, a)
 	}
 	return r.apply(ctx, c, decide.ForBatchLine(decide.After(a)), rep)
-}
-
-// batchBreakerOutcome is what a batch line tells the key's breakers: an
-// exhausted balance trips the key as a call would; the rest (a line's 5xx,
-// its throttle) is about the batch's processing, not about the key's
-// synchronous endpoint being up, so it does not feed the storm breaker.
-// The job applying the line made no call: a probe claim it holds is given
-// back, never settled by the stored answer (keys.Heard, in report).
-func batchBreakerOutcome(a decide.AfterCall) keys.Outcome {
-	if a.Verdict.Class == classify.Transient {
-		return keys.OutcomeExcluded
-	}
-	return keys.OutcomeOf(a.Verdict.Class)
 }
 
 // lineCost prices a batch line at the model's batch prices, and what the

@@ -22,9 +22,6 @@ import (
 // transaction; a fresh answer is stored in the statement that stores the
 // record's result.
 
-// cacheSweepLimit bounds the expired rows one sweep deletes.
-const cacheSweepLimit = 5000
-
 // cacheKey is the response cache's key for a request: its vendor (which
 // wire format, which model catalogue) and its content hash, which covers
 // model, system, prompt and every parameter but never the batch, the record
@@ -95,18 +92,6 @@ func (r *Runtime) storeCacheHit(ctx context.Context, tx pgx.Tx, c *call) error {
 	r.log.DebugContext(ctx, "cache hit", "key", c.key.cfg.Name, "job_id", job.ID, "batch", job.Args.Batch,
 		"record_id", job.Args.RecordID, "attempt_id", id, "source_attempt_id", c.cached.AttemptID)
 	return nil
-}
-
-// sweepCache deletes expired cache rows (one process at a time).
-func (r *Runtime) sweepCache(ctx context.Context) {
-	n, err := ledger.SweepResponseCache(ctx, r.pool, r.pinnedNow(), cacheSweepLimit)
-	if err != nil && ctx.Err() == nil {
-		r.log.WarnContext(ctx, "sweep response cache", "err", err)
-		return
-	}
-	if n > 0 {
-		r.log.DebugContext(ctx, "response cache swept", "deleted", n)
-	}
 }
 
 // pinnedNow is the injected clock's time, or zero for the database clock.

@@ -16,6 +16,7 @@ import (
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/decide"
+	"github.com/triage-dev/triage/worker/facts"
 	"github.com/triage-dev/triage/worker/jobargs"
 	"github.com/triage-dev/triage/worker/jobs"
 	"github.com/triage-dev/triage/worker/keys"
@@ -203,8 +204,8 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[jobargs.Args]) err
 	defer rt.resetWatchRun(ctx, c)
 	a, sendErr := rt.send(ctx, c)
 	rt.classify(ctx, c, &a, sendErr)
-	rep := rt.report(ctx, c, c.done, breakerOutcome(a))
-	a.Storm = stormFacts(rep.Storm)
+	rep := rt.report(ctx, c, c.done, facts.BreakerOutcome(a))
+	a.Storm = facts.Storm(rep.Storm)
 	a.Held = rt.watchCall(ctx, c, a)
 	return rt.apply(ctx, c, decide.After(a), rep)
 }
@@ -246,7 +247,7 @@ func (r *Runtime) check(ctx context.Context, c *call) (decide.BeforeCall, decide
 		if err != nil {
 			return b, rx, fmt.Errorf("open batch line: %w", err)
 		}
-		b.Line = lineFacts(l.Hold())
+		b.Line = facts.Line(l.Hold())
 		c.line = l
 		if b.ResultStored, err = ledger.HasResult(ctx, r.pool, job.Args.Batch, job.Args.RecordID); err != nil {
 			return b, rx, err
@@ -301,21 +302,21 @@ func (r *Runtime) admit(ctx context.Context, c *call, b *decide.BeforeCall) erro
 	if firstSend {
 		c.prior, c.intentID = pi.Prior, pi.AttemptID
 	}
-	b.Hold = holdFacts(hold)
+	b.Hold = facts.Hold(hold)
 	if c.line.ID != 0 {
 		batchPrior(&c.prior, c.line)
 		// The line's answer is this request's answer; another one from the
 		// cache would leave the line open.
 		c.cached.Hit = false
-		b.Line = lineFacts(c.line.Hold())
+		b.Line = facts.Line(c.line.Hold())
 	}
-	b.Admission = admissionFacts(adm)
+	b.Admission = facts.Admission(adm)
 	b.HoldRecheck = r.opts.BudgetRecheck
 	if pause != nil {
 		left := time.Until(pause.Until)
 		b.Pause = &left
 	}
-	b.Prior = priorFacts(c.prior)
+	b.Prior = facts.Prior(c.prior)
 	b.CacheHit = c.cached.Hit
 	c.calls = c.prior.JobCalls
 	return nil
@@ -550,7 +551,7 @@ func (r *Runtime) reserve(ctx context.Context, c *call, b *decide.BeforeCall) (d
 	var held *ledger.HeldError
 	if errors.As(err, &held) {
 		// Paused or cancelled since the look-up: no call.
-		b.Hold = holdFacts(held.State)
+		b.Hold = facts.Hold(held.State)
 		return decide.Before(*b), nil
 	}
 	if errors.As(err, &budgetErr) {
@@ -697,7 +698,7 @@ func (r *Runtime) readmit(ctx context.Context, c *call, done *keys.Done, b *deci
 		return fmt.Errorf("admit: %w", err)
 	}
 	r.report(ctx, c, *done, keys.OutcomeNone)
-	*done, c.adm, b.Admission, b.Pause = done2, adm, admissionFacts(adm), nil
+	*done, c.adm, b.Admission, b.Pause = done2, adm, facts.Admission(adm), nil
 	if pause != nil {
 		left := time.Until(pause.Until)
 		b.Pause = &left
@@ -823,7 +824,7 @@ func (r *Runtime) apply(ctx context.Context, c *call, rx decide.Reaction, rep ke
 	case decide.ReactRetryChanged:
 		return r.retryChanged(ctx, c, rx)
 	}
-	_ = r.finish(ctx, c, attemptStatus(rx.Outcome))
+	_ = r.finish(ctx, c, facts.AttemptStatus(rx.Outcome))
 	switch rx.Kind {
 	case decide.ReactSnooze:
 		return river.JobSnooze(rx.After)
@@ -1081,7 +1082,7 @@ func (r *Runtime) deadLetter(ctx context.Context, c *call, rx decide.Reaction) e
 				return err
 			}
 			if c.attemptID != 0 && rx.Outcome != decide.OutcomeNone {
-				if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, attemptStatus(rx.Outcome))); err != nil && !errors.Is(err, ledger.ErrAttemptFinished) {
+				if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, facts.AttemptStatus(rx.Outcome))); err != nil && !errors.Is(err, ledger.ErrAttemptFinished) {
 					return err
 				}
 			}

@@ -26,8 +26,8 @@
 // prior outcome, the admission, the verdict, the result) to a
 // decide.Reaction value, table-tested without a database, and a test there
 // fails if that package ever reaches the database driver, River or the
-// network; this package gathers the facts (facts.go turns the ledger's and
-// the breakers' answers into the decision's own types), and apply is the
+// network; this package gathers the facts (worker/facts turns the ledger's
+// and the breakers' answers into the decision's own types), and apply is the
 // only place that acts on a reaction (ledger, queue, alerts, River's
 // return value). The key's breakers hear each call's
 // outcome once, through the done function keys.Gate.Admit returns.
@@ -68,7 +68,7 @@
 // that sent it. decide.Before is where a run and the fallback mover ask it
 // (BeforeCall.Line); a job reads its open line whatever its pipeline's mode is
 // now; a line not sent yet is taken back before the record goes another way
-// (closeLine, moveJob); and every key with provider batches in flight keeps
+// (closeLine, fallbackmove.Move); and every key with provider batches in flight keeps
 // a submitter, collect-only when no pipeline on it is in batch mode. A paid
 // answer whose job was cancelled by hand stays held: a requeue gives it to
 // the record's new job (ledger.RecordLine.OnRequeue), which applies it as
@@ -79,4 +79,17 @@
 // River discarded (dead letter discarded) and jobs cancelled or deleted by
 // hand in River's CLI or UI (cancelled_by_hand, job_missing), so every batch
 // can settle.
+//
+// The background work is small services in packages of their own, each
+// with a Config (WithDefaults, Validate), a one-pass RunOnce or Tick that
+// its tests call, and Start/Stop (worker/service holds what they share);
+// the Runtime builds them in New and only wires what they need from it:
+// the fallback mover (worker/fallbackmove: the mover asks decide.Before on
+// a queued job's behalf, the Runtime renders the job for it), the spend
+// loop (worker/spendwatch: spend alerts, the response cache's expiry, the
+// announcement of settled batches through worker/settled, and the passes
+// it is given: the orphan sweep and the left background responses,
+// worker/leftresponses), retention (worker/retention) and the batch
+// submitters (worker/submitter). The storm alerts and the safety net
+// (storm.go, watch.go) still run here.
 package worker

@@ -12,6 +12,7 @@ import (
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/decide"
+	"github.com/triage-dev/triage/worker/facts"
 )
 
 // metaChange is the job metadata key that holds the job's one change, so
@@ -60,7 +61,7 @@ func (c *call) overflowFacts(ov classify.Observation) decide.ChangeFacts {
 // the job back at once. The next run renders the changed request, whose hash
 // and so idempotency key differ from the rejected one's.
 func (r *Runtime) retryChanged(ctx context.Context, c *call, rx decide.Reaction) error {
-	if err := r.finish(ctx, c, attemptStatus(rx.Outcome)); err != nil {
+	if err := r.finish(ctx, c, facts.AttemptStatus(rx.Outcome)); err != nil {
 		return fmt.Errorf("retry changed: %w", err)
 	}
 	if err := river.MetadataSet(ctx, metaChange, rx.Change); err != nil {

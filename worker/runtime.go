@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,10 +23,14 @@ import (
 	"github.com/triage-dev/triage/worker/batchapi"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/decide"
+	"github.com/triage-dev/triage/worker/fallbackmove"
 	"github.com/triage-dev/triage/worker/jobargs"
 	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/leftresponses"
 	"github.com/triage-dev/triage/worker/provider"
 	"github.com/triage-dev/triage/worker/retention"
+	"github.com/triage-dev/triage/worker/settled"
+	"github.com/triage-dev/triage/worker/spendwatch"
 	"github.com/triage-dev/triage/worker/submitter"
 	"github.com/triage-dev/triage/worker/sweep"
 )
@@ -240,7 +246,12 @@ type Runtime struct {
 	// retention prunes finished work ([retention]); nil when off.
 	retention *retention.Service
 	// sweeper dead-letters the records whose job ended without an outcome.
-	sweeper   *sweep.Sweeper
+	sweeper *sweep.Sweeper
+	// mover moves the queued jobs of open keys to their fallbacks.
+	mover *fallbackmove.Mover
+	// spend is the spend loop: alerts, the sweep, the left background
+	// responses, the cache, the settled batches.
+	spend     *spendwatch.Watch
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
 	// workCtx, set by tests only, wraps the context of every run
@@ -251,9 +262,6 @@ type Runtime struct {
 	// (groupcommit.go).
 	group      groupCommit
 	groupHooks *groupHooks // tests only
-	// leftStuck holds the left background responses whose provider
-	// answer was said once in the log (cancelLeftResponses).
-	leftStuck sync.Map
 }
 
 // WithDefaults returns o with every unset (zero) setting replaced by its
@@ -428,6 +436,9 @@ func New(opts Options) (*Runtime, error) {
 	if err := r.newSubmitters(); err != nil {
 		return nil, err
 	}
+	if err := r.newWatches(names); err != nil {
+		return nil, err
+	}
 	// Ages are counted on the real clock: a process whose time is pinned
 	// (Options.Clock, tests) writes moments the pruner would misread, so it
 	// does not prune.
@@ -487,6 +498,41 @@ func (r *Runtime) newSubmitters() error {
 			return fmt.Errorf("worker: key %q: %w", name, err)
 		}
 		r.submitters = append(r.submitters, s)
+	}
+	return nil
+}
+
+// newWatches builds the fallback mover and the spend loop, with its
+// passes: the orphan sweep and the left background responses of this
+// process's keys.
+func (r *Runtime) newWatches(names []string) error {
+	mover, err := fallbackmove.New(fallbackmove.Config{Pool: r.pool, Schema: r.opts.Schema, Config: r.cfg, Status: r.store,
+		Keys: slices.Sorted(maps.Keys(r.keys)), Plan: r.fallbackPlan, Tick: r.opts.SupervisorTick, Logger: r.log})
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	r.mover = mover
+	clients := map[string]leftresponses.Client{}
+	var spendKeys []*config.Key
+	for _, name := range names {
+		k := r.keys[name]
+		if slices.Contains(spendKeys, k.cfg) {
+			continue // named twice in Options.Keys
+		}
+		spendKeys = append(spendKeys, k.cfg)
+		if k.cfg.Responses() {
+			clients[name] = k.client
+		}
+	}
+	left, err := leftresponses.New(leftresponses.Config{Pool: r.pool, Config: r.cfg, Clients: clients, Logger: r.log})
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	r.spend, err = spendwatch.New(spendwatch.Config{Pool: r.pool, Config: r.cfg, Keys: spendKeys, Alerter: r.alerter,
+		Every: r.opts.SpendCheck, Now: r.now, Clock: r.opts.Clock, Logger: r.log,
+		Passes: []spendwatch.Pass{r.sweeper.Tick, func(ctx context.Context, _ int) { left.RunOnce(ctx) }}})
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
 	}
 	return nil
 }
@@ -562,23 +608,14 @@ func (r *Runtime) Start(ctx context.Context) error {
 	if r.retention != nil {
 		r.retention.Start(ctx)
 	}
+	r.mover.Start(ctx)
+	r.spend.Start(ctx)
 	watchCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.stopWatch = cancel
 	r.watchDone = make(chan struct{})
-	stormsDone, fallbacksDone := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(fallbacksDone)
-		r.watchFallbacks(watchCtx)
-	}()
-	go func() {
-		defer close(stormsDone)
-		r.watchStorms(watchCtx)
-	}()
 	go func() {
 		defer close(r.watchDone)
-		r.watchSpend(watchCtx)
-		<-stormsDone
-		<-fallbacksDone
+		r.watchStorms(watchCtx)
 	}()
 	return nil
 }
@@ -593,13 +630,15 @@ func (r *Runtime) StopGrace() time.Duration { return r.horizon.JobTimeout + Stop
 
 // Stop lets running calls finish (River's soft stop) until ctx ends, then
 // cancels them; it stops the Supervisor, announces the batches that settled
-// (AnnounceSettled) and flushes alerts. Give it
+// (settled.Announce) and flushes alerts. Give it
 // StopGrace. An answer that arrived before a cancel is still stored.
 func (r *Runtime) Stop(ctx context.Context) error {
 	if r.stopWatch != nil {
 		r.stopWatch()
 		<-r.watchDone
 	}
+	r.mover.Stop()
+	r.spend.Stop()
 	for _, s := range r.submitters {
 		s.Stop()
 	}
@@ -626,7 +665,7 @@ func (r *Runtime) Stop(ctx context.Context) error {
 		// A batch that settled since the last spend tick (the one a
 		// `triage run` waited for) is announced before the process goes.
 		announce, cancelAnnounce := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if _, err := AnnounceSettled(announce, r.pool, r.alerter); err != nil {
+		if _, err := settled.Announce(announce, r.pool, r.alerter); err != nil {
 			r.log.WarnContext(ctx, "announce settled batches", "err", err)
 		}
 		cancelAnnounce()

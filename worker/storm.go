@@ -56,3 +56,10 @@ func (r *Runtime) checkStorms(ctx context.Context) {
 		})
 	}
 }
+
+// alertOnce raises a, keyed to key, once for the fleet under the claim
+// kind (keys.Alerter.AlertOnce).
+func (r *Runtime) alertOnce(ctx context.Context, key, kind string, a keys.Alert) {
+	a.Key = key
+	r.alerter.AlertOnce(ctx, r.pool, kind, a)
+}

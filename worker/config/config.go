@@ -259,7 +259,7 @@ type Model struct {
 	OutputUSDPerMTok float64 `toml:"output_usd_per_mtok"`
 
 	// The capability table a fallback is checked against (see
-	// worker/fallback.go); ContextTokens above is part of it.
+	// decide.Capable); ContextTokens above is part of it.
 
 	// MaxOutputTokens is the most output the model can produce in one
 	// answer. Default 0: unknown, not checked.

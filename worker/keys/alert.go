@@ -36,7 +36,7 @@ const (
 	// dead-lettered instead of being sent again.
 	AlertBatchRefused AlertKind = "batch_refused"
 	// AlertBatchSettled: every record of a batch has a result or a dead
-	// letter. Raised once per settle, fleet-wide (worker.AnnounceSettled);
+	// letter. Raised once per settle, fleet-wide (settled.Announce);
 	// news, not trouble (Info).
 	AlertBatchSettled AlertKind = "batch_settled"
 )
@@ -155,6 +155,22 @@ func NewAlerter(cfg AlerterConfig) *Alerter {
 	a.queue = make(chan alertItem, cfg.QueueSize)
 	go a.run()
 	return a
+}
+
+// AlertOnce raises al unless its claim was made before, by any process:
+// ledger.ClaimOnce in db on (al.Key, claim) picks the one that raises it
+// (the prepaid, spend-rate, storm and unknown-error alerts fire once for
+// the fleet). A claim that cannot be made is logged and the alert not
+// raised; the next check claims again.
+func (a *Alerter) AlertOnce(ctx context.Context, db ledger.DBTX, claim string, al Alert) {
+	first, err := ledger.ClaimOnce(ctx, db, al.Key, claim)
+	if err != nil {
+		a.cfg.Logger.WarnContext(ctx, "alert claim", "key", al.Key, "kind", claim, "err", err)
+		return
+	}
+	if first {
+		a.Alert(ctx, al)
+	}
 }
 
 // Alert raises al. It logs synchronously, records the row with a short

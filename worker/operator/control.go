@@ -9,9 +9,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/triage-dev/triage/ledger"
-	"github.com/triage-dev/triage/worker"
 	"github.com/triage-dev/triage/worker/jobs"
 	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/settled"
 )
 
 // The controls of a batch by hand: pause, resume, cancel, delete and its
@@ -221,7 +221,7 @@ func CancelBatch(ctx context.Context, pool *pgxpool.Pool, id string, opts Contro
 			// so without waiting for a worker's tick (there may be none).
 			// The cancel has committed whatever this does; a failed claim
 			// is left to the next worker's tick.
-			_, _ = worker.AnnounceSettled(ctx, pool, opts.Alerter)
+			_, _ = settled.Announce(ctx, pool, opts.Alerter)
 		}
 	}
 	return res, nil

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/triage-dev/triage/ledger"
-	"github.com/triage-dev/triage/worker/decide"
+	"github.com/triage-dev/triage/worker/service"
 )
 
 // Config configures a Service.
@@ -56,8 +56,7 @@ type TestSignals struct {
 type Service struct {
 	cfg         Config
 	TestSignals TestSignals
-	cancel      context.CancelFunc
-	done        chan struct{}
+	loop        service.Loop
 }
 
 // New returns a stopped service with cfg's defaults filled in.
@@ -76,41 +75,18 @@ func New(cfg Config) *Service {
 
 // Start runs a pass at once, then one every Interval, until Stop.
 func (s *Service) Start(ctx context.Context) {
-	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	s.done = make(chan struct{})
-	go func() {
-		defer close(s.done)
-		for {
-			res, err := s.RunOnce(ctx)
-			if err != nil && ctx.Err() == nil {
-				s.cfg.Logger.WarnContext(ctx, "retention pass", "err", err)
-			}
-			if s.TestSignals.Passes != nil {
-				select {
-				case s.TestSignals.Passes <- res:
-				default:
-				}
-			}
-			t := time.NewTimer(decide.Jitter(s.cfg.Interval, 1, 1.1))
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
+	s.loop.Start(ctx, s.cfg.Interval, 1, 1.1, func(ctx context.Context) {
+		res, err := s.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.cfg.Logger.WarnContext(ctx, "retention pass", "err", err)
 		}
-	}()
+		service.Signal(s.TestSignals.Passes, res)
+	})
 }
 
 // Stop ends the loop and waits for a pass in progress to stop (its
 // current chunk is rolled back or committed whole).
-func (s *Service) Stop() {
-	if s.cancel == nil {
-		return
-	}
-	s.cancel()
-	<-s.done
-}
+func (s *Service) Stop() { s.loop.Stop() }
 
 // RunOnce takes the fleet's prune lock and, when it gets it, runs one pass.
 func (s *Service) RunOnce(ctx context.Context) (Result, error) {

@@ -23,6 +23,7 @@ import (
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/jobargs"
 	"github.com/triage-dev/triage/worker/rivertable"
+	"github.com/triage-dev/triage/worker/service"
 )
 
 // ReasonDiscarded is the dead-letter reason of a job River gave up on by
@@ -61,16 +62,13 @@ func (cfg Config) WithDefaults() Config {
 // Validate refuses a config a Sweeper cannot work with, naming the field.
 func (cfg Config) Validate() error {
 	switch {
-	case cfg.Pool == nil:
-		return errors.New("sweep: Config.Pool is required")
-	case cfg.Config == nil:
-		return errors.New("sweep: Config.Config is required")
 	case cfg.Every <= 0:
 		return fmt.Errorf("sweep: Config.Every must be positive, got %v", cfg.Every)
 	case cfg.MaxAge <= 0:
 		return fmt.Errorf("sweep: Config.MaxAge must be positive, got %v", cfg.MaxAge)
 	}
-	return nil
+	return service.Required("sweep", service.Field{Name: "Pool", Missing: cfg.Pool == nil},
+		service.Field{Name: "Config", Missing: cfg.Config == nil})
 }
 
 // Sweeper runs the sweeps; it is safe for use by one goroutine at a time.
@@ -78,11 +76,7 @@ type Sweeper struct{ cfg Config }
 
 // New returns a Sweeper, or Validate's error.
 func New(cfg Config) (*Sweeper, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	return &Sweeper{cfg: cfg}, nil
+	return service.New(cfg, func(cfg Config) *Sweeper { return &Sweeper{cfg: cfg} })
 }
 
 // Sweep tuning. The quick sweep runs on every spend check and looks only at

@@ -10,34 +10,24 @@ import (
 	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/service/servicetest"
 )
 
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()
-	pool, cfg := &pgxpool.Pool{}, &config.Config{}
-	ok := Config{Pool: pool, Config: cfg, MaxAge: time.Hour, Every: time.Second}
+	ok := Config{Pool: &pgxpool.Pool{}, Config: &config.Config{}, MaxAge: time.Hour, Every: time.Second}
+	servicetest.RequiredFields(t, ok, New, "Pool", "Config")
 	for _, tc := range []struct {
-		name string
 		edit func(*Config)
 		want string
 	}{
-		{"complete", func(*Config) {}, ""},
-		{"no pool", func(c *Config) { c.Pool = nil }, "Config.Pool is required"},
-		{"no config", func(c *Config) { c.Config = nil }, "Config.Config is required"},
-		{"no period", func(c *Config) { c.Every = 0 }, "Config.Every must be positive"},
-		{"negative period", func(c *Config) { c.Every = -time.Second }, "Config.Every must be positive"},
-		{"no max age", func(c *Config) { c.MaxAge = 0 }, "Config.MaxAge must be positive"},
+		{func(c *Config) { c.Every = 0 }, "Config.Every must be positive"},
+		{func(c *Config) { c.Every = -time.Second }, "Config.Every must be positive"},
+		{func(c *Config) { c.MaxAge = 0 }, "Config.MaxAge must be positive"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := ok
-			tc.edit(&c)
-			_, err := New(c)
-			if tc.want == "" {
-				require.NoError(t, err)
-				return
-			}
-			require.ErrorContains(t, err, tc.want)
-		})
+		c := ok
+		tc.edit(&c)
+		servicetest.Refused(t, New, c, tc.want)
 	}
 }
 

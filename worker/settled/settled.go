@@ -1,4 +1,9 @@
-package worker
+// Package settled announces the batches that settled: the batch_settled
+// alert (keys.AlertBatchSettled), once per settle for the fleet. Every
+// worker announces on its spend tick (worker/spendwatch) and as it stops;
+// `triage batch cancel` (worker/operator) after a cancel that settled the
+// batch at once.
+package settled
 
 import (
 	"context"
@@ -8,7 +13,7 @@ import (
 	"github.com/triage-dev/triage/worker/keys"
 )
 
-// AnnounceSettled raises the batch_settled alert (keys.AlertBatchSettled,
+// Announce raises the batch_settled alert (keys.AlertBatchSettled,
 // logged at INFO, posted to [alerts] webhook_url) for every batch that has
 // settled since it was last announced, and returns how many it announced.
 // The claim is ledger.ClaimSettled: with several processes calling this at
@@ -16,13 +21,13 @@ import (
 // its spend tick; `triage batch cancel` calls it after a cancel that
 // settled the batch at once. The alert's fields are the batch's counts and
 // spend, as `triage status B --json` gives them.
-func AnnounceSettled(ctx context.Context, db ledger.DBTX, alerter *keys.Alerter) (int, error) {
+func Announce(ctx context.Context, db ledger.DBTX, alerter *keys.Alerter) (int, error) {
 	claims, err := ledger.ClaimSettled(ctx, db)
 	if err != nil {
 		return 0, err
 	}
 	for _, c := range claims {
-		alerter.Alert(ctx, SettledAlert(c, statusOrEmpty(ctx, db, c.Batch)))
+		alerter.Alert(ctx, Alert(c, statusOrEmpty(ctx, db, c.Batch)))
 	}
 	return len(claims), nil
 }
@@ -38,8 +43,8 @@ func statusOrEmpty(ctx context.Context, db ledger.DBTX, batch string) ledger.Sta
 	return st
 }
 
-// SettledAlert is the batch_settled alert of one claimed settle.
-func SettledAlert(c ledger.SettleClaim, st ledger.Status) keys.Alert {
+// Alert is the batch_settled alert of one claimed settle.
+func Alert(c ledger.SettleClaim, st ledger.Status) keys.Alert {
 	how := "settled"
 	if c.CancelledByHand {
 		how = "settled after a cancel by hand"

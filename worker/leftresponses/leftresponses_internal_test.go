@@ -1,12 +1,15 @@
-package worker
+package leftresponses
 
 import (
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/triage-dev/triage/classify"
+	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/provider"
+	"github.com/triage-dev/triage/worker/service/servicetest"
 )
 
 // TestLeftStepOf pins what the pass over left background responses does
@@ -37,4 +40,12 @@ func TestLeftStepOf(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, leftStepOf(tc.res), tc.name)
 	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	ok := Config{Pool: &pgxpool.Pool{}, Config: &config.Config{}}
+	servicetest.RequiredFields(t, ok, New, "Pool", "Config")
+	ok.Clients = map[string]Client{"k": nil}
+	servicetest.Refused(t, New, ok, `Config.Clients["k"] is nil`)
 }

@@ -1,4 +1,4 @@
-package worker
+package facts
 
 import (
 	"testing"
@@ -11,7 +11,7 @@ import (
 	"github.com/triage-dev/triage/worker/keys"
 )
 
-// TestFactsAreTheLedgers pins the worker's translation between the
+// TestFactsAreTheLedgers pins the translation between the
 // ledger's and the breakers' words and the decision's own.
 func TestFactsAreTheLedgers(t *testing.T) {
 	t.Parallel()
@@ -19,23 +19,23 @@ func TestFactsAreTheLedgers(t *testing.T) {
 	for h, want := range map[ledger.LineHold]decide.Line{
 		ledger.HoldNone: decide.LineNone, ledger.HoldUnsent: decide.LineUnsent, ledger.HoldLive: decide.LineLive, ledger.HoldAnswered: decide.LineAnswered,
 	} {
-		require.Equal(t, want, lineFacts(h))
+		require.Equal(t, want, Line(h))
 	}
 	for s, want := range map[ledger.BatchState]decide.Hold{
 		"": decide.HoldNone, ledger.BatchPaused: decide.HoldPaused, ledger.BatchCancelled: decide.HoldCancelled, ledger.BatchRunning: decide.HoldNone,
 	} {
-		require.Equal(t, want, holdFacts(s), s)
+		require.Equal(t, want, Hold(s), s)
 	}
 	for o, want := range map[decide.Outcome]ledger.AttemptStatus{
 		decide.OutcomeNone: "", decide.OutcomeOK: ledger.AttemptOK, decide.OutcomeFailed: ledger.AttemptFailed,
 		decide.OutcomePossiblyBilled: ledger.AttemptPossiblyBilled,
 	} {
-		require.Equal(t, want, attemptStatus(o))
+		require.Equal(t, want, AttemptStatus(o))
 		require.Equal(t, string(want), o.String())
 	}
-	require.Equal(t, &decide.Admission{Storm: true, Wait: 3}, admissionFacts(keys.Admission{Breaker: keys.BreakerStorm, Wait: 3}))
-	require.Equal(t, &decide.Admission{Allowed: true, Probe: true}, admissionFacts(keys.Admission{Allowed: true, Probe: true, Breaker: keys.BreakerExhausted}))
-	p := priorFacts(ledger.Prior{Attempts: 4, OKAttemptID: 3, ResultStored: true, Ambiguous: 2, JobAmbiguous: 1, JobCalls: 2, DeadLettered: true,
+	require.Equal(t, &decide.Admission{Storm: true, Wait: 3}, Admission(keys.Admission{Breaker: keys.BreakerStorm, Wait: 3}))
+	require.Equal(t, &decide.Admission{Allowed: true, Probe: true}, Admission(keys.Admission{Allowed: true, Probe: true, Breaker: keys.BreakerExhausted}))
+	p := Prior(ledger.Prior{Attempts: 4, OKAttemptID: 3, ResultStored: true, Ambiguous: 2, JobAmbiguous: 1, JobCalls: 2, DeadLettered: true,
 		JobLast: ledger.LastAttempt{Seen: true, Unfinished: true, Class: classify.Transient}})
 	require.Equal(t, &decide.Prior{OKAttemptID: 3, ResultStored: true, JobAmbiguous: 1, JobCalls: 2, DeadLettered: true,
 		JobLast: decide.LastAttempt{Seen: true, Unfinished: true, Class: classify.Transient}}, p)
@@ -70,8 +70,8 @@ func TestBreakerOutcome(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			require.Equal(t, tc.call, breakerOutcome(tc.in))
-			require.Equal(t, tc.inLine, batchBreakerOutcome(tc.in))
+			require.Equal(t, tc.call, BreakerOutcome(tc.in))
+			require.Equal(t, tc.inLine, BatchBreakerOutcome(tc.in))
 		})
 	}
 }
