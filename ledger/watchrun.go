@@ -3,8 +3,6 @@ package ledger
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,58 +34,37 @@ func ChangeWatchRun(ctx context.Context, db DBTX, key string, change func(WatchR
 		if _, err := tx.Exec(ctx, `INSERT INTO triage_watch_run (key) VALUES ($1) ON CONFLICT (key) DO NOTHING`, key); err != nil {
 			return err
 		}
-		var run WatchRun
-		if err := tx.QueryRow(ctx, `SELECT fingerprint, records, throttle_since, throttles, throttle_fp
+		var (
+			run     WatchRun
+			sinceNS *int64
+		)
+		if err := tx.QueryRow(ctx, `SELECT fingerprint, records, streak_since_ns, throttle_since, throttles, throttle_fp
 			FROM triage_watch_run WHERE key = $1 FOR UPDATE`, key).
-			Scan(&run.Fingerprint, &run.Records, &run.ThrottleSince, &run.Throttles, &run.ThrottleFP); err != nil {
+			Scan(&run.Fingerprint, &run.Records, &sinceNS, &run.ThrottleSince, &run.Throttles, &run.ThrottleFP); err != nil {
 			return err
 		}
-		run.Records, run.StreakSince = streakOf(run.Records)
+		if sinceNS != nil && len(run.Records) > 0 {
+			since := time.Unix(0, *sinceNS).UTC()
+			run.StreakSince = &since
+		}
 		next := change(run)
-		_, err := tx.Exec(ctx, `UPDATE triage_watch_run SET fingerprint = $2, records = $3, throttle_since = $4,
-			throttles = $5, throttle_fp = $6, updated_at = now() WHERE key = $1`,
-			key, next.Fingerprint, recordsOf(next.Records, next.StreakSince), next.ThrottleSince, next.Throttles, next.ThrottleFP)
+		if next.Records == nil {
+			next.Records = []string{}
+		}
+		sinceNS = nil
+		if next.StreakSince != nil && len(next.Records) > 0 {
+			ns := next.StreakSince.UnixNano()
+			sinceNS = &ns
+		}
+		_, err := tx.Exec(ctx, `UPDATE triage_watch_run SET fingerprint = $2, records = $3, streak_since_ns = $4,
+			throttle_since = $5, throttles = $6, throttle_fp = $7, updated_at = now() WHERE key = $1`,
+			key, next.Fingerprint, next.Records, sinceNS, next.ThrottleSince, next.Throttles, next.ThrottleFP)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("ledger: watch run of key %s: %w", key, err)
 	}
 	return nil
-}
-
-// streakSincePrefix begins the element of records, first when there is
-// one, that keeps when the streak's first rejection was answered (unix
-// nanoseconds): "since 1764658800123456789". A record's element is its
-// batch and record id joined by a slash, so one without a slash is never a
-// record's. (triage_watch_run has no column for it; a row written before
-// it was kept has no such element, and any success ends its streak, as
-// then.)
-const streakSincePrefix = "since "
-
-// streakOf splits the stored records into the streak's records and when
-// its first rejection was answered.
-func streakOf(stored []string) ([]string, *time.Time) {
-	if len(stored) == 0 {
-		return nil, nil
-	}
-	if v, ok := strings.CutPrefix(stored[0], streakSincePrefix); ok && !strings.Contains(stored[0], "/") {
-		if ns, err := strconv.ParseInt(v, 10, 64); err == nil {
-			since := time.Unix(0, ns).UTC()
-			return stored[1:], &since
-		}
-	}
-	return stored, nil
-}
-
-// recordsOf is streakOf's inverse: the records to store.
-func recordsOf(records []string, since *time.Time) []string {
-	if len(records) == 0 {
-		return []string{}
-	}
-	if since == nil {
-		return records
-	}
-	return append([]string{streakSincePrefix + strconv.FormatInt(since.UnixNano(), 10)}, records...)
 }
 
 // ResetWatchRun ends key's runs for a success answered at answeredAt,
@@ -116,6 +93,7 @@ func QueueResetWatchRun(b *pgx.Batch, key string, answeredAt time.Time) {
 const resetWatchRunSQL = `UPDATE triage_watch_run
 		SET fingerprint = CASE WHEN ` + streakLaterSQL + ` THEN fingerprint ELSE '' END,
 			records = CASE WHEN ` + streakLaterSQL + ` THEN records ELSE '{}' END,
+			streak_since_ns = CASE WHEN ` + streakLaterSQL + ` THEN streak_since_ns END,
 			throttle_since = CASE WHEN throttle_since > $2 THEN throttle_since END,
 			throttles = CASE WHEN throttle_since > $2 THEN throttles ELSE 0 END,
 			throttle_fp = CASE WHEN throttle_since > $2 THEN throttle_fp ELSE '' END,
@@ -123,7 +101,6 @@ const resetWatchRunSQL = `UPDATE triage_watch_run
 		WHERE key = $1 AND ((cardinality(records) > 0 AND NOT ` + streakLaterSQL + `)
 			OR (throttles > 0 AND coalesce(throttle_since <= $2, true)))`
 
-// streakLaterSQL: the streak's first rejection (its records' first
-// element, streakSincePrefix) was answered after $3.
-const streakLaterSQL = `coalesce(CASE WHEN records[1] LIKE '` + streakSincePrefix + `%' AND strpos(records[1], '/') = 0
-		THEN split_part(records[1], ' ', 2)::bigint > $3 END, false)`
+// streakLaterSQL: the streak's first rejection was answered after $3 (a
+// streak stored without its start is ended by any success).
+const streakLaterSQL = `coalesce(streak_since_ns > $3, false)`
