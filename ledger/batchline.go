@@ -475,3 +475,24 @@ func ProviderBatchRecorded(ctx context.Context, db DBTX, key, providerID string,
 	}
 	return ok, nil
 }
+
+// LineBatchServedAnother reports whether the provider batch of line id
+// answered another of its lines with a success (an answer waiting with a
+// 2xx status, or a line applied as its record's result): the account
+// served that batch, so a rejection of this line is about its record, not
+// the key. The lines of one provider batch are answered together and
+// applied in no order, so "rejected in a row with no success between"
+// cannot be read from the order their jobs apply them.
+func LineBatchServedAnother(ctx context.Context, db DBTX, id int64) (bool, error) {
+	var served bool
+	err := db.QueryRow(ctx, `SELECT EXISTS (
+		SELECT 1 FROM triage_provider_batch_line l
+		JOIN triage_provider_batch_line o ON o.provider_batch = l.provider_batch AND o.id <> l.id
+		LEFT JOIN triage_attempt a ON a.id = o.attempt_id
+		WHERE l.id = $1 AND (a.status = 'ok'
+			OR (o.state = 'answered' AND (o.observation->'observation'->>'status') LIKE '2__')))`, id).Scan(&served)
+	if err != nil {
+		return false, fmt.Errorf("ledger: did the provider batch of line %d serve another: %w", id, err)
+	}
+	return served, nil
+}

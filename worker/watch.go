@@ -46,9 +46,10 @@ func (r *Runtime) watchCall(ctx context.Context, c *call, a decide.AfterCall) bo
 }
 
 // watchLine is watchCall for a batch line's answer applied by its job: an
-// error line counts toward the same rejection streak, a good line ends it;
-// a throttled line is not counted (it is about the provider batch, not the
-// key's rate).
+// error line counts toward the same rejection streak unless its provider
+// batch answered another line with a success (the account served it), a
+// good line ends it; a throttled line is not counted (it is about the
+// provider batch, not the key's rate).
 func (r *Runtime) watchLine(ctx context.Context, c *call, a decide.AfterCall) bool {
 	return r.watchOutcome(ctx, c, a, true)
 }
@@ -81,6 +82,11 @@ func (r *Runtime) watchDecide(ctx context.Context, c *call, a decide.AfterCall, 
 	}
 	if ev.Kind != keys.WatchSuccess {
 		ev.Fingerprint = c.fingerprint()
+	}
+	if ev.Kind == keys.WatchRejected && line && r.batchServedAnother(ctx, c) {
+		// Its provider batch answered another line with a success: the
+		// account served that batch, whatever order its lines are applied in.
+		ev.Kind = keys.WatchOther
 	}
 	if ev.Kind == keys.WatchRejected && !c.adm.Probe && r.secondChance(ctx, c, ev.Fingerprint) {
 		// Taken back once for this very failure and rejected again: the
@@ -213,6 +219,17 @@ func (r *Runtime) secondChance(ctx context.Context, c *call, fp string) bool {
 		}
 	}
 	return false
+}
+
+// batchServedAnother reports whether the provider batch of c's line
+// answered another line with a success (ledger.LineBatchServedAnother).
+func (r *Runtime) batchServedAnother(ctx context.Context, c *call) bool {
+	served, err := ledger.LineBatchServedAnother(ctx, r.pool, c.line.ID)
+	if err != nil {
+		r.log.WarnContext(ctx, "safety net: read the line's provider batch", "key", c.key.cfg.Name, "err", err)
+		return false
+	}
+	return served
 }
 
 // HoldObserver, implemented by an Observer, hears each hold the safety net
