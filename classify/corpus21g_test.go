@@ -16,6 +16,18 @@ const (
 	// Before any change from this round (the rules after holdout21f's
 	// round): holdout21g 10/15 (66.7 %) with 4 dangerous, corpus21g 20/30
 	// (66.7 %) with 10 dangerous.
+	// After the rules read from corpus21g and vendor docs (the GitHub
+	// Copilot API's model codes and wording in the model table, Alibaba's
+	// PrepaidBillOverdue and PostpaidBillOverdue, a numeric code and msg in
+	// a 200 read as an error, three lexicon entries): corpus21g 30/30,
+	// holdout21g unchanged, 10/15 (66.7 %) with 4 dangerous. Still missed
+	// (not fixed: that would be writing rules from the holdout): Alibaba's
+	// 429 CommodityNotPurchased, AiHubMix's 503 "Incorrect model ID", Kiro's
+	// 400 "Invalid model" and a local Ollama's 500 "unable to load model"
+	// (each a model the account or server cannot serve, read as throttled,
+	// transient or rejected: dangerous), and OpenRouter's 402
+	// in_flight_budget_exhausted (exhausted, want throttled). The bars are
+	// what the rules clear, not the 98 % the issue asks for.
 	holdout21gMinAccuracy  = 0.66
 	holdout21gMaxDangerous = 4
 	corpus21gMinAccuracy   = 1.0
