@@ -139,11 +139,13 @@ func (c *Classifier) classify(o Observation, depth int, tr *tracer) Verdict {
 // envelope, a Gemini block (promptFeedback, finishReason), an AWS
 // JSON-protocol error (__type), a base_resp status (MiniMax) or a
 // "content_filter" value (Azure's finish_reason; its content_filter_results
-// key, in every Azure success, does not match).
+// key, in every Azure success, does not match) or a "msg" member (a business
+// code and message in a 200, Baidu Qianfan).
 func mayCarryError(body string) bool {
 	return strings.Contains(body, "error") || strings.Contains(body, "blockReason") ||
 		strings.Contains(body, "finishReason") || strings.Contains(body, "__type") ||
-		strings.Contains(body, "base_resp") || strings.Contains(body, `"content_filter"`)
+		strings.Contains(body, "base_resp") || strings.Contains(body, `"content_filter"`) ||
+		strings.Contains(body, `"msg"`)
 }
 
 // classify2xx decides a 2xx body that carries an error. A blocked prompt or

@@ -96,7 +96,7 @@ var ruleFixtures = map[string]string{
 	"signal/model_unavailable":            "classify/testdata/signal/model_unavailable_ollama_memory_500.json",
 	"signal/money":                        "classify/testdata/deepseek/insufficient_balance_402.json",
 	"signal/quota_window":                 "classify/testdata/signal/quota_window_tpd_moonshot_429.json",
-	"signal/rate_limit":                   "classify/testdata/signal/rate_limit_gateway_throttling_429.json",
+	"signal/rate_limit":                   "classify/testdata/signal/qianfan_rpm_limit_in_200.json",
 	"status/unexpected_status":            "classify/testdata/generic/status_zero.json",
 	"wrapped/upstream":                    "classify/testdata/gemini/wrapped_upstream_api_key_invalid_400.json",
 	"xai/credits_or_spend_limit":          "classify/testdata/xai/credits_spend_limit_429.json",

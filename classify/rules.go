@@ -101,12 +101,25 @@ var modelTable = newTable("model", []rule{
 			// Volcengine Ark (www.volcengine.com/docs/82379/1299023): the
 			// model or endpoint does not exist, or the account has not
 			// activated the model.
-			"InvalidEndpointOrModel.NotFound", "ModelNotOpen") ||
+			"InvalidEndpointOrModel.NotFound", "ModelNotOpen",
+			// The GitHub Copilot API: a model the account's plan or
+			// policies do not serve (model_not_supported,
+			// no_available_model_endpoints) or do not serve through this
+			// endpoint (unsupported_api_for_model, "not accessible via the
+			// /chat/completions endpoint"). Every record of the pipeline
+			// asks for the same model through the same endpoint, so every
+			// record fails the same way: the key holds, it is not the
+			// request.
+			"model_not_supported", "unsupported_api_for_model", "no_available_model_endpoints") ||
 			f.innerCode == "DeploymentNotFound" || typeIn(f, "NotFoundError", "not_found_error") ||
 			f.gstatus == "NOT_FOUND" || f.amzType == "ResourceNotFoundException" ||
 			f.status == 404 && !noEndpointForRequest(f) ||
 			f.status == 400 && says(f, "model not exist", "the provided model identifier is invalid", "not found, try pulling it first",
 				"model not found", "invalid model name passed in", "invalid model:",
+				// GitHub Copilot's 400 with no code: "The requested model is
+				// not available for integrator \"vscode-chat\". Available
+				// models: [...]".
+				"requested model is not available",
 				// Bedrock: this model id is only served through an inference
 				// profile (or provisioned throughput); every call with it fails.
 				"with on-demand throughput isn", "doesn't support on-demand throughput")
@@ -181,7 +194,10 @@ var openaiTable = newTable("openai", []rule{
 			"Arrearage", "INSUFFICIENT_BALANCE",
 			// Volcengine Ark: the account is in arrears (a 403 in its
 			// documented code table).
-			"AccountOverdueError", "OperationDenied.ServiceOverdue") ||
+			"AccountOverdueError", "OperationDenied.ServiceOverdue",
+			// Alibaba Model Studio (DashScope): a prepaid or postpaid bill
+			// overdue, sent as a 429 (its documented error-code table).
+			"PrepaidBillOverdue", "PostpaidBillOverdue") ||
 			// Moonshot (Kimi): type exceeded_current_quota_error, on a 403 or
 			// a 429 ("suspended due to insufficient balance").
 			typeIn(f, "insufficient_quota", "exceeded_current_quota_error")

@@ -85,6 +85,12 @@ var lexicon = []lexEntry{
 	{"authentication credentials", sigCredential, "corpus21/033_vertex_401.json"},
 	{"api key not valid", sigCredential, "corpus21b/045_other_400.json"},
 	{"api key not found", sigCredential, "corpus21f/037_gemini_400.json"},
+	// A proxy whose own upstream key is not configured (FastAPI's 503
+	// "NVIDIA_NIM_API_KEY is not set"): every call fails the same way.
+	{"api_key is not set", sigCredential, "corpus21g/034_other_503.json"},
+	// A credential restricted to another product (Anthropic's Claude Code
+	// OAuth credential used for other API requests, relayed by proxies).
+	{"only authorized for use with", sigCredential, "corpus21g/037_anthropic_400.json"},
 	// Verification.
 	{"must be verified", sigVerification, "openai/organization_must_be_verified_400.json"},
 	// Account state.
@@ -102,6 +108,8 @@ var lexicon = []lexEntry{
 	{"not included in current subscription plan", sigPlan, "corpus21e/038_other_404.json"},
 	// The model cannot be loaded.
 	{"requires more system memory", sigModel, "corpus21/022_ollama_500.json"},
+	// A self-hosted server that cannot load the model (LM Studio's 400).
+	{"failed to load model", sigModel, "corpus21g/024_other_400.json"},
 	{"无可用渠道", sigModel, "corpus21b/062_other_503.json"},
 	{"permitted models can be found", sigModel, "corpus21b/074_other_400.json"},
 	{"not allowed to access this model", sigModel, "corpus21e/009_other_403.json"},
@@ -297,8 +305,10 @@ func decideSignals(f *facts, body string) (Verdict, bool) {
 
 // classifyOtherErrorIn2xx reads the 2xx error shapes parseBody does not
 // know: an OpenAI-compatible API's base_resp with a non-zero status_code
-// (MiniMax), and a completion whose choice ended with finish_reason
-// content_filter and no content (Azure). The signal layer decides; a
+// (MiniMax), a completion whose choice ended with finish_reason
+// content_filter and no content (Azure), and a body that is only a numeric
+// business code and a msg (Baidu Qianfan, codeMsgError). The signal layer
+// decides; a
 // terminal or pacing answer stands, anything else is ambiguous, as for any
 // error inside a 2xx body.
 func (c *Classifier) classifyOtherErrorIn2xx(f *facts, o Observation, tr *tracer) (Verdict, bool) {
@@ -343,6 +353,12 @@ func (c *Classifier) classifyOtherErrorIn2xx(f *facts, o Observation, tr *tracer
 			return Verdict{}, false
 		}
 		f.code = "content_filter"
+	case strings.Contains(body, "msg"):
+		code, ok := codeMsgError(body)
+		if !ok {
+			return Verdict{}, false
+		}
+		f.code = code
 	default:
 		return Verdict{}, false
 	}
@@ -359,6 +375,35 @@ func (c *Classifier) classifyOtherErrorIn2xx(f *facts, o Observation, tr *tracer
 	}
 	tr.fire(idErrorIn2xx)
 	return Verdict{Class: Ambiguous, Code: strPtr(f.defaultCode()), Reason: "error_in_2xx_body", Known: true, Rule: idErrorIn2xx, DecidedBy: DecidedByStatus}, true
+}
+
+// codeMsgError reports a 2xx body that is nothing but a business error, and
+// returns its code: a non-zero numeric code other than 200 beside a message
+// string, and no payload member. Baidu Qianfan documents its RPM and TPM
+// limits as HTTP 200 with {"code":336501,"msg":"Rate limit reached for RPM"}
+// (its older APIs say error_code and error_msg). A success body of that
+// style ({"code":200,"msg":"success","data":…}) is not one.
+func codeMsgError(body string) (string, bool) {
+	if !gjson.Valid(body) {
+		return "", false
+	}
+	r := gjson.Parse(body)
+	if !r.IsObject() {
+		return "", false
+	}
+	code, msg := r.Get("code"), r.Get("msg")
+	if !code.Exists() && !msg.Exists() {
+		code, msg = r.Get("error_code"), r.Get("error_msg")
+	}
+	if code.Type != gjson.Number || code.Num == 0 || code.Num == 200 || msg.Type != gjson.String {
+		return "", false
+	}
+	for _, k := range []string{"choices", "data", "result", "output", "candidates", "message", "content"} {
+		if v := r.Get(k); v.Exists() && v.Type != gjson.Null {
+			return "", false
+		}
+	}
+	return code.Raw, true
 }
 
 // onlyErrorEvents reports whether every JSON event of a stream is an error
