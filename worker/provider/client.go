@@ -85,13 +85,14 @@ func New(o Options) (*Client, error) {
 		}
 	}
 	return &Client{
-		format:  f,
-		vendor:  o.Vendor,
-		path:    o.Path,
-		baseURL: u,
-		apiKey:  o.APIKey,
-		timeout: o.Timeout,
-		hc:      hc,
+		format:   f,
+		vendor:   o.Vendor,
+		path:     o.Path,
+		baseURL:  u,
+		endpoint: endpointFor(f, u),
+		apiKey:   o.APIKey,
+		timeout:  o.Timeout,
+		hc:       hc,
 	}, nil
 }
 
@@ -119,7 +120,7 @@ func (c *Client) Do(ctx context.Context, r Request) (res Result, err error) {
 	if err := r.validate(); err != nil {
 		return Result{}, err
 	}
-	body, url := encodeBody(c.format, r), c.endpoint()
+	body, url := encodeBody(c.format, r), c.endpoint
 	res = Result{Observation: classify.Observation{Vendor: c.vendor, Path: c.path}}
 
 	// A streamed call with a ceiling: the whole call is bounded by the
@@ -245,13 +246,15 @@ func (r Request) validate() error {
 			return fmt.Errorf("%w: Schema must be a JSON object", ErrInvalidRequest)
 		}
 	}
-	for name, v := range map[string]string{"IdempotencyKey": r.IdempotencyKey, "RecordID": r.RecordID} {
-		if strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-			return fmt.Errorf("%w: %s contains control characters", ErrInvalidRequest, name)
+	for _, f := range [...]struct{ name, v string }{{"IdempotencyKey", r.IdempotencyKey}, {"RecordID", r.RecordID}} {
+		if strings.ContainsFunc(f.v, isControl) {
+			return fmt.Errorf("%w: %s contains control characters", ErrInvalidRequest, f.name)
 		}
 	}
 	return nil
 }
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 func (c *Client) setHeaders(h http.Header, r Request) {
 	h.Set("Content-Type", "application/json")
