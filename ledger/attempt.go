@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,6 +35,27 @@ func nullInt(n int) *int {
 	return &n
 }
 
+// usdArg is a dollar amount for a numeric parameter, as the decimal text
+// pgx itself would parse it to (its shortest round-trip spelling): sent as
+// text, PostgreSQL parses it to the same numeric, without pgx's binary
+// numeric encoding (a big.Int parse and division loop, the costliest
+// parameter of a job's statements). NaN and the infinities, which no
+// amount is, are passed as they are.
+func usdArg(f float64) any {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return f
+	}
+	return strconv.FormatFloat(f, 'f', -1, 64)
+}
+
+// nullUSDArg is usdArg for an amount that may be NULL.
+func nullUSDArg(f *float64) any {
+	if f == nil {
+		return nil
+	}
+	return usdArg(*f)
+}
+
 // BeginAttempt writes the intent row for a call and returns its id. Call it
 // before the request is sent, and commit it (do not hold it in a transaction
 // across the call): if the process dies mid-call, the intent row is what
@@ -47,7 +70,7 @@ func BeginAttempt(ctx context.Context, db DBTX, in Intent) (int64, error) {
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11, now()), $12, $13)
 		RETURNING id`,
 		in.Batch, in.RecordID, in.JobID, in.Attempt, in.Key, in.Model, in.IdempotencyKey, in.RequestHash,
-		in.IsRetry, in.EstCostUSD, nowArg(in.Now), in.Change, modeArg(in.Mode)).Scan(&id)
+		in.IsRetry, usdArg(in.EstCostUSD), nowArg(in.Now), in.Change, modeArg(in.Mode)).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("ledger: begin attempt %s/%s: %w", in.Batch, in.RecordID, err)
 	}
@@ -100,8 +123,8 @@ const finishSQL = `WITH prev AS (
 
 func finishArgs(attemptID int64, out Outcome) []any {
 	return []any{attemptID, string(out.Status), out.Class.String(), nullInt(out.HTTPStatus), nullString(out.VendorCode),
-		nullString(out.Reason), out.InputTokens, out.OutputTokens, out.CostUSD, nowArg(out.Now),
-		out.Partial.text(), out.Partial.rest(), out.SyncCostUSD}
+		nullString(out.Reason), out.InputTokens, out.OutputTokens, usdArg(out.CostUSD), nowArg(out.Now),
+		out.Partial.text(), out.Partial.rest(), nullUSDArg(out.SyncCostUSD)}
 }
 
 // scanFinish reads finishSQL's answer: ErrNotFound for an unknown

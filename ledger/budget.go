@@ -91,7 +91,7 @@ func ReserveAttempt(ctx context.Context, db DBTX, in Intent) (int64, error) {
 		FROM b
 		RETURNING id`,
 		in.Batch, in.RecordID, in.JobID, in.Attempt, in.Key, in.Model, in.IdempotencyKey, in.RequestHash,
-		in.IsRetry, in.EstCostUSD, nowArg(in.Now), in.Change, modeArg(in.Mode)).Scan(&id)
+		in.IsRetry, usdArg(in.EstCostUSD), nowArg(in.Now), in.Change, modeArg(in.Mode)).Scan(&id)
 	if err == nil {
 		return id, nil
 	}

@@ -51,7 +51,7 @@ func QueuePriorOutcomeAndIntent(b *pgx.Batch, dst *PriorIntent, in Intent) {
 
 func priorIntentArgs(in Intent) []any {
 	return []any{in.IdempotencyKey, in.JobID, in.Batch, in.RecordID, ReasonWorkerStopped,
-		in.Attempt, in.Key, in.Model, in.RequestHash, in.IsRetry, in.EstCostUSD, nowArg(in.Now), in.Change, modeArg(in.Mode)}
+		in.Attempt, in.Key, in.Model, in.RequestHash, in.IsRetry, usdArg(in.EstCostUSD), nowArg(in.Now), in.Change, modeArg(in.Mode)}
 }
 
 func scanPriorIntent(row pgx.Row, in Intent) (PriorIntent, error) {

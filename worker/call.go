@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -753,8 +754,12 @@ func (r *Runtime) report(ctx context.Context, c *call, done keys.Done, o keys.Ou
 // knows, the alerter.
 func (r *Runtime) observe(ctx context.Context, c *call) {
 	k, job := c.key, c.job
-	r.log.DebugContext(ctx, "call", "key", k.cfg.Name, "job_id", job.ID, "batch", job.Args.Batch, "record_id", job.Args.RecordID,
-		"status", c.res.Observation.Status, "phase", c.res.Observation.Phase, "class", c.verdict.Class.String(), "reason", c.verdict.Reason)
+	if r.log.Enabled(ctx, slog.LevelDebug) {
+		// Guarded: the arguments (a slice and boxed values) are built on
+		// every call, even with the level off.
+		r.log.DebugContext(ctx, "call", "key", k.cfg.Name, "job_id", job.ID, "batch", job.Args.Batch, "record_id", job.Args.RecordID,
+			"status", c.res.Observation.Status, "phase", c.res.Observation.Phase, "class", c.verdict.Class.String(), "reason", c.verdict.Reason)
+	}
 	if c.verdict.NeedsRule() {
 		// An error no vendor rule knows: a default fired, or the signal
 		// layer or the status alone decided. Once per key, status and code

@@ -54,7 +54,57 @@ var triggers = []string{
 	"sk-", "rk-", "pk-", "sk_", "rk_", "pk_", "gsk", "xai", "hf_", "hf-", "nvapi", "r8_", "r8-", "aiza", "akia", "asia",
 }
 
+// triggersByFirst indexes triggers by their first byte, for the ASCII
+// scan of mayHoldSecret.
+var triggersByFirst = func() (idx [128][]string) {
+	for _, t := range triggers {
+		idx[t[0]] = append(idx[t[0]], t)
+	}
+	return idx
+}()
+
+// mayHoldSecret reports whether s, lower-cased, contains a trigger. ASCII
+// text (every answer and header the worker sees on its common path) is
+// scanned once in place, with no lower-cased copy; text with any other
+// byte is lower-cased as Unicode first (a KELVIN SIGN lower-cases to k,
+// and the rules' (?i) fold it the same way), as it always was.
 func mayHoldSecret(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			return mayHoldSecretFolded(s)
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		for _, t := range triggersByFirst[c] {
+			if hasLowerPrefixASCII(s[i:], t) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasLowerPrefixASCII: s starts with t once its ASCII letters are
+// lower-cased (t is lower-case ASCII).
+func hasLowerPrefixASCII(s, t string) bool {
+	if len(s) < len(t) {
+		return false
+	}
+	for j := 0; j < len(t); j++ {
+		c := s[j]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != t[j] {
+			return false
+		}
+	}
+	return true
+}
+
+func mayHoldSecretFolded(s string) bool {
 	lower := strings.ToLower(s)
 	for _, t := range triggers {
 		if strings.Contains(lower, t) {

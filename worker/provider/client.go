@@ -85,13 +85,14 @@ func New(o Options) (*Client, error) {
 		}
 	}
 	return &Client{
-		format:  f,
-		vendor:  o.Vendor,
-		path:    o.Path,
-		baseURL: u,
-		apiKey:  o.APIKey,
-		timeout: o.Timeout,
-		hc:      hc,
+		format:   f,
+		vendor:   o.Vendor,
+		path:     o.Path,
+		baseURL:  u,
+		endpoint: endpointFor(f, u),
+		apiKey:   o.APIKey,
+		timeout:  o.Timeout,
+		hc:       hc,
 	}, nil
 }
 
@@ -119,7 +120,7 @@ func (c *Client) Do(ctx context.Context, r Request) (res Result, err error) {
 	if err := r.validate(); err != nil {
 		return Result{}, err
 	}
-	body, url := encodeBody(c.format, r), c.endpoint()
+	body, url := encodeBody(c.format, r), c.endpoint
 	res = Result{Observation: classify.Observation{Vendor: c.vendor, Path: c.path}}
 
 	// A streamed call with a ceiling: the whole call is bounded by the
@@ -194,7 +195,7 @@ func (c *Client) Do(ctx context.Context, r Request) (res Result, err error) {
 		c.readStream(body, &res)
 		return res, nil
 	}
-	b, readErr := io.ReadAll(io.LimitReader(resp.Body, maxSuccessBytes+1))
+	b, readErr := readAll(io.LimitReader(resp.Body, maxSuccessBytes+1), resp.ContentLength)
 	if readErr != nil {
 		// Written and answered 2xx, but the answer never arrived whole: the
 		// call ran and may be billed.
@@ -245,13 +246,15 @@ func (r Request) validate() error {
 			return fmt.Errorf("%w: Schema must be a JSON object", ErrInvalidRequest)
 		}
 	}
-	for name, v := range map[string]string{"IdempotencyKey": r.IdempotencyKey, "RecordID": r.RecordID} {
-		if strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-			return fmt.Errorf("%w: %s contains control characters", ErrInvalidRequest, name)
+	for _, f := range [...]struct{ name, v string }{{"IdempotencyKey", r.IdempotencyKey}, {"RecordID", r.RecordID}} {
+		if strings.ContainsFunc(f.v, isControl) {
+			return fmt.Errorf("%w: %s contains control characters", ErrInvalidRequest, f.name)
 		}
 	}
 	return nil
 }
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 func (c *Client) setHeaders(h http.Header, r Request) {
 	h.Set("Content-Type", "application/json")
@@ -271,6 +274,33 @@ func (c *Client) setHeaders(h http.Header, r Request) {
 		if c.vendor == "azure-openai" {
 			// Azure's key header; its v1 API also reads the bearer token.
 			h.Set("api-key", c.apiKey)
+		}
+	}
+}
+
+// readAll is io.ReadAll starting from a buffer of the announced length
+// (plus the byte that lets the end be seen without growing it), so a 2xx
+// answer is read into one allocation instead of a doubling series from
+// 512 bytes. The length is only a hint: a body longer or shorter than it
+// is read as io.ReadAll would read it.
+func readAll(r io.Reader, contentLength int64) ([]byte, error) {
+	size := 512
+	if contentLength > 0 && contentLength < maxSuccessBytes {
+		size = int(contentLength) + 1
+	}
+	b := make([]byte, 0, size)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			// Add more capacity (let append pick how much).
+			b = append(b, 0)[:len(b)]
 		}
 	}
 }

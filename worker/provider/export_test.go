@@ -78,3 +78,6 @@ func TestDecodeResponseMalformed2xx(t *testing.T) {
 	require.Equal(t, classify.PhaseResponse, got.Observation.Phase)
 	require.Equal(t, "<html>", got.Observation.Body)
 }
+
+// ReadAll is readAll, for its test.
+var ReadAll = readAll

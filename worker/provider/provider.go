@@ -184,9 +184,11 @@ type Client struct {
 	vendor  string
 	path    classify.Path
 	baseURL *url.URL
-	apiKey  string
-	timeout time.Duration
-	hc      *http.Client
+	// endpoint is the URL Do posts to, built once (endpointFor).
+	endpoint string
+	apiKey   string
+	timeout  time.Duration
+	hc       *http.Client
 }
 
 // String describes the client without its API key.

@@ -3,6 +3,7 @@ package provider
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -125,15 +126,15 @@ func RequestBody(f Format, r Request) ([]byte, error) {
 // Body is RequestBody in the client's format.
 func (c *Client) Body(r Request) ([]byte, error) { return RequestBody(c.format, r) }
 
-// endpoint is the URL Do posts to.
-func (c *Client) endpoint() string {
-	switch c.format {
+// endpointFor is the URL a client of format f at baseURL posts to.
+func endpointFor(f Format, baseURL *url.URL) string {
+	switch f {
 	case FormatAnthropic:
-		return c.baseURL.JoinPath("messages").String()
+		return baseURL.JoinPath("messages").String()
 	case FormatResponses:
-		return c.baseURL.JoinPath("responses").String()
+		return baseURL.JoinPath("responses").String()
 	}
-	return c.baseURL.JoinPath("chat/completions").String()
+	return baseURL.JoinPath("chat/completions").String()
 }
 
 // encodeBody builds the request body of a validated Request.
