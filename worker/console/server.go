@@ -101,7 +101,11 @@ func New(opts Options) (*Server, error) {
 		if opts.Config != nil {
 			webhook = opts.Config.Alerts.WebhookURL
 		}
-		opts.Alerter = keys.NewAlerter(keys.AlerterConfig{Logger: opts.Logger, WebhookURL: webhook, Pool: opts.Pool})
+		a, err := keys.NewAlerter(keys.AlerterConfig{Logger: opts.Logger, WebhookURL: webhook, Pool: opts.Pool})
+		if err != nil {
+			return nil, fmt.Errorf("console: %w", err)
+		}
+		opts.Alerter = a
 	}
 	pages, err := template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")
 	if err != nil {
