@@ -284,8 +284,8 @@ func (o Options) WithDefaults() Options {
 	o.BackoffCap = cmp.Or(o.BackoffCap, BackoffCapDefault)
 	o.JobMargin = cmp.Or(o.JobMargin, JobMarginDefault)
 	o.BudgetRecheck = cmp.Or(o.BudgetRecheck, BudgetRecheckDefault)
-	o.RetryWindow = cmp.Or(o.RetryWindow, decide.RetryWindowDefault)
-	o.RetryFloor = cmp.Or(o.RetryFloor, decide.RetryFloorDefault)
+	rb := decide.RetryBudget{Window: o.RetryWindow, Floor: o.RetryFloor}.WithDefaults()
+	o.RetryWindow, o.RetryFloor = rb.Window, rb.Floor
 	o.RetryDefer = cmp.Or(o.RetryDefer, RetryDeferDefault)
 	o.MaxAge = cmp.Or(o.MaxAge, MaxAgeDefault)
 	o.SpendCheck = cmp.Or(o.SpendCheck, SpendCheckDefault)
