@@ -10,7 +10,6 @@ package stormwatch
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"log/slog"
 	"slices"
 	"time"
@@ -73,17 +72,12 @@ func (cfg Config) WithDefaults() Config {
 
 // Validate refuses a config a Watch cannot work with, naming the field.
 func (cfg Config) Validate() error {
-	if cfg.Every <= 0 {
-		return fmt.Errorf("stormwatch: Config.Every must be positive, got %v", cfg.Every)
-	}
-	if i := slices.IndexFunc(cfg.Passes, func(p Pass) bool { return p == nil }); i >= 0 {
-		return fmt.Errorf("stormwatch: Config.Passes[%d] is nil", i)
-	}
-	if i := slices.Index(cfg.Keys, nil); i >= 0 {
-		return fmt.Errorf("stormwatch: Config.Keys[%d] is nil", i)
-	}
-	return service.Required("stormwatch", service.Field{Name: "Pool", Missing: cfg.Pool == nil},
-		service.Field{Name: "Status", Missing: cfg.Status == nil}, service.Field{Name: "Alerter", Missing: cfg.Alerter == nil})
+	const pkg = "stormwatch"
+	return cmp.Or(service.Positive(pkg, "Every", cfg.Every),
+		service.NilAt(pkg, "Passes", slices.IndexFunc(cfg.Passes, func(p Pass) bool { return p == nil })),
+		service.NilAt(pkg, "Keys", slices.Index(cfg.Keys, nil)),
+		service.Required(pkg, service.Field{Name: "Pool", Missing: cfg.Pool == nil},
+			service.Field{Name: "Status", Missing: cfg.Status == nil}, service.Field{Name: "Alerter", Missing: cfg.Alerter == nil}))
 }
 
 // Watch runs the storm checks: RunOnce is one, Start runs one every Every

@@ -81,11 +81,7 @@ func TestConfigValidate(t *testing.T) {
 	t.Parallel()
 	ok := Config{Pool: &pgxpool.Pool{}, Status: &keys.Store{}, Alerter: &keys.Alerter{}, Every: time.Second}
 	servicetest.RequiredFields(t, ok, New, "Pool", "Status", "Alerter")
-	for _, every := range []time.Duration{0, -time.Second} {
-		cfg := ok
-		cfg.Every = every
-		servicetest.Refused(t, New, cfg, "Config.Every must be positive")
-	}
+	servicetest.RefusesNonPositive(t, New, ok, "Every")
 	cfg := ok
 	cfg.Keys = []*config.Key{{Name: "a"}, nil}
 	servicetest.Refused(t, New, cfg, "Config.Keys[1] is nil")
