@@ -305,101 +305,52 @@ func scoreCorpus(cases map[string]corpusCase) corpusScore {
 	return s
 }
 
-// checkCorpus scores the corpus in dir, logs its accuracy and misses (go
-// test -v -run 'Accuracy' ./classify), and holds it to its bounds; a
+// TestAccuracy scores every round's corpora (go test -v -run
+// 'TestAccuracy/holdout21f' ./classify for one), logs each one's accuracy
+// and misses, and holds it to its round's bounds: a holdout is the part
+// held aside from the rules, a corpus the part they are written from. A
 // negative maxDangerous leaves the dangerous mistakes unbounded.
-func checkCorpus(t *testing.T, name, dir string, maxDangerous int, minAccuracy float64) {
-	t.Helper()
+func TestAccuracy(t *testing.T) {
 	t.Parallel()
-	s := scoreCorpus(loadCorpus(t, dir))
-	t.Logf("%s: %d/%d right (%.1f %%), %d dangerous", name, s.right, s.total, 100*s.accuracy(), len(s.dangerous))
-	for _, w := range s.wrong {
-		t.Logf("miss %s", w)
+	for _, tc := range []struct {
+		name, dir    string
+		maxDangerous int
+		minAccuracy  float64
+	}{
+		{"holdout", holdoutDir, holdoutMaxDangerous, holdoutMinAccuracy},
+		{"corpus", corpusDir, -1, corpusMinAccuracy},
+		// The second round (the signal layer).
+		{"holdout21", holdout21Dir, holdout21MaxDangerous, holdout21MinAccuracy},
+		{"corpus21", corpus21Dir, corpus21MaxDangerous, corpus21MinAccuracy},
+		// Issue 21, second round (the lexicon).
+		{"holdout21b", holdout21bDir, holdout21bMaxDangerous, holdout21bMinAccuracy},
+		{"corpus21b", corpus21bDir, corpus21bMaxDangerous, corpus21bMinAccuracy},
+		// Issue 21, third round.
+		{"holdout21c", holdout21cDir, holdout21cMaxDangerous, holdout21cMinAccuracy},
+		{"corpus21c", corpus21cDir, -1, corpus21cMinAccuracy},
+		// Issue 21, fourth round.
+		{"holdout21d", holdout21dDir, holdout21dMaxDangerous, holdout21dMinAccuracy},
+		{"corpus21d", corpus21dDir, corpus21dMaxDangerous, corpus21dMinAccuracy},
+		// Issue 21, fifth round.
+		{"holdout21e", holdout21eDir, holdout21eMaxDangerous, holdout21eMinAccuracy},
+		{"corpus21e", corpus21eDir, corpus21eMaxDangerous, corpus21eMinAccuracy},
+		// Issue 21, sixth round.
+		{"holdout21f", holdout21fDir, holdout21fMaxDangerous, holdout21fMinAccuracy},
+		{"corpus21f", corpus21fDir, corpus21fMaxDangerous, corpus21fMinAccuracy},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := scoreCorpus(loadCorpus(t, tc.dir))
+			t.Logf("%s: %d/%d right (%.1f %%), %d dangerous", tc.name, s.right, s.total, 100*s.accuracy(), len(s.dangerous))
+			for _, w := range s.wrong {
+				t.Logf("miss %s", w)
+			}
+			if tc.maxDangerous >= 0 {
+				require.LessOrEqual(t, len(s.dangerous), tc.maxDangerous, "dangerous mistakes on %s:\n%s", tc.name, strings.Join(s.dangerous, "\n"))
+			}
+			require.GreaterOrEqual(t, s.accuracy(), tc.minAccuracy)
+		})
 	}
-	if maxDangerous >= 0 {
-		require.LessOrEqual(t, len(s.dangerous), maxDangerous, "dangerous mistakes on %s:\n%s", name, strings.Join(s.dangerous, "\n"))
-	}
-	require.GreaterOrEqual(t, s.accuracy(), minAccuracy)
-}
-
-// TestHoldoutAccuracy scores the held-aside corpus.
-func TestHoldoutAccuracy(t *testing.T) {
-	checkCorpus(t, "holdout", holdoutDir, holdoutMaxDangerous, holdoutMinAccuracy)
-}
-
-// TestCorpusAccuracy scores the part of the corpus the rules are written
-// from.
-func TestCorpusAccuracy(t *testing.T) { checkCorpus(t, "corpus", corpusDir, -1, corpusMinAccuracy) }
-
-// TestHoldout21Accuracy scores the second held-aside corpus.
-func TestHoldout21Accuracy(t *testing.T) {
-	checkCorpus(t, "holdout21", holdout21Dir, holdout21MaxDangerous, holdout21MinAccuracy)
-}
-
-// TestCorpus21Accuracy scores the part of the second corpus the signal
-// layer was written from.
-func TestCorpus21Accuracy(t *testing.T) {
-	checkCorpus(t, "corpus21", corpus21Dir, corpus21MaxDangerous, corpus21MinAccuracy)
-}
-
-// TestHoldout21bAccuracy scores the third held-aside corpus (issue 21,
-// second round).
-func TestHoldout21bAccuracy(t *testing.T) {
-	checkCorpus(t, "holdout21b", holdout21bDir, holdout21bMaxDangerous, holdout21bMinAccuracy)
-}
-
-// TestCorpus21bAccuracy scores the part of the third corpus the lexicon
-// may be extended from.
-func TestCorpus21bAccuracy(t *testing.T) {
-	checkCorpus(t, "corpus21b", corpus21bDir, corpus21bMaxDangerous, corpus21bMinAccuracy)
-}
-
-// TestHoldout21cAccuracy scores the fourth held-aside corpus (issue 21,
-// third round).
-func TestHoldout21cAccuracy(t *testing.T) {
-	checkCorpus(t, "holdout21c", holdout21cDir, holdout21cMaxDangerous, holdout21cMinAccuracy)
-}
-
-// TestCorpus21cAccuracy scores the part of the fourth corpus the lexicon
-// may be extended from.
-func TestCorpus21cAccuracy(t *testing.T) {
-	checkCorpus(t, "corpus21c", corpus21cDir, -1, corpus21cMinAccuracy)
-}
-
-// TestHoldout21dAccuracy scores the fifth held-aside corpus (issue 21,
-// fourth round).
-func TestHoldout21dAccuracy(t *testing.T) {
-	checkCorpus(t, "holdout21d", holdout21dDir, holdout21dMaxDangerous, holdout21dMinAccuracy)
-}
-
-// TestCorpus21dAccuracy scores the part of the fifth corpus the rules may
-// be extended from.
-func TestCorpus21dAccuracy(t *testing.T) {
-	checkCorpus(t, "corpus21d", corpus21dDir, corpus21dMaxDangerous, corpus21dMinAccuracy)
-}
-
-// TestHoldout21eAccuracy scores the sixth held-aside corpus (issue 21,
-// fifth round).
-func TestHoldout21eAccuracy(t *testing.T) {
-	checkCorpus(t, "holdout21e", holdout21eDir, holdout21eMaxDangerous, holdout21eMinAccuracy)
-}
-
-// TestCorpus21eAccuracy scores the part of the sixth corpus the rules may
-// be extended from.
-func TestCorpus21eAccuracy(t *testing.T) {
-	checkCorpus(t, "corpus21e", corpus21eDir, corpus21eMaxDangerous, corpus21eMinAccuracy)
-}
-
-// TestHoldout21fAccuracy scores the seventh held-aside corpus (issue 21,
-// sixth round).
-func TestHoldout21fAccuracy(t *testing.T) {
-	checkCorpus(t, "holdout21f", holdout21fDir, holdout21fMaxDangerous, holdout21fMinAccuracy)
-}
-
-// TestCorpus21fAccuracy scores the part of the seventh corpus the rules
-// may be extended from.
-func TestCorpus21fAccuracy(t *testing.T) {
-	checkCorpus(t, "corpus21f", corpus21fDir, corpus21fMaxDangerous, corpus21fMinAccuracy)
 }
 
 func TestDangerous(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 func TestBatchStateFollowsTheBreaker(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	store := keys.NewStore(b.db.Pool, keys.StoreConfig{})
+	store := keys.DefaultStore(b.db.Pool)
 	adm, err := store.Admit(b.ctx, "open", 0)
 	require.NoError(t, err)
 	_, err = store.Trip(b.ctx, "open", adm, "test", time.Hour)

@@ -163,7 +163,7 @@ func TestInvalidKeyAlertSaysTheKeyIsInvalid(t *testing.T) {
 	require.Contains(t, all, "key invalid: the provider refuses the API key itself (invalid_api_key")
 	require.Contains(t, all, "a top-up will not help")
 	require.NotContains(t, all, "top-up resumes")
-	ks, err := keys.NewStore(b.db.Pool, keys.StoreConfig{}).KeyStatus(context.Background(), "main")
+	ks, err := keys.DefaultStore(b.db.Pool).KeyStatus(context.Background(), "main")
 	require.NoError(t, err)
 	require.Equal(t, keys.StateOpen, ks.State, "held as exhausted: the class stays")
 }

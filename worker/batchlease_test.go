@@ -54,16 +54,8 @@ func TestBatchRowLeaseLostDuringUploadIsNotSubmittedTwice(t *testing.T) {
 	var releaseOnce sync.Once
 	release := func() { releaseOnce.Do(func() { close(slow.release) }) }
 	fast := b.opts.HTTPClient
-	b.opts.HTTPClient = &http.Client{Transport: slow}
 	const n = 20
-	b.oneGather(n, 5*time.Second)
-	b.enqueue(t, "b1", records(n, nil))
-	b.start(t)
-	select {
-	case <-slow.held:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the first process never uploaded")
-	}
+	b.startStalled(t, slow, slow.held, n, "the first process's upload")
 	// The lease (3 × the 60 s timeout) runs out while the upload hangs.
 	clock.Advance(4 * time.Minute)
 	b.opts.HTTPClient = fast

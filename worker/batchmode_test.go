@@ -71,6 +71,32 @@ func (b *testBundle) oneGather(n int, gather time.Duration) {
 	b.opts.Batch.Gather = gather
 }
 
+// startStalled starts a first process whose requests go through stall,
+// with n records of batch b1 that form one provider batch, and waits (30 s
+// at most) until stall has caught the request the test stalls, which
+// closes held; what names that request when it never comes. The stall,
+// the lease lost during it and a second process are the test's (the
+// lease, stray and split tests).
+func (b *testBundle) startStalled(t testing.TB, stall http.RoundTripper, held <-chan struct{}, n int, what string) {
+	t.Helper()
+	b.opts.HTTPClient = &http.Client{Transport: stall}
+	b.oneGather(n, 5*time.Second)
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	waitClosed(t, held, what)
+}
+
+// waitClosed waits (30 s at most) until ch is closed, else fails the
+// test saying what never happened.
+func waitClosed(t testing.TB, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s never happened", what)
+	}
+}
+
 // lineStates counts the batch lines by state.
 func (b *testBundle) lineStates(t testing.TB) map[string]int {
 	t.Helper()

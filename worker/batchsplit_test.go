@@ -53,21 +53,14 @@ func TestBatchSplitHalfSentByAnotherProcessIsLookedForFirst(t *testing.T) {
 	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}
 	b, clock := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic", timeout: "20s"})
 	hold := &splitHolder{held: make(chan struct{}), release: make(chan struct{})}
-	b.opts.HTTPClient = &http.Client{Transport: hold}
 	const n = 10
 	// The n lines one provider batch, however slowly a loaded machine's
-	// jobs write them: split by the gather window, a smaller first batch
-	// was refused instead, and its halves, or a batch of the rest, were
-	// what the processes sent (each half created once: expected 2, actual
-	// 3; or a 30 s wait for a half that never came).
-	b.oneGather(n, 5*time.Second)
-	b.enqueue(t, "b1", records(n, nil))
-	b.start(t)
-	select {
-	case <-hold.held:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the first process never sent a half")
-	}
+	// jobs write them (startStalled's oneGather): split by the gather
+	// window, a smaller first batch was refused instead, and its halves,
+	// or a batch of the rest, were what the processes sent (each half
+	// created once: expected 2, actual 3; or a 30 s wait for a half that
+	// never came).
+	b.startStalled(t, hold, hold.held, n, "the first process's half")
 	// A second process sends the other half; its create's answer is lost.
 	lossy := &lossyCreate{}
 	b.opts.HTTPClient = &http.Client{Transport: lossy}

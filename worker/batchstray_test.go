@@ -83,16 +83,8 @@ func TestBatchStrayCreateIsCollectedAsPaidDuplicates(t *testing.T) {
 			// test's waits (it would cut the held create).
 			b, clock := setupBatch(t, sc, "batch", tweaks{vendor: vendor, timeout: "120s"})
 			hold := newStrayHold()
-			b.opts.HTTPClient = &http.Client{Transport: hold}
 			const n = 10
-			b.oneGather(n, 5*time.Second)
-			b.enqueue(t, "b1", records(n, nil))
-			b.start(t)
-			select {
-			case <-hold.createHeld:
-			case <-time.After(30 * time.Second):
-				t.Fatal("the first process never sent its create")
-			}
+			b.startStalled(t, hold, hold.createHeld, n, "the first process's create")
 			// The first process's lease runs out while its create hangs; a
 			// second process takes the row over and creates the batch.
 			clock.Advance(7 * time.Minute)
@@ -105,11 +97,7 @@ func TestBatchStrayCreateIsCollectedAsPaidDuplicates(t *testing.T) {
 			// The first create lands: a second provider batch of the same
 			// lines, which its process cancels as a stray.
 			hold.letCreate()
-			select {
-			case <-hold.cancelHeld:
-			case <-time.After(30 * time.Second):
-				t.Fatal("the stray batch was never cancelled")
-			}
+			waitClosed(t, hold.cancelHeld, "the stray batch's cancel")
 			require.Equal(t, 2, b.fake.Stats().Batches.Created)
 			// Half the lines of both batches run before the cancel lands.
 			clock.Advance(30 * time.Minute)

@@ -35,7 +35,7 @@ func TestJobRefusedDuringAProbeRunsOnceTheKeyCloses(t *testing.T) {
 	base := b.fake.Stats().Requests
 
 	// The breaker opens and another job takes its probe claim.
-	store := keys.NewStore(b.db.Pool, keys.StoreConfig{})
+	store := keys.DefaultStore(b.db.Pool)
 	adm, err := store.Admit(ctx, "main", 0)
 	require.NoError(t, err)
 	tripped, err := store.Trip(ctx, "main", adm, "test", 0)

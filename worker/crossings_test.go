@@ -104,7 +104,8 @@ func TestBatchCreateRejectedOnTheProbeLeavesTheKeyExhausted(t *testing.T) {
 	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{
 		FailValidation: &fakeprovider.BatchError{Code: "invalid_request_error", Message: "bad batch"}}}
 	b, clock := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic", probeInterval: "200ms"})
-	store := keys.NewStore(b.db.Pool, keys.StoreConfig{Clock: clock})
+	store, err := keys.NewStore(b.db.Pool, keys.StoreConfig{Clock: clock})
+	require.NoError(t, err)
 	adm, err := store.Admit(ctx, workertest.Key, 0)
 	require.NoError(t, err)
 	tripped, err := store.Trip(ctx, workertest.Key, adm, "insufficient_credits", 200*time.Millisecond)
@@ -130,7 +131,8 @@ func TestBatchCreateExhaustedOnAStormProbeClosesTheStorm(t *testing.T) {
 	ctx := context.Background()
 	sc := fakeprovider.Scenario{Balance: &fakeprovider.Balance{USD: 0}}
 	b, clock := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic", extraKey: "storm_probe_min = \"200ms\"\n"})
-	store := keys.NewStore(b.db.Pool, keys.StoreConfig{Clock: clock})
+	store, err := keys.NewStore(b.db.Pool, keys.StoreConfig{Clock: clock})
+	require.NoError(t, err)
 	adm, err := store.Admit(ctx, workertest.Key, 0)
 	require.NoError(t, err)
 	rep, err := store.StormFailure(ctx, workertest.Key, adm, true, "server_error", 200*time.Millisecond)
@@ -164,7 +166,8 @@ func TestBatchAnswerAppliedAsTheStormProbeDoesNotEndTheStorm(t *testing.T) {
 	b.start(t)
 	eventually(t, 30*time.Second, "the provider batch is created", func() bool { return b.fake.Stats().Batches.Created == 1 })
 
-	store := keys.NewStore(b.db.Pool, keys.StoreConfig{Clock: clock})
+	store, err := keys.NewStore(b.db.Pool, keys.StoreConfig{Clock: clock})
+	require.NoError(t, err)
 	adm, err := store.Admit(ctx, workertest.Key, 0)
 	require.NoError(t, err)
 	rep, err := store.StormFailure(ctx, workertest.Key, adm, true, "server_error", 200*time.Millisecond)

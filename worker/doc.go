@@ -84,12 +84,21 @@
 // with a Config (WithDefaults, Validate), a one-pass RunOnce or Tick that
 // its tests call, and Start/Stop (worker/service holds what they share);
 // the Runtime builds them in New and only wires what they need from it:
-// the fallback mover (worker/fallbackmove: the mover asks decide.Before on
-// a queued job's behalf, the Runtime renders the job for it), the spend
+// the storm loop (worker/stormwatch: storm_open once per storm, then the
+// pass it is given, the safety net's requeue of a held key's dead
+// letters, watch.go), the fallback mover (worker/fallbackmove: the mover
+// asks decide.Before on a queued job's behalf, the Runtime renders the job
+// for it), the spend
 // loop (worker/spendwatch: spend alerts, the response cache's expiry, the
 // announcement of settled batches through worker/settled, and the passes
 // it is given: the orphan sweep and the left background responses,
 // worker/leftresponses), retention (worker/retention) and the batch
-// submitters (worker/submitter). The storm alerts and the safety net
-// (storm.go, watch.go) still run here.
+// submitters (worker/submitter). The safety net's decisions (watch.go)
+// still run here.
+//
+// Options.WithDefaults is the one place the worker's option defaults are
+// resolved and validate refuses a negative one with its name (the retry
+// budget's through decide.RetryBudget, which /metrics and the web window
+// use too); New returns every constructor's error (worker/keys' included)
+// rather than panicking.
 package worker

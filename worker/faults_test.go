@@ -26,7 +26,7 @@ func TestDeadLetteredProbeReleasesItsClaim(t *testing.T) {
 	// had its runs used up by the worker's own errors.
 	_, err := b.db.Pool.Exec(ctx, `UPDATE river_job SET attempt = 7, max_attempts = 20 WHERE id = (SELECT min(id) FROM river_job)`)
 	require.NoError(t, err)
-	store := keys.NewStore(b.db.Pool, keys.StoreConfig{})
+	store := keys.DefaultStore(b.db.Pool)
 	adm, err := store.Admit(ctx, workertest.Key, 0)
 	require.NoError(t, err)
 	tripped, err := store.Trip(ctx, workertest.Key, adm, "test", 200*time.Millisecond)
@@ -63,7 +63,7 @@ func TestNoCallAfterTripWhileWaitingForASlot(t *testing.T) {
 	b.run(t, rt)
 	eventually(t, 20*time.Second, "both jobs wait for a slot", func() bool { return lim.Waiting() == 2 })
 
-	store := keys.NewStore(b.db.Pool, keys.StoreConfig{})
+	store := keys.DefaultStore(b.db.Pool)
 	adm, err := store.Admit(ctx, workertest.Key, 0)
 	require.NoError(t, err)
 	tripped, err := store.Trip(ctx, workertest.Key, adm, "another process saw it exhausted", time.Hour)

@@ -62,7 +62,7 @@ func TestFleetExhaustionStopsOtherProcessWithinASecond(t *testing.T) {
 
 	var openedAt time.Time
 	eventually(t, 30*time.Second, "process A trips the shared breaker", func() bool {
-		st, err := keys.NewStore(b.db.Pool, keys.StoreConfig{}).KeyStatus(context.Background(), "main")
+		st, err := keys.DefaultStore(b.db.Pool).KeyStatus(context.Background(), "main")
 		require.NoError(t, err)
 		if st.OpenedAt != nil {
 			openedAt = *st.OpenedAt

@@ -49,7 +49,7 @@ func TestIntentWithdrawnWhenTheRunDoesNotSend(t *testing.T) {
 			// reconcile has run by then.
 			b.enqueue(t, "b0", records(1, nil))
 			b.waitSettled(t, "b0", 20*time.Second)
-			store := keys.NewStore(b.db.Pool, keys.StoreConfig{})
+			store := keys.DefaultStore(b.db.Pool)
 			adm, err := store.Admit(ctx, workertest.Key, 0)
 			require.NoError(t, err)
 			tripped, err := store.Trip(ctx, workertest.Key, adm, "test", 0)
@@ -67,7 +67,7 @@ func TestIntentWithdrawnWhenTheRunDoesNotSend(t *testing.T) {
 		arrange: func(t *testing.T, b *testBundle) {
 			b.enqueue(t, "b0", records(1, nil))
 			b.waitSettled(t, "b0", 20*time.Second)
-			_, err := keys.NewStore(b.db.Pool, keys.StoreConfig{}).PauseFor(context.Background(), workertest.Key, keys.PauseThrottled, time.Hour)
+			_, err := keys.DefaultStore(b.db.Pool).PauseFor(context.Background(), workertest.Key, keys.PauseThrottled, time.Hour)
 			require.NoError(t, err)
 		},
 		ended:   parkedOnce,

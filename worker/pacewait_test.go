@@ -40,7 +40,7 @@ func TestNoCallAfterTripDuringAPacingWait(t *testing.T) {
 		return st.Binding && b.jobStates(t)["running"] == 1 && tr.batchesEnded() >= 1
 	})
 
-	store := keys.NewStore(b.db.Pool, keys.StoreConfig{})
+	store := keys.DefaultStore(b.db.Pool)
 	adm, err := store.Admit(ctx, workertest.Key, 0)
 	require.NoError(t, err)
 	tripped, err := store.Trip(ctx, workertest.Key, adm, "another process saw it exhausted", time.Hour)

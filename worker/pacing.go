@@ -75,7 +75,7 @@ func (r *Runtime) Pacing(key string) (keys.PaceState, bool) {
 
 // newPacer is the pacer of key k: its concurrency, and its rpm/tpm
 // settings as the limits it starts at (keys.PaceConfigured) when set.
-func newPacer(cfg keys.PacerConfig, k *config.Key) *keys.Pacer {
+func newPacer(cfg keys.PacerConfig, k *config.Key) (*keys.Pacer, error) {
 	cfg.Concurrency = k.Concurrency
 	if k.RPM > 0 {
 		cfg.KnownRate = float64(k.RPM) / 60

@@ -28,7 +28,7 @@ func TestProbeOnCappedBatchDoesNotBlockTheKey(t *testing.T) {
 	require.NoError(t, enqueue.Batch(ctx, b.db.Pool, b.db.Schema, b.cfg,
 		enqueue.Params{Pipeline: "enrich", Batch: "capped", Records: records(3, nil), BudgetUSD: &zero}))
 	b.enqueue(t, "free", records(5, nil))
-	store := keys.NewStore(b.db.Pool, keys.StoreConfig{})
+	store := keys.DefaultStore(b.db.Pool)
 	adm, err := store.Admit(ctx, "main", 0)
 	require.NoError(t, err)
 	tripped, err := store.Trip(ctx, "main", adm, "test", 200*time.Millisecond)

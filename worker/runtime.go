@@ -31,6 +31,7 @@ import (
 	"github.com/triage-dev/triage/worker/retention"
 	"github.com/triage-dev/triage/worker/settled"
 	"github.com/triage-dev/triage/worker/spendwatch"
+	"github.com/triage-dev/triage/worker/stormwatch"
 	"github.com/triage-dev/triage/worker/submitter"
 	"github.com/triage-dev/triage/worker/sweep"
 )
@@ -251,9 +252,10 @@ type Runtime struct {
 	mover *fallbackmove.Mover
 	// spend is the spend loop: alerts, the sweep, the left background
 	// responses, the cache, the settled batches.
-	spend     *spendwatch.Watch
-	stopWatch context.CancelFunc
-	watchDone chan struct{}
+	spend *spendwatch.Watch
+	// storms raises the storm alerts and runs the safety net's requeue of
+	// a held key's dead letters (watch.go).
+	storms *stormwatch.Watch
 	// workCtx, set by tests only, wraps the context of every run
 	// (callWorker.Work): a test tells a job's database round trips from
 	// the process's others by it.
@@ -282,8 +284,8 @@ func (o Options) WithDefaults() Options {
 	o.BackoffCap = cmp.Or(o.BackoffCap, BackoffCapDefault)
 	o.JobMargin = cmp.Or(o.JobMargin, JobMarginDefault)
 	o.BudgetRecheck = cmp.Or(o.BudgetRecheck, BudgetRecheckDefault)
-	o.RetryWindow = cmp.Or(o.RetryWindow, decide.RetryWindowDefault)
-	o.RetryFloor = cmp.Or(o.RetryFloor, decide.RetryFloorDefault)
+	rb := decide.RetryBudget{Window: o.RetryWindow, Floor: o.RetryFloor}.WithDefaults()
+	o.RetryWindow, o.RetryFloor = rb.Window, rb.Floor
 	o.RetryDefer = cmp.Or(o.RetryDefer, RetryDeferDefault)
 	o.MaxAge = cmp.Or(o.MaxAge, MaxAgeDefault)
 	o.SpendCheck = cmp.Or(o.SpendCheck, SpendCheckDefault)
@@ -373,10 +375,14 @@ func New(opts Options) (*Runtime, error) {
 		if err != nil {
 			return nil, fmt.Errorf("worker: key %q: %w", k.Name, err)
 		}
+		pacer, err := newPacer(opts.Pacing, k)
+		if err != nil {
+			return nil, fmt.Errorf("worker: key %q: %w", k.Name, err)
+		}
 		r.keys[k.Name] = &keyRuntime{
 			cfg: k, client: client, callMax: cfg.CallMax(k), apiKey: apiKey, redact: redact.New(apiKey),
 			limiter:       keys.NewLimiter(keys.LimiterConfig{Max: k.Concurrency}),
-			pacer:         newPacer(opts.Pacing, k),
+			pacer:         pacer,
 			watch:         keys.NewWatch(WatchSettings(k)),
 			throttleFirst: opts.ThrottleWait,
 		}
@@ -391,17 +397,26 @@ func New(opts Options) (*Runtime, error) {
 	if lease <= 0 {
 		lease = max(keys.ProbeLeaseDefault, 2*(maxTimeout+opts.JobMargin))
 	}
-	r.store = keys.NewStore(opts.Pool, keys.StoreConfig{Clock: opts.Clock, ProbeLease: lease, RiverSchema: opts.Schema,
+	r.store, err = keys.NewStore(opts.Pool, keys.StoreConfig{Clock: opts.Clock, ProbeLease: lease, RiverSchema: opts.Schema,
 		// The worker dead-letters a job beyond its pipeline's max_attempts
 		// (AttemptHeadroom River attempts before River's own limit) or older
 		// than MaxAge before it can call.
 		ProbeAttemptsLeft: jobargs.AttemptHeadroom + 1, ProbeMaxAge: opts.MaxAge})
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
 	for _, k := range r.keys {
-		k.gate = r.store.NewGate(keys.GateConfig{Key: k.cfg.Name, ProbeInterval: k.cfg.ProbeInterval, Storm: StormSettings(k.cfg)})
+		k.gate, err = r.store.NewGate(keys.GateConfig{Key: k.cfg.Name, ProbeInterval: k.cfg.ProbeInterval, Storm: StormSettings(k.cfg)})
+		if err != nil {
+			return nil, fmt.Errorf("worker: %w", err)
+		}
 	}
 	r.alerter = opts.Alerter
 	if r.alerter == nil {
-		r.alerter = keys.NewAlerter(keys.AlerterConfig{Logger: opts.Logger, WebhookURL: cfg.Alerts.WebhookURL, Pool: opts.Pool, Clock: opts.Clock})
+		r.alerter, err = keys.NewAlerter(keys.AlerterConfig{Logger: opts.Logger, WebhookURL: cfg.Alerts.WebhookURL, Pool: opts.Pool, Clock: opts.Clock})
+		if err != nil {
+			return nil, fmt.Errorf("worker: %w", err)
+		}
 		r.ownAlerter = true
 	}
 
@@ -426,13 +441,19 @@ func New(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("worker: river client: %w", err)
 	}
 	r.river = rc
-	r.supervisor = keys.NewSupervisor(r.store, rc, keys.SupervisorConfig{Keys: names, Tick: opts.SupervisorTick, Logger: opts.Logger})
+	r.supervisor, err = keys.NewSupervisor(r.store, rc, keys.SupervisorConfig{Keys: names, Tick: opts.SupervisorTick, Logger: opts.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
 	pacers := map[string]*keys.Pacer{}
 	for name, k := range r.keys {
 		pacers[name] = k.pacer
 	}
-	r.pacers = keys.NewPacers(r.store, pacers, keys.PacersConfig{Heartbeat: opts.PacerHeartbeat, Logger: opts.Logger,
+	r.pacers, err = keys.NewPacers(r.store, pacers, keys.PacersConfig{Heartbeat: opts.PacerHeartbeat, Logger: opts.Logger,
 		Record: r.recordPace})
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
 	if err := r.newSubmitters(); err != nil {
 		return nil, err
 	}
@@ -502,9 +523,9 @@ func (r *Runtime) newSubmitters() error {
 	return nil
 }
 
-// newWatches builds the fallback mover and the spend loop, with its
-// passes: the orphan sweep and the left background responses of this
-// process's keys.
+// newWatches builds the fallback mover, the spend loop, with its passes
+// (the orphan sweep and the left background responses of this process's
+// keys), and the storm loop, with its pass (the safety net's requeue).
 func (r *Runtime) newWatches(names []string) error {
 	mover, err := fallbackmove.New(fallbackmove.Config{Pool: r.pool, Schema: r.opts.Schema, Config: r.cfg, Status: r.store,
 		Keys: slices.Sorted(maps.Keys(r.keys)), Plan: r.fallbackPlan, Tick: r.opts.SupervisorTick, Logger: r.log})
@@ -534,6 +555,15 @@ func (r *Runtime) newWatches(names []string) error {
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
+	var stormKeys []*config.Key
+	for _, name := range slices.Sorted(maps.Keys(r.keys)) {
+		stormKeys = append(stormKeys, r.keys[name].cfg)
+	}
+	r.storms, err = stormwatch.New(stormwatch.Config{Pool: r.pool, Keys: stormKeys, Status: r.store, Alerter: r.alerter,
+		Every: r.opts.SpendCheck, Logger: r.log, Passes: []stormwatch.Pass{r.requeueSuspects}})
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
 	return nil
 }
 
@@ -550,6 +580,13 @@ func StormSettings(k *config.Key) keys.StormSettings {
 // defaults filled in.
 func WatchSettings(k *config.Key) keys.WatchSettings {
 	return keys.WatchSettings{Rejections: k.SuspectRejections, ThrottleAfter: k.ThrottleHoldAfter}.WithDefaults()
+}
+
+// alertOnce raises a, keyed to key, once for the fleet under the claim
+// kind (keys.Alerter.AlertOnce).
+func (r *Runtime) alertOnce(ctx context.Context, key, kind string, a keys.Alert) {
+	a.Key = key
+	r.alerter.AlertOnce(ctx, r.pool, kind, a)
 }
 
 // River is the runtime's River client (for inserting and subscribing).
@@ -610,13 +647,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 	}
 	r.mover.Start(ctx)
 	r.spend.Start(ctx)
-	watchCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r.stopWatch = cancel
-	r.watchDone = make(chan struct{})
-	go func() {
-		defer close(r.watchDone)
-		r.watchStorms(watchCtx)
-	}()
+	r.storms.Start(ctx)
 	return nil
 }
 
@@ -633,10 +664,7 @@ func (r *Runtime) StopGrace() time.Duration { return r.horizon.JobTimeout + Stop
 // (settled.Announce) and flushes alerts. Give it
 // StopGrace. An answer that arrived before a cancel is still stored.
 func (r *Runtime) Stop(ctx context.Context) error {
-	if r.stopWatch != nil {
-		r.stopWatch()
-		<-r.watchDone
-	}
+	r.storms.Stop()
 	r.mover.Stop()
 	r.spend.Stop()
 	for _, s := range r.submitters {

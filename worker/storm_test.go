@@ -43,7 +43,8 @@ func TestStormOutage(t *testing.T) {
 	b.startWith(t, b.cfg, "w1")
 	b.startWith(t, b.cfg, "w2")
 
-	store := keys.NewStore(b.db.Pool, keys.StoreConfig{Clock: clock})
+	store, err := keys.NewStore(b.db.Pool, keys.StoreConfig{Clock: clock})
+	require.NoError(t, err)
 	storm := func() keys.StormStatus {
 		st, err := store.KeyStatus(context.Background(), workertest.Key)
 		require.NoError(t, err)

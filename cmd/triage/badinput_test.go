@@ -148,3 +148,23 @@ func TestUnreachableEndpointNamedInTheDeadLetter(t *testing.T) {
 	r = c.run("", "dlq", "show", "1", "--json")
 	require.Contains(t, r.stdout, "connection refused")
 }
+
+// A bad setting is refused with its name and exit 2, not run as the
+// default: a negative wait in the configuration file (named with the file
+// and the key) or on the command line.
+func TestBadSettingsAreRefusedByName(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, fakeprovider.Scenario{}, "")
+	in := c.file("in.jsonl", jsonl(2))
+	r := c.run("", "run", "--pipeline", "enrich", "--batch", "b1", "--progress-interval", "-1s", in)
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	require.Contains(t, r.stderr, "--progress-interval must not be negative")
+
+	toml := workertest.Config(workertest.ConfigOptions{BaseURL: "http://127.0.0.1:1/v1"})
+	toml = strings.Replace(toml, "[[keys]]\n", "[[keys]]\nstorm_alert_after = \"-5m\"\n", 1)
+	require.NoError(t, os.WriteFile(filepath.Join(c.dir, "triage.toml"), []byte(toml), 0o600))
+	r = c.run("", "run", "--pipeline", "enrich", "--batch", "b1", in)
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	require.Contains(t, r.stderr, `triage.toml: keys[0] "main": storm_alert_after "-5m": must be positive`)
+	require.Zero(t, c.batches())
+}

@@ -97,7 +97,10 @@ func runBatchControl(ctx context.Context, e *env, sub string, args []string) int
 		return failCmd(e, cmd, err)
 	}
 	defer d.Close()
-	opts, closeAlerter := controlOptions(ctx, e, cfg, d)
+	opts, closeAlerter, err := controlOptions(ctx, e, cfg, d)
+	if err != nil {
+		return failCmd(e, cmd, err)
+	}
 	defer closeAlerter()
 	switch sub {
 	case "pause":
@@ -172,7 +175,10 @@ func runBatchBudget(ctx context.Context, e *env, args []string) int {
 		return failCmd(e, cmd, err)
 	}
 	defer d.Close()
-	opts, closeAlerter := controlOptions(ctx, e, cfg, d)
+	opts, closeAlerter, err := controlOptions(ctx, e, cfg, d)
+	if err != nil {
+		return failCmd(e, cmd, err)
+	}
 	defer closeAlerter()
 
 	before, after, err := operator.SetBudget(ctx, d.pool, id, budget, opts)
@@ -205,7 +211,10 @@ func runBatchCancel(ctx context.Context, e *env, args []string) int {
 		return failCmd(e, cmd, err)
 	}
 	defer d.Close()
-	opts, closeAlerter := controlOptions(ctx, e, cfg, d)
+	opts, closeAlerter, err := controlOptions(ctx, e, cfg, d)
+	if err != nil {
+		return failCmd(e, cmd, err)
+	}
 	defer closeAlerter()
 	res, err := operator.CancelBatch(ctx, d.pool, id, opts)
 	if err != nil {
@@ -244,15 +253,30 @@ func runBatchCancel(ctx context.Context, e *env, args []string) int {
 // configuration names one), logged at INFO on stderr. The returned func
 // sends what is queued (bounded) and stops the Alerter; a failed POST is
 // logged, never the command's failure.
-func controlOptions(ctx context.Context, e *env, cfg *config.Config, d *db) (operator.ControlOptions, func()) {
+func controlOptions(ctx context.Context, e *env, cfg *config.Config, d *db) (operator.ControlOptions, func(), error) {
+	alerter, closeAlerter, err := handAlerter(ctx, e, cfg, d)
+	if err != nil {
+		return operator.ControlOptions{}, nil, err
+	}
+	return operator.ControlOptions{Alerter: alerter, By: "hand"}, closeAlerter, nil
+}
+
+// handAlerter is the Alerter of a command a person runs: it posts to the
+// configuration's webhook, if any. Its close sends what is queued
+// (bounded) and stops it; a failed POST is logged by the Alerter, never
+// the command's failure.
+func handAlerter(ctx context.Context, e *env, cfg *config.Config, d *db) (*keys.Alerter, func(), error) {
 	webhook := ""
 	if cfg != nil {
 		webhook = cfg.Alerts.WebhookURL
 	}
-	alerter := keys.NewAlerter(keys.AlerterConfig{Logger: newLogger(e.stderr, slog.LevelInfo), WebhookURL: webhook, Pool: d.pool})
-	return operator.ControlOptions{Alerter: alerter, By: "hand"}, func() {
+	alerter, err := keys.NewAlerter(keys.AlerterConfig{Logger: newLogger(e.stderr, slog.LevelInfo), WebhookURL: webhook, Pool: d.pool})
+	if err != nil {
+		return nil, nil, err
+	}
+	return alerter, func() {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keys.AlertWebhookTimeoutDefault+time.Second)
 		defer cancel()
 		_ = alerter.Close(closeCtx)
-	}
+	}, nil
 }

@@ -105,6 +105,9 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 		return code
 	}
 	fail := func(err error) int { return failCmd(e, "demo", err) }
+	if *interval < 0 {
+		return fail(usageError{errors.New("--progress-interval must not be negative")})
+	}
 	var ln net.Listener
 	if !*noUI {
 		if err := ui.resolve(e); err != nil {

@@ -68,7 +68,7 @@ func runDryRun(ctx context.Context, e *env, cmd string, f batchFlags, budget *fl
 		if dr.pastAnswers, dr.outputMean, err = ledger.OutputHistory(ctx, d.pool, est.Pipeline.Name, est.Model.Name); err != nil {
 			return failCmd(e, cmd, err)
 		}
-		lp, ok, err := keys.NewStore(d.pool, keys.StoreConfig{}).LastPaceOf(ctx, est.Key.Name)
+		lp, ok, err := keys.DefaultStore(d.pool).LastPaceOf(ctx, est.Key.Name)
 		if err != nil {
 			return failCmd(e, cmd, err)
 		}

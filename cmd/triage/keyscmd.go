@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -296,15 +295,12 @@ func runKeysResume(ctx context.Context, e *env, args []string) int {
 	}
 	defer d.Close()
 
-	webhook := ""
-	if cfg != nil {
-		webhook = cfg.Alerts.WebhookURL
+	alerter, closeAlerter, err := handAlerter(ctx, e, cfg, d)
+	if err != nil {
+		return failCmd(e, cmd, err)
 	}
-	alerter := keys.NewAlerter(keys.AlerterConfig{Logger: newLogger(e.stderr, slog.LevelInfo), WebhookURL: webhook, Pool: d.pool})
 	res, err := operator.Resume(ctx, d.pool, cfg, key, operator.ResumeOptions{Alerter: alerter, By: "hand"})
-	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keys.AlertWebhookTimeoutDefault+time.Second)
-	defer cancel()
-	_ = alerter.Close(closeCtx) // sends the webhook POST; a failure is logged by the Alerter
+	closeAlerter() // sends the webhook POST; a failure is logged by the Alerter
 	if err != nil {
 		return failCmd(e, cmd, err)
 	}

@@ -92,7 +92,7 @@ func TestKeys(t *testing.T) {
 		Model: "fake-model", IdempotencyKey: "k1", RequestHash: "h1"})
 	require.NoError(t, err)
 	require.NoError(t, ledger.FinishAttempt(ctx, c.db.Pool, aid, ledger.Outcome{Status: ledger.AttemptOK, CostUSD: 2.5}))
-	store := keys.NewStore(c.db.Pool, keys.StoreConfig{})
+	store := keys.DefaultStore(c.db.Pool)
 	adm, err := store.Admit(ctx, "main", 0)
 	require.NoError(t, err)
 	opened, err := store.Trip(ctx, "main", adm, "insufficient_quota", time.Hour)
@@ -274,7 +274,7 @@ func TestKeysShowsPacing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := newCLI(t, fakeprovider.Scenario{}, "")
-	store := keys.NewStore(c.db.Pool, keys.StoreConfig{})
+	store := keys.DefaultStore(c.db.Pool)
 	rl := provider.ParseRateLimit("openai", map[string]string{
 		"x-ratelimit-limit-requests": "1800", "x-ratelimit-remaining-requests": "17", "x-ratelimit-reset-requests": "400ms",
 		"x-ratelimit-limit-tokens": "120000", "x-ratelimit-remaining-tokens": "119000",
@@ -317,7 +317,7 @@ func TestKeysShowsSafetyNetHold(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.Contains(t, r.stdout, "5 rejections")
 
-	store := keys.NewStore(c.db.Pool, keys.StoreConfig{})
+	store := keys.DefaultStore(c.db.Pool)
 	adm, err := store.Admit(ctx, "main", 0)
 	require.NoError(t, err)
 	fp := "400 invalid_request_error handle_state_invalid: the request was declined"

@@ -86,6 +86,9 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	if *maxWait < 0 {
 		return fail(usageError{errors.New("--max-wait must not be negative")})
 	}
+	if *interval < 0 {
+		return fail(usageError{errors.New("--progress-interval must not be negative")})
+	}
 	if err := ui.resolve(e); err != nil {
 		return fail(err)
 	}

@@ -148,7 +148,7 @@ func TestStatusBudgetAndWhyPaused(t *testing.T) {
 	// A batch without a budget whose key is exhausted: no budget line; why
 	// is the key, since when and the next probe.
 	dlqSeedBatch(t, c, "b2", 2)
-	store := keys.NewStore(c.db.Pool, keys.StoreConfig{})
+	store := keys.DefaultStore(c.db.Pool)
 	adm, err := store.Admit(ctx, "main", 0)
 	require.NoError(t, err)
 	opened, err := store.Trip(ctx, "main", adm, "insufficient_quota", time.Hour)

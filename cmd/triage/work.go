@@ -120,7 +120,7 @@ func runWork(ctx context.Context, e *env, args []string) int {
 		if err != nil {
 			return fail(usageError{fmt.Errorf("--metrics-addr: %w", err)})
 		}
-		m, err := metrics.New(d.pool, keys.NewStore(d.pool, keys.StoreConfig{}), metrics.Options{Keys: all, Logger: log, RetryBudgets: budgets, RetryBudget: opts.RetryBudget()})
+		m, err := metrics.New(d.pool, keys.DefaultStore(d.pool), metrics.Options{Keys: all, Logger: log, RetryBudgets: budgets, RetryBudget: opts.RetryBudget()})
 		if err != nil {
 			ln.Close()
 			return fail(err)

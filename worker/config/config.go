@@ -206,7 +206,7 @@ type Key struct {
 	// every failed probe up to StormProbeMax. An alert fires once it has been
 	// open for StormAlertAfter. Zero values take the defaults of
 	// keys.StormSettings (5, 0.5, 10, "10s", "2s", "60s") and
-	// worker.StormAlertAfterDefault ("5m"). In the file, storm_failures = 0
+	// stormwatch.AlertAfterDefault ("5m"). In the file, storm_failures = 0
 	// or storm_share = 0 turns that trigger off (stored as -1).
 	StormFailures   int           `toml:"storm_failures"`
 	StormShare      float64       `toml:"storm_share"`

@@ -427,4 +427,21 @@ func TestValidateRefusesNegativeStormWaits(t *testing.T) {
 			require.ErrorContains(t, cfg.Validate(), `keys[0] "main": storm_window, storm_probe_min and storm_probe_max must not be negative`)
 		})
 	}
+	for _, tc := range []struct {
+		name string
+		set  func(k *Key)
+	}{
+		{"storm_alert_after", func(k *Key) { k.StormAlertAfter = -time.Minute }},
+		{"batch_gather", func(k *Key) { k.BatchGather = -time.Minute }},
+		{"batch_poll_min", func(k *Key) { k.BatchPollMin = -time.Minute }},
+		{"batch_poll_max", func(k *Key) { k.BatchPollMax = -time.Minute }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := Parse([]byte(minimal), "triage.toml")
+			require.NoError(t, err)
+			tc.set(&cfg.Keys[0])
+			require.ErrorContains(t, cfg.Validate(), `keys[0] "main": `+tc.name+` must not be negative, got -1m0s`)
+		})
+	}
 }

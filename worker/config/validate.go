@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/triage-dev/triage/classify"
 )
@@ -214,6 +215,17 @@ func (c *Config) Validate() error {
 		if k.StormWindow < 0 || k.StormProbeMin < 0 || k.StormProbeMax < 0 {
 			v.addf(at, "storm_window, storm_probe_min and storm_probe_max must not be negative, got %s, %s, %s",
 				k.StormWindow, k.StormProbeMin, k.StormProbeMax)
+		}
+		for _, d := range []struct {
+			name string
+			v    time.Duration
+		}{
+			{"storm_alert_after", k.StormAlertAfter}, {"batch_gather", k.BatchGather},
+			{"batch_poll_min", k.BatchPollMin}, {"batch_poll_max", k.BatchPollMax},
+		} {
+			if d.v < 0 {
+				v.addf(at, "%s must not be negative, got %s (leave it out for the default)", d.name, d.v)
+			}
 		}
 		if k.BatchPollMin > 0 && k.BatchPollMax > 0 && k.BatchPollMax < k.BatchPollMin {
 			v.addf(at, "batch_poll_max (%s) must not be shorter than batch_poll_min (%s)", k.BatchPollMax, k.BatchPollMin)

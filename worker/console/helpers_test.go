@@ -108,7 +108,7 @@ func (b *testBundle) jobsOf(t *testing.T) map[string]int {
 func (b *testBundle) tripKey(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	store := keys.NewStore(b.db.Pool, keys.StoreConfig{})
+	store := keys.DefaultStore(b.db.Pool)
 	adm, err := store.Admit(ctx, workertest.Key, 0)
 	require.NoError(t, err)
 	_, err = store.Trip(ctx, workertest.Key, adm, "insufficient_quota", time.Hour)

@@ -259,13 +259,13 @@ func TestBrowserKeysPageResume(t *testing.T) {
 	screenshot(t, tc, "keys")
 
 	run(t, tc, chromedp.Click(css(row+` a.button`)), chromedp.WaitVisible(css(`#confirm-button`)))
-	st, err := keys.NewStore(b.db.Pool, keys.StoreConfig{}).KeyStatus(ctx, workertest.Key)
+	st, err := keys.DefaultStore(b.db.Pool).KeyStatus(ctx, workertest.Key)
 	require.NoError(t, err)
 	require.Equal(t, keys.StateOpen, st.State, "the confirmation step changes nothing")
 
 	run(t, tc, chromedp.Click(css(`#confirm-button`)), chromedp.WaitVisible(css(`.notice`)))
 	require.Contains(t, text(t, tc, row+` .breaker[data-breaker="exhausted"]`), "closed")
-	st, err = keys.NewStore(b.db.Pool, keys.StoreConfig{}).KeyStatus(ctx, workertest.Key)
+	st, err = keys.DefaultStore(b.db.Pool).KeyStatus(ctx, workertest.Key)
 	require.NoError(t, err)
 	require.Equal(t, keys.StateClosed, st.State)
 	require.Contains(t, b.logs.String(), "alert_kind=key_resumed")
@@ -400,7 +400,7 @@ func TestCrossSitePostRefused(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
-	st, err := keys.NewStore(b.db.Pool, keys.StoreConfig{}).KeyStatus(context.Background(), workertest.Key)
+	st, err := keys.DefaultStore(b.db.Pool).KeyStatus(context.Background(), workertest.Key)
 	require.NoError(t, err)
 	require.Equal(t, keys.StateOpen, st.State)
 }

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
@@ -80,20 +81,36 @@ type Server struct {
 	ownAlerter bool
 }
 
+// WithDefaults returns o with its zero settings replaced by their
+// defaults: the one place the console's option defaults are resolved. A
+// negative setting is left for New to refuse.
+func (o Options) WithDefaults() Options {
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	o.Refresh = cmp.Or(o.Refresh, RefreshDefault)
+	o.RetryBudget = o.RetryBudget.WithDefaults()
+	return o
+}
+
+// validate refuses what no default can stand for, naming the option.
+func (o Options) validate() error {
+	if o.Pool == nil {
+		return errors.New("console: Options.Pool is required")
+	}
+	if o.Refresh < 0 {
+		return fmt.Errorf("console: Options.Refresh must not be negative, got %s (0 takes the default)", o.Refresh)
+	}
+	if err := o.RetryBudget.Validate(); err != nil {
+		return fmt.Errorf("console: Options.%w", err)
+	}
+	return nil
+}
+
 // New builds the Server: triage's pages, River UI, authentication and
 // cross-origin protection.
 func New(opts Options) (*Server, error) {
-	if opts.Pool == nil {
-		return nil, errors.New("console: Options.Pool is required")
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if opts.Refresh <= 0 {
-		opts.Refresh = RefreshDefault
-	}
-	if opts.RetryBudget == (decide.RetryBudget{}) {
-		opts.RetryBudget = decide.RetryBudgetDefault
+	opts = opts.WithDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
 	}
 	ownAlerter := opts.Alerter == nil
 	if ownAlerter {
@@ -101,7 +118,11 @@ func New(opts Options) (*Server, error) {
 		if opts.Config != nil {
 			webhook = opts.Config.Alerts.WebhookURL
 		}
-		opts.Alerter = keys.NewAlerter(keys.AlerterConfig{Logger: opts.Logger, WebhookURL: webhook, Pool: opts.Pool})
+		a, err := keys.NewAlerter(keys.AlerterConfig{Logger: opts.Logger, WebhookURL: webhook, Pool: opts.Pool})
+		if err != nil {
+			return nil, fmt.Errorf("console: %w", err)
+		}
+		opts.Alerter = a
 	}
 	pages, err := template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")
 	if err != nil {

@@ -1,6 +1,8 @@
 package decide
 
 import (
+	"cmp"
+	"fmt"
 	"math"
 	"time"
 )
@@ -28,6 +30,28 @@ const (
 
 // RetryBudgetDefault is RetryWindowDefault and RetryFloorDefault.
 var RetryBudgetDefault = RetryBudget{Window: RetryWindowDefault, Floor: RetryFloorDefault}
+
+// WithDefaults returns b with its zero fields filled (RetryWindowDefault,
+// RetryFloorDefault): the one place the retry budget's defaults are
+// resolved, for the worker (worker.Options), /metrics and the web window
+// alike. A negative field is left for Validate to refuse.
+func (b RetryBudget) WithDefaults() RetryBudget {
+	b.Window = cmp.Or(b.Window, RetryWindowDefault)
+	b.Floor = cmp.Or(b.Floor, RetryFloorDefault)
+	return b
+}
+
+// Validate refuses a negative Window or Floor, naming it: a mistake, not
+// the default.
+func (b RetryBudget) Validate() error {
+	if b.Window < 0 {
+		return fmt.Errorf("RetryBudget.Window must not be negative, got %s (0 takes the default)", b.Window)
+	}
+	if b.Floor < 0 {
+		return fmt.Errorf("RetryBudget.Floor must not be negative, got %d (0 takes the default)", b.Floor)
+	}
+	return nil
+}
 
 // Since is the start of the window that ends at now.
 func (b RetryBudget) Since(now time.Time) time.Time { return now.Add(-b.Window) }

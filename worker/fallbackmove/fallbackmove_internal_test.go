@@ -85,7 +85,8 @@ func moverWorld(t *testing.T, n int) (*dbtest.DB, *config.Config, *testclock.Clo
 	}
 	require.NoError(t, enqueue.Batch(ctx, db.Pool, db.Schema, cfg, enqueue.Params{Pipeline: "p", Batch: "b", Records: recs}))
 	clock := testclock.New(time.Now())
-	store := keys.NewStore(db.Pool, keys.StoreConfig{Clock: clock, RiverSchema: db.Schema})
+	store, err := keys.NewStore(db.Pool, keys.StoreConfig{Clock: clock, RiverSchema: db.Schema})
+	require.NoError(t, err)
 	_, err = store.Trip(ctx, "main", keys.Admission{}, "credits", time.Minute)
 	require.NoError(t, err)
 	return db, cfg, clock, store

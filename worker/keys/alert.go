@@ -142,19 +142,21 @@ func (c AlerterConfig) WithDefaults() AlerterConfig {
 }
 
 // NewAlerter returns an Alerter; if a webhook is configured it starts the
-// goroutine that POSTs, stopped by Close. It panics on a cfg that Validate
-// refuses.
-func NewAlerter(cfg AlerterConfig) *Alerter {
-	mustValid(cfg.Validate())
+// goroutine that POSTs, stopped by Close. A cfg that Validate refuses is
+// its error.
+func NewAlerter(cfg AlerterConfig) (*Alerter, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	cfg = cfg.WithDefaults()
 	a := &Alerter{cfg: cfg, done: make(chan struct{})}
 	if cfg.WebhookURL == "" {
 		close(a.done)
-		return a
+		return a, nil
 	}
 	a.queue = make(chan alertItem, cfg.QueueSize)
 	go a.run()
-	return a
+	return a, nil
 }
 
 // AlertOnce raises al unless its claim was made before, by any process:

@@ -61,12 +61,13 @@ func TestAlerterWebhookLogAndRow(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	var logs syncBuffer
-	a := NewAlerter(AlerterConfig{
+	a, err := NewAlerter(AlerterConfig{
 		Logger:     slog.New(slog.NewJSONHandler(&logs, nil)),
 		WebhookURL: srv.URL,
 		Pool:       b.db.Pool,
 		Clock:      b.clock,
 	})
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = a.Close(context.Background()) })
 
 	a.Alert(ctx, Alert{Kind: AlertKeyExhausted, Key: "main", Message: "key main is exhausted", Fields: map[string]any{"vendor_code": "insufficient_quota"}})
@@ -136,11 +137,12 @@ func TestAlerterNeverBlocksOnSlowWebhook(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	var logs syncBuffer
-	a := NewAlerter(AlerterConfig{
+	a, err := NewAlerter(AlerterConfig{
 		Logger:     slog.New(slog.NewJSONHandler(&logs, nil)),
 		WebhookURL: srv.URL,
 		QueueSize:  2,
 	})
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = a.Close(context.Background()) })
 	t.Cleanup(func() { close(release) }) // runs first
 
@@ -159,7 +161,8 @@ func TestAlerterNeverBlocksOnSlowWebhook(t *testing.T) {
 func TestAlerterWithoutWebhook(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
-	a := NewAlerter(AlerterConfig{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	a, err := NewAlerter(AlerterConfig{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	require.NoError(t, err)
 	a.Alert(context.Background(), Alert{Kind: AlertPrepaid70, Key: "main"})
 	require.NoError(t, a.Flush(context.Background()))
 	require.NoError(t, a.Close(context.Background()))

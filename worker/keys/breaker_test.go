@@ -125,9 +125,10 @@ func TestBreakerExactlyOneProbe(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	// A second process: its own pool, same clock.
-	other := NewStore(secondPool(t, b.db), StoreConfig{Clock: b.clock, Owner: "test-2"})
+	other, err := NewStore(secondPool(t, b.db), StoreConfig{Clock: b.clock, Owner: "test-2"})
+	require.NoError(t, err)
 
-	_, err := b.store.Trip(ctx, "a", Admission{}, "credits", probeInterval)
+	_, err = b.store.Trip(ctx, "a", Admission{}, "credits", probeInterval)
 	require.NoError(t, err)
 	b.clock.Advance(probeInterval)
 
@@ -175,8 +176,9 @@ func TestBreakerExpiredProbeLeaseIsReclaimable(t *testing.T) {
 
 	// A worker of another process claims the probe and crashes.
 	crashedPool := secondPool(t, b.db)
-	crashed := NewStore(crashedPool, StoreConfig{Clock: b.clock, ProbeLease: 2 * time.Minute})
-	_, err := crashed.Trip(ctx, "a", Admission{}, "credits", probeInterval)
+	crashed, err := NewStore(crashedPool, StoreConfig{Clock: b.clock, ProbeLease: 2 * time.Minute})
+	require.NoError(t, err)
+	_, err = crashed.Trip(ctx, "a", Admission{}, "credits", probeInterval)
 	require.NoError(t, err)
 	b.clock.Advance(probeInterval)
 	lost, err := crashed.Admit(ctx, "a", 7)
@@ -184,7 +186,8 @@ func TestBreakerExpiredProbeLeaseIsReclaimable(t *testing.T) {
 	require.True(t, lost.Probe)
 	crashedPool.Close()
 
-	s := NewStore(b.db.Pool, StoreConfig{Clock: b.clock, ProbeLease: 2 * time.Minute})
+	s, err := NewStore(b.db.Pool, StoreConfig{Clock: b.clock, ProbeLease: 2 * time.Minute})
+	require.NoError(t, err)
 	b.clock.Advance(2*time.Minute - time.Second)
 	adm, err := s.Admit(ctx, "a", 8)
 	require.NoError(t, err)

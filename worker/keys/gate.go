@@ -165,13 +165,16 @@ var (
 	errFailure  = errors.New("keys: transient failure")
 )
 
-// NewGate returns key's Gate.
-func (s *Store) NewGate(cfg GateConfig) *Gate {
-	mustValid(cfg.Storm.Validate())
+// NewGate returns key's Gate; storm settings that StormSettings.Validate
+// refuses are its error.
+func (s *Store) NewGate(cfg GateConfig) (*Gate, error) {
+	if err := cfg.Storm.Validate(); err != nil {
+		return nil, fmt.Errorf("keys: gate of %s: %w", cfg.Key, err)
+	}
 	cfg.Storm = cfg.Storm.WithDefaults()
 	g := &Gate{store: s, cfg: cfg}
 	g.cb = g.newBreaker()
-	return g
+	return g, nil
 }
 
 func (g *Gate) newBreaker() *gobreaker.TwoStepCircuitBreaker[struct{}] {

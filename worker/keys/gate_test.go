@@ -11,9 +11,14 @@ import (
 func stormGates(t *testing.T, st StormSettings) (*testBundle, *Gate, *Gate) {
 	t.Helper()
 	b := setup(t)
-	other := NewStore(secondPool(t, b.db), StoreConfig{Clock: b.clock, Owner: "test-2"})
+	other, err := NewStore(secondPool(t, b.db), StoreConfig{Clock: b.clock, Owner: "test-2"})
+	require.NoError(t, err)
 	cfg := GateConfig{Key: "k", ProbeInterval: time.Minute, Storm: st}
-	return b, b.store.NewGate(cfg), other.NewGate(cfg)
+	ga, err := b.store.NewGate(cfg)
+	require.NoError(t, err)
+	gb, err := other.NewGate(cfg)
+	require.NoError(t, err)
+	return b, ga, gb
 }
 
 // call admits one call on g and reports o; it fails the test if the call

@@ -22,11 +22,9 @@ func setup(t *testing.T) *testBundle {
 	t.Helper()
 	db := dbtest.New(t, dbtest.Options{MaxConns: 20})
 	clock := testclock.New(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
-	return &testBundle{
-		db:    db,
-		clock: clock,
-		store: NewStore(db.Pool, StoreConfig{Clock: clock, Owner: "test-1"}),
-	}
+	store, err := NewStore(db.Pool, StoreConfig{Clock: clock, Owner: "test-1"})
+	require.NoError(t, err)
+	return &testBundle{db: db, clock: clock, store: store}
 }
 
 // secondPool opens another pool on the test's schema: another process.

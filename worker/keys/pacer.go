@@ -535,11 +535,13 @@ const probeCalmCap = 3.0
 const acceptedSlots = 10 // 1 s: the accepted rate is what the provider let through lately
 
 // NewPacer returns a Pacer for one key, alone in the fleet until told
-// otherwise (SetLive, or a Pacers service). It panics on a cfg that
-// Validate refuses.
-func NewPacer(cfg PacerConfig) *Pacer {
-	mustValid(cfg.Validate())
-	return newPacer(cfg, time.Now)
+// otherwise (SetLive, or a Pacers service). A cfg that Validate refuses
+// is its error.
+func NewPacer(cfg PacerConfig) (*Pacer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return newPacer(cfg, time.Now), nil
 }
 
 func newPacer(cfg PacerConfig, now func() time.Time) *Pacer {

@@ -326,11 +326,16 @@ func TestPacersServiceSetsTheShare(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	pa, pb := NewPacer(PacerConfig{}), NewPacer(PacerConfig{})
+	pa, err := NewPacer(PacerConfig{})
+	require.NoError(t, err)
+	pb, err := NewPacer(PacerConfig{})
+	require.NoError(t, err)
 	rl := provider.ParseRateLimit("openai", map[string]string{"x-ratelimit-limit-requests": "600"}, time.Now())
 	pa.Observe(PaceOutcome{Answered: true, OK: true, RateLimit: rl})
-	sa := NewPacers(b.store, map[string]*Pacer{"main": pa}, PacersConfig{Owner: "a", Heartbeat: time.Hour})
-	sb := NewPacers(b.store, map[string]*Pacer{"main": pb}, PacersConfig{Owner: "b", Heartbeat: time.Hour})
+	sa, err := NewPacers(b.store, map[string]*Pacer{"main": pa}, PacersConfig{Owner: "a", Heartbeat: time.Hour})
+	require.NoError(t, err)
+	sb, err := NewPacers(b.store, map[string]*Pacer{"main": pb}, PacersConfig{Owner: "b", Heartbeat: time.Hour})
+	require.NoError(t, err)
 	require.NoError(t, sa.Start(ctx))
 	require.NoError(t, sb.Start(ctx))
 	st := pb.State()
@@ -358,11 +363,12 @@ func TestPacersRecordOnceAStep(t *testing.T) {
 		map[string]string{"x-ratelimit-limit-requests": "600"}, clk.t)})
 	var got []string
 	var rates []float64
-	s := NewPacers(b.store, map[string]*Pacer{"main": paced}, PacersConfig{Owner: "a", Heartbeat: time.Hour,
+	s, err := NewPacers(b.store, map[string]*Pacer{"main": paced}, PacersConfig{Owner: "a", Heartbeat: time.Hour,
 		Record: func(_ context.Context, key string, st PaceState) error {
 			got, rates = append(got, key), append(rates, st.FleetRate)
 			return nil
 		}})
+	require.NoError(t, err)
 	require.NoError(t, s.Sync(ctx))
 	require.NoError(t, s.Sync(ctx))
 	clk.t = clk.t.Add(PaceRecordEveryDefault - time.Second)

@@ -157,15 +157,17 @@ func (c PacersConfig) WithDefaults() PacersConfig {
 	return c
 }
 
-// NewPacers returns the service for pacers (by key name). It panics on a
-// cfg that Validate refuses.
-func NewPacers(store *Store, pacers map[string]*Pacer, cfg PacersConfig) *Pacers {
-	mustValid(cfg.Validate())
+// NewPacers returns the service for pacers (by key name). A cfg that
+// Validate refuses is its error.
+func NewPacers(store *Store, pacers map[string]*Pacer, cfg PacersConfig) (*Pacers, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	cfg = cfg.WithDefaults()
 	if cfg.Owner == "" {
 		cfg.Owner = store.cfg.Owner + ":" + newToken()[:8]
 	}
-	return &Pacers{store: store, pacers: pacers, cfg: cfg, recorded: map[string]time.Time{}}
+	return &Pacers{store: store, pacers: pacers, cfg: cfg, recorded: map[string]time.Time{}}, nil
 }
 
 // Owner is the name of this process's heartbeat rows.

@@ -78,10 +78,20 @@ type Store struct {
 }
 
 // NewStore returns a Store on pool, whose search_path must reach triage's
-// tables. It panics on a cfg that Validate refuses.
-func NewStore(pool *pgxpool.Pool, cfg StoreConfig) *Store {
-	mustValid(cfg.Validate())
-	return &Store{pool: pool, cfg: cfg.WithDefaults()}
+// tables. A cfg that Validate refuses is its error.
+func NewStore(pool *pgxpool.Pool, cfg StoreConfig) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Store{pool: pool, cfg: cfg.WithDefaults()}, nil
+}
+
+// DefaultStore is NewStore with every setting at its default (the
+// database's clock, an owner of its own): it has nothing to refuse. The
+// operator's views and the CLI read and act on the shared key state
+// through it.
+func DefaultStore(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, cfg: StoreConfig{}.WithDefaults()}
 }
 
 // nowParam is the time given to SQL as coalesce($n::timestamptz, now()).

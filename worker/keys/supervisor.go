@@ -66,10 +66,12 @@ func (c SupervisorConfig) WithDefaults() SupervisorConfig {
 }
 
 // NewSupervisor returns a Supervisor acting on queues (a *river.Client[pgx.Tx]).
-// It panics on a cfg that Validate refuses.
-func NewSupervisor(store *Store, queues QueueController, cfg SupervisorConfig) *Supervisor {
-	mustValid(cfg.Validate())
-	return &Supervisor{store: store, queues: queues, cfg: cfg.WithDefaults()}
+// A cfg that Validate refuses is its error.
+func NewSupervisor(store *Store, queues QueueController, cfg SupervisorConfig) (*Supervisor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Supervisor{store: store, queues: queues, cfg: cfg.WithDefaults()}, nil
 }
 
 // Start runs the reconcile loop until ctx ends or Stop is called. Starting a

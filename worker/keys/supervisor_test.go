@@ -139,7 +139,8 @@ func TestSupervisorPausesQueueWhenBreakerOpens(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	rb := newRiverClient(t, b.db, b.db.Pool, b.store, "a", nil)
-	sup := NewSupervisor(b.store, rb.client, SupervisorConfig{Keys: []string{"a"}})
+	sup, err := NewSupervisor(b.store, rb.client, SupervisorConfig{Keys: []string{"a"}})
+	require.NoError(t, err)
 
 	// No client has worked key_a yet: River has no queue row, and its
 	// QueuePause says not found. The Supervisor creates the row paused.
@@ -149,7 +150,7 @@ func TestSupervisorPausesQueueWhenBreakerOpens(t *testing.T) {
 	_, exists = queuePausedAt(t, b.db.Pool, QueueName("a"))
 	require.False(t, exists, "closed breaker, no pause: nothing to do")
 
-	_, err := b.store.Trip(ctx, "a", Admission{}, "credits", probeInterval)
+	_, err = b.store.Trip(ctx, "a", Admission{}, "credits", probeInterval)
 	require.NoError(t, err)
 	require.NoError(t, sup.ReconcileAll(ctx))
 	paused, exists := queuePausedAt(t, b.db.Pool, QueueName("a"))
@@ -176,15 +177,19 @@ func TestSupervisorResumesExpiredPauseOfDeadProcess(t *testing.T) {
 	// Process 1 runs a River client working key_a and a Supervisor loop.
 	rb := newRiverClient(t, b.db, b.db.Pool, b.store, "a", nil)
 	startClient(t, rb.client)
-	sup := NewSupervisor(b.store, rb.client, SupervisorConfig{Tick: 10 * time.Millisecond})
+	sup, err := NewSupervisor(b.store, rb.client, SupervisorConfig{Tick: 10 * time.Millisecond})
+	require.NoError(t, err)
 
 	// Process 2 pauses the key (throttled), pauses the queue, and dies.
 	pool2 := secondPool(t, b.db)
-	store2 := NewStore(pool2, StoreConfig{Clock: b.clock, Owner: "process-2"})
-	rb2 := newRiverClient(t, b.db, pool2, store2, "a", nil)
-	_, err := store2.Pause(ctx, "a", PauseThrottled, b.clock.Now().Add(30*time.Second))
+	store2, err := NewStore(pool2, StoreConfig{Clock: b.clock, Owner: "process-2"})
 	require.NoError(t, err)
-	require.NoError(t, NewSupervisor(store2, rb2.client, SupervisorConfig{}).Reconcile(ctx, "a"))
+	rb2 := newRiverClient(t, b.db, pool2, store2, "a", nil)
+	_, err = store2.Pause(ctx, "a", PauseThrottled, b.clock.Now().Add(30*time.Second))
+	require.NoError(t, err)
+	sup2, err := NewSupervisor(store2, rb2.client, SupervisorConfig{})
+	require.NoError(t, err)
+	require.NoError(t, sup2.Reconcile(ctx, "a"))
 	paused, _ := queuePausedAt(t, b.db.Pool, QueueName("a"))
 	require.True(t, paused)
 	pool2.Close()
@@ -222,13 +227,14 @@ func TestProbeProtocol(t *testing.T) {
 
 	var sup *Supervisor
 	rb := newRiverClient(t, b.db, b.db.Pool, b.store, key, func() *Supervisor { return sup })
-	sup = NewSupervisor(b.store, rb.client, SupervisorConfig{Keys: []string{key}, Tick: 10 * time.Millisecond})
+	sup, err := NewSupervisor(b.store, rb.client, SupervisorConfig{Keys: []string{key}, Tick: 10 * time.Millisecond})
+	require.NoError(t, err)
 
 	params := make([]river.InsertManyParams, jobs)
 	for i := range params {
 		params[i] = river.InsertManyParams{Args: callArgs{Key: key}, InsertOpts: &river.InsertOpts{Queue: QueueName(key)}}
 	}
-	_, err := rb.client.InsertMany(ctx, params)
+	_, err = rb.client.InsertMany(ctx, params)
 	require.NoError(t, err)
 
 	// The balance is empty from the start.
@@ -287,7 +293,8 @@ func TestSupervisorReclaimsProbeOfCrashedWorker(t *testing.T) {
 	b := setup(t)
 	const key = "a"
 	rb := newRiverClient(t, b.db, b.db.Pool, b.store, key, nil)
-	sup := NewSupervisor(b.store, rb.client, SupervisorConfig{})
+	sup, err := NewSupervisor(b.store, rb.client, SupervisorConfig{})
+	require.NoError(t, err)
 
 	res, err := rb.client.InsertMany(ctx, []river.InsertManyParams{
 		{Args: callArgs{Key: key}, InsertOpts: &river.InsertOpts{Queue: QueueName(key)}},
@@ -335,7 +342,8 @@ func TestSupervisorStartStop(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	rb := newRiverClient(t, b.db, b.db.Pool, b.store, "a", nil)
-	sup := NewSupervisor(b.store, rb.client, SupervisorConfig{Tick: time.Millisecond})
+	sup, err := NewSupervisor(b.store, rb.client, SupervisorConfig{Tick: time.Millisecond})
+	require.NoError(t, err)
 	var wg sync.WaitGroup
 	for range 3 {
 		wg.Go(func() { require.NoError(t, sup.Start(context.Background())) })
@@ -351,10 +359,12 @@ func TestProbeSkipsJobsThatCannotCall(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	store := NewStore(b.db.Pool, StoreConfig{Clock: b.clock, Owner: "test-1", ProbeAttemptsLeft: 4, ProbeMaxAge: time.Hour})
+	store, err := NewStore(b.db.Pool, StoreConfig{Clock: b.clock, Owner: "test-1", ProbeAttemptsLeft: 4, ProbeMaxAge: time.Hour})
+	require.NoError(t, err)
 	const key = "a"
 	rb := newRiverClient(t, b.db, b.db.Pool, store, key, nil)
-	sup := NewSupervisor(store, rb.client, SupervisorConfig{})
+	sup, err := NewSupervisor(store, rb.client, SupervisorConfig{})
+	require.NoError(t, err)
 	params := make([]river.InsertManyParams, 3)
 	for i := range params {
 		params[i] = river.InsertManyParams{Args: callArgs{Key: key}, InsertOpts: &river.InsertOpts{Queue: QueueName(key), MaxAttempts: 9}}

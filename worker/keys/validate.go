@@ -9,11 +9,11 @@ import (
 // value no default can stand for (a negative wait or count), naming the
 // field, and WithDefaults fills the zero fields, the one place each
 // config's defaults are resolved. The constructors (NewStore, NewPacer,
-// NewPacers, NewSupervisor, NewAlerter, Store.NewGate) cannot return an
-// error: given a config Validate refuses they panic with its error, as
-// time.NewTicker does for a non-positive interval. Settings a person
-// writes reach them through config.Validate and worker.New, which refuse
-// bad values with their names first.
+// NewPacers, NewSupervisor, NewAlerter, Store.NewGate) return Validate's
+// error for a config it refuses, as river.NewClient does; DefaultStore,
+// with nothing to refuse, returns none. Settings a person writes reach
+// them through config.Validate and worker.New, which refuse bad values
+// with their names first.
 
 // setting is one field of a config, for notNegative.
 type setting struct {
@@ -38,12 +38,4 @@ func notNegative(cfg string, settings ...setting) error {
 		}
 	}
 	return nil
-}
-
-// mustValid panics with err, a config's Validate error, in a constructor
-// that cannot return it.
-func mustValid(err error) {
-	if err != nil {
-		panic(err)
-	}
 }

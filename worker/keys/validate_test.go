@@ -53,19 +53,23 @@ func TestConfigsRefuseNegatives(t *testing.T) {
 	}
 }
 
-// The constructors cannot return an error: given a config Validate
-// refuses they panic with its error instead of running the default.
+// The constructors return Validate's error for a negative setting instead
+// of running the default, or panicking.
 func TestConstructorsRefuseNegatives(t *testing.T) {
 	t.Parallel()
-	require.PanicsWithError(t, "keys: StoreConfig.ProbeLease must not be negative, got -1s (0 takes the default)", func() {
-		keys.NewStore(nil, keys.StoreConfig{ProbeLease: -time.Second})
-	})
-	require.PanicsWithError(t, "keys: AlerterConfig.QueueSize must not be negative, got -1 (0 takes the default)", func() {
-		keys.NewAlerter(keys.AlerterConfig{QueueSize: -1})
-	})
-	require.PanicsWithError(t, "keys: PacerConfig.Recover must not be negative, got -1s (0 takes the default)", func() {
-		keys.NewPacer(keys.PacerConfig{Recover: -time.Second})
-	})
+	_, err := keys.NewStore(nil, keys.StoreConfig{ProbeLease: -time.Second})
+	require.EqualError(t, err, "keys: StoreConfig.ProbeLease must not be negative, got -1s (0 takes the default)")
+	_, err = keys.NewAlerter(keys.AlerterConfig{QueueSize: -1})
+	require.EqualError(t, err, "keys: AlerterConfig.QueueSize must not be negative, got -1 (0 takes the default)")
+	_, err = keys.NewPacer(keys.PacerConfig{Recover: -time.Second})
+	require.EqualError(t, err, "keys: PacerConfig.Recover must not be negative, got -1s (0 takes the default)")
+	store := keys.DefaultStore(nil)
+	_, err = keys.NewPacers(store, nil, keys.PacersConfig{Heartbeat: -time.Second})
+	require.ErrorContains(t, err, "keys: PacersConfig.Heartbeat must not be negative")
+	_, err = keys.NewSupervisor(store, nil, keys.SupervisorConfig{Tick: -time.Second})
+	require.ErrorContains(t, err, "keys: SupervisorConfig.Tick must not be negative")
+	_, err = store.NewGate(keys.GateConfig{Key: "k", ProbeInterval: time.Minute, Storm: keys.StormSettings{Window: -time.Second}})
+	require.EqualError(t, err, "keys: gate of k: keys: StormSettings.Window must not be negative, got -1s (0 takes the default)")
 }
 
 func TestConfigsWithDefaults(t *testing.T) {

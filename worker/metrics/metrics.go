@@ -85,9 +85,7 @@ func (o Options) WithDefaults() Options {
 		o.DurationBuckets = append([]float64(nil), durationBucketsDefault...)
 	}
 	o.RetryBudgets = maps.Clone(o.RetryBudgets)
-	if o.RetryBudget == (decide.RetryBudget{}) {
-		o.RetryBudget = decide.RetryBudgetDefault
-	}
+	o.RetryBudget = o.RetryBudget.WithDefaults()
 	return o
 }
 
@@ -99,14 +97,13 @@ func (o Options) validate() error {
 		v    time.Duration
 	}{
 		{"HealthTimeout", o.HealthTimeout}, {"ScrapeTimeout", o.ScrapeTimeout}, {"ShutdownTimeout", o.ShutdownTimeout},
-		{"RetryBudget.Window", o.RetryBudget.Window},
 	} {
 		if d.v < 0 {
 			return fmt.Errorf("metrics: Options.%s must not be negative, got %s (0 takes the default)", d.name, d.v)
 		}
 	}
-	if o.RetryBudget.Floor < 0 {
-		return fmt.Errorf("metrics: Options.RetryBudget.Floor must not be negative, got %d", o.RetryBudget.Floor)
+	if err := o.RetryBudget.Validate(); err != nil {
+		return fmt.Errorf("metrics: Options.%w", err)
 	}
 	for i, b := range o.DurationBuckets {
 		if math.IsNaN(b) || i > 0 && b <= o.DurationBuckets[i-1] {

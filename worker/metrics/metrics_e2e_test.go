@@ -47,7 +47,9 @@ func TestWorkerEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	opts := workertest.WorkerOptions(cfg, db.Schema)
-	m, err := metrics.New(pool, keys.NewStore(pool, keys.StoreConfig{RiverSchema: db.Schema}),
+	store, err := keys.NewStore(pool, keys.StoreConfig{RiverSchema: db.Schema})
+	require.NoError(t, err)
+	m, err := metrics.New(pool, store,
 		metrics.Options{Keys: []string{workertest.Key}, Logger: opts.Logger})
 	require.NoError(t, err)
 	opts.Pool, opts.Observer = pool, m

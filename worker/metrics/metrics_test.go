@@ -40,7 +40,7 @@ type testBundle struct {
 func setup(t *testing.T, opts metrics.Options) *testBundle {
 	t.Helper()
 	db := dbtest.New(t)
-	store := keys.NewStore(db.Pool, keys.StoreConfig{})
+	store := keys.DefaultStore(db.Pool)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

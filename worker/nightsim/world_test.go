@@ -355,7 +355,9 @@ func newWorld(t *testing.T, n nightsim.Night) *world {
 		require.NoError(t, err, "the night's configuration:\n%s", text)
 		w.cfgs[mode], w.tomls[mode] = cfg, text
 	}
-	w.alerter = keys.NewAlerter(keys.AlerterConfig{Logger: w.logger(), Pool: w.db.Pool})
+	alerter, err := keys.NewAlerter(keys.AlerterConfig{Logger: w.logger(), Pool: w.db.Pool})
+	require.NoError(t, err)
+	w.alerter = alerter
 	w.procs = make([]*proc, n.Procs)
 	for i := range w.procs {
 		w.procs[i] = &proc{i: i, mode: n.Mode}
@@ -814,7 +816,7 @@ func (w *world) diagnose() []string {
 		WHERE j.state NOT IN ('completed', 'cancelled', 'discarded')) x GROUP BY s ORDER BY 1`)
 	q("queues", `SELECT name || coalesce(' paused ' || paused_at::text, '') FROM river_queue ORDER BY 1`)
 	for _, k := range []string{"main", "fb"} {
-		st, err := keys.NewStore(w.db.Pool, keys.StoreConfig{}).KeyStatus(ctx, k)
+		st, err := keys.DefaultStore(w.db.Pool).KeyStatus(ctx, k)
 		if err == nil {
 			js, _ := json.Marshal(st)
 			out = append(out, "key "+k+": "+string(js))

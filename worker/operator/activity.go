@@ -216,7 +216,7 @@ func BatchActivity(ctx context.Context, pool *pgxpool.Pool, v BatchView, opts Ac
 
 // liveWorkers is the worker processes with a live heartbeat, by key.
 func liveWorkers(ctx context.Context, pool *pgxpool.Pool) (map[string]int, error) {
-	pacing, err := keys.NewStore(pool, keys.StoreConfig{}).ListPacing(ctx)
+	pacing, err := keys.DefaultStore(pool).ListPacing(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -140,7 +140,7 @@ func TestBatchActivityFromTheDatabase(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'completed', finalized_at = now() WHERE args->>'record_id' <> 'r001'`)
 	require.NoError(t, err)
-	store := keys.NewStore(b.db.Pool, keys.StoreConfig{})
+	store := keys.DefaultStore(b.db.Pool)
 	_, err = store.PacerHeartbeat(ctx, workertest.Key, "live-process", keys.PaceState{Source: keys.PaceStarting, Factor: 1}, time.Minute)
 	require.NoError(t, err)
 	a, err = operator.BatchActivity(ctx, b.db.Pool, view(), operator.ActivityOptions{Schema: b.db.Schema, Config: b.cfg})

@@ -50,7 +50,7 @@ func GetBatch(ctx context.Context, pool *pgxpool.Pool, id string) (BatchView, er
 	if err != nil {
 		return BatchView{}, err
 	}
-	v, err := viewOf(ctx, pool, keys.NewStore(pool, keys.StoreConfig{}), st)
+	v, err := viewOf(ctx, pool, keys.DefaultStore(pool), st)
 	if err != nil {
 		return BatchView{}, err
 	}
@@ -70,7 +70,7 @@ func ListBatches(ctx context.Context, pool *pgxpool.Pool) ([]BatchView, error) {
 	if err != nil {
 		return nil, err
 	}
-	store := keys.NewStore(pool, keys.StoreConfig{})
+	store := keys.DefaultStore(pool)
 	out := make([]BatchView, 0, len(list))
 	for _, st := range list {
 		v, err := viewOf(ctx, pool, store, st)

@@ -14,6 +14,7 @@ import (
 	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/jobs"
 	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/stormwatch"
 )
 
 // KeyView is one element of `triage keys --json` (a contract: add fields,
@@ -179,10 +180,7 @@ func newStormView(st keys.StormStatus, k *config.Key) StormView {
 	}
 	if k != nil {
 		s := worker.StormSettings(k)
-		after := k.StormAlertAfter
-		if after <= 0 {
-			after = worker.StormAlertAfterDefault
-		}
+		after := stormwatch.AlertAfter(k)
 		v.Settings = &StormSettingsView{
 			Failures: max(s.Failures, 0), Share: max(s.Share, 0), MinCalls: s.MinCalls, WindowS: s.Window.Seconds(),
 			ProbeMinS: s.ProbeMin.Seconds(), ProbeMaxS: s.ProbeMax.Seconds(), AlertAfterS: after.Seconds(),
@@ -261,7 +259,7 @@ func NewRetryBudgetView(rb decide.RetryBudget, share float64, u ledger.RetryUsag
 // the fleet's workers run with (worker.Options.RetryBudget), shown with
 // each configured key.
 func KeyViews(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, rb decide.RetryBudget) ([]KeyView, error) {
-	store := keys.NewStore(pool, keys.StoreConfig{})
+	store := keys.DefaultStore(pool)
 	states, err := store.ListKeyStatus(ctx)
 	if err != nil {
 		return nil, err
@@ -383,7 +381,7 @@ type ResumeOptions struct {
 // that was not held is left alone, without an alert, so a human acting on a
 // false alarm does not raise another.
 func Resume(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, key string, opts ResumeOptions) (ResumeResult, error) {
-	store := keys.NewStore(pool, keys.StoreConfig{})
+	store := keys.DefaultStore(pool)
 	known := cfg != nil && slices.ContainsFunc(cfg.Keys, func(k config.Key) bool { return k.Name == key })
 	if !known {
 		states, err := store.ListKeyStatus(ctx)

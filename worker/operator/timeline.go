@@ -342,7 +342,7 @@ func BatchTimeline(ctx context.Context, pool *pgxpool.Pool, v BatchView) (Timeli
 		return Timeline{}, err
 	}
 	t = AttachPace(t, points)
-	pacing, err := keys.NewStore(pool, keys.StoreConfig{}).ListPacing(ctx)
+	pacing, err := keys.DefaultStore(pool).ListPacing(ctx)
 	if err != nil {
 		return Timeline{}, err
 	}

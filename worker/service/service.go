@@ -7,6 +7,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/triage-dev/triage/worker/decide"
@@ -84,6 +85,25 @@ func Required(pkg string, fields ...Field) error {
 		}
 	}
 	return nil
+}
+
+// Positive is the error naming a period field that must be positive, as
+// "pkg: Config.Name must be positive, got d", or nil.
+func Positive(pkg, name string, d time.Duration) error {
+	if d > 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: Config.%s must be positive, got %v", pkg, name, d)
+}
+
+// NilAt is the error naming the nil element at i of a list field, as
+// "pkg: Config.Name[i] is nil", or nil when i is negative (none is nil:
+// i is what slices.Index or slices.IndexFunc found).
+func NilAt(pkg, name string, i int) error {
+	if i < 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: Config.%s[%d] is nil", pkg, name, i)
 }
 
 // Signal sends v on ch without blocking (a service's test signal); a nil

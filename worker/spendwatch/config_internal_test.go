@@ -16,11 +16,7 @@ func TestConfigValidate(t *testing.T) {
 	t.Parallel()
 	ok := Config{Pool: &pgxpool.Pool{}, Config: &config.Config{}, Alerter: &keys.Alerter{}, Every: time.Second}
 	servicetest.RequiredFields(t, ok, New, "Pool", "Config", "Alerter")
-	for _, every := range []time.Duration{0, -time.Second} {
-		cfg := ok
-		cfg.Every = every
-		servicetest.Refused(t, New, cfg, "Config.Every must be positive")
-	}
+	servicetest.RefusesNonPositive(t, New, ok, "Every")
 	ok.Passes = []Pass{func(context.Context, int) {}, nil}
 	servicetest.Refused(t, New, ok, "Config.Passes[1] is nil")
 }

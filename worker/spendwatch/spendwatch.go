@@ -67,14 +67,11 @@ func (cfg Config) WithDefaults() Config {
 
 // Validate refuses a config a Watch cannot work with, naming the field.
 func (cfg Config) Validate() error {
-	if cfg.Every <= 0 {
-		return fmt.Errorf("spendwatch: Config.Every must be positive, got %v", cfg.Every)
-	}
-	if i := slices.IndexFunc(cfg.Passes, func(p Pass) bool { return p == nil }); i >= 0 {
-		return fmt.Errorf("spendwatch: Config.Passes[%d] is nil", i)
-	}
-	return service.Required("spendwatch", service.Field{Name: "Pool", Missing: cfg.Pool == nil},
-		service.Field{Name: "Config", Missing: cfg.Config == nil}, service.Field{Name: "Alerter", Missing: cfg.Alerter == nil})
+	const pkg = "spendwatch"
+	return cmp.Or(service.Positive(pkg, "Every", cfg.Every),
+		service.NilAt(pkg, "Passes", slices.IndexFunc(cfg.Passes, func(p Pass) bool { return p == nil })),
+		service.Required(pkg, service.Field{Name: "Pool", Missing: cfg.Pool == nil},
+			service.Field{Name: "Config", Missing: cfg.Config == nil}, service.Field{Name: "Alerter", Missing: cfg.Alerter == nil}))
 }
 
 // Watch runs the spend checks: RunOnce is one, Start runs one every Every

@@ -51,7 +51,8 @@ func TestRunOnceAlertsPrepaidOnce(t *testing.T) {
 	require.NoError(t, ledger.FinishAttempt(ctx, db.Pool, id, ledger.Outcome{Status: ledger.AttemptFailed, Class: classify.Transient, CostUSD: 0.75}))
 
 	log := slog.New(slog.DiscardHandler)
-	alerter := keys.NewAlerter(keys.AlerterConfig{Logger: log, Pool: db.Pool})
+	alerter, err := keys.NewAlerter(keys.AlerterConfig{Logger: log, Pool: db.Pool})
+	require.NoError(t, err)
 	var ticks []int
 	key, err := cfg.Key("main")
 	require.NoError(t, err)

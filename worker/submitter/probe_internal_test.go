@@ -27,10 +27,12 @@ func TestRoundWithNothingToSendLeavesTheProbeToTheJobs(t *testing.T) {
 	ctx := context.Background()
 	db := dbtest.New(t)
 	clock := testclock.New(time.Now())
-	store := keys.NewStore(db.Pool, keys.StoreConfig{Clock: clock, RiverSchema: db.Schema})
+	store, err := keys.NewStore(db.Pool, keys.StoreConfig{Clock: clock, RiverSchema: db.Schema})
+	require.NoError(t, err)
 	const probeInterval = 300 * time.Millisecond
-	gate := store.NewGate(keys.GateConfig{Key: "k", ProbeInterval: probeInterval})
-	_, err := store.Trip(ctx, "k", keys.Admission{}, "credits", probeInterval)
+	gate, err := store.NewGate(keys.GateConfig{Key: "k", ProbeInterval: probeInterval})
+	require.NoError(t, err)
+	_, err = store.Trip(ctx, "k", keys.Admission{}, "credits", probeInterval)
 	require.NoError(t, err)
 	clock.Advance(probeInterval)
 

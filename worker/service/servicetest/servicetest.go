@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // RequiredFields checks that newFn takes complete, and refuses it with
@@ -28,6 +29,16 @@ func RequiredFields[C, S any](t *testing.T, complete C, newFn func(C) (S, error)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("without %s: got %v, want an error saying %q", name, err, want)
 		}
+	}
+}
+
+// RefusesNonPositive checks that newFn refuses cfg with the named period
+// field zero or negative: "Config.<name> must be positive".
+func RefusesNonPositive[C, S any](t *testing.T, newFn func(C) (S, error), cfg C, name string) {
+	t.Helper()
+	for _, d := range []time.Duration{0, -time.Second} {
+		reflect.ValueOf(&cfg).Elem().FieldByName(name).Set(reflect.ValueOf(d))
+		Refused(t, newFn, cfg, "Config."+name+" must be positive")
 	}
 }
 
