@@ -201,8 +201,10 @@ const (
 	// still missed: the Copilot unsupported_api_for_model 400 and the
 	// DashScope per-minute 429 worded as insufficient_quota (no other body
 	// or doc of either shape was found).
-	holdout21eMinAccuracy  = 0.88
-	holdout21eMaxDangerous = 1
+	// After the eighth corpus's round (corpus21g holds the Copilot model
+	// codes from other reports): 16/17 (94.1 %) with 0 dangerous.
+	holdout21eMinAccuracy  = 0.94
+	holdout21eMaxDangerous = 0
 	corpus21eMinAccuracy   = 1.0
 	corpus21eMaxDangerous  = 0
 
@@ -228,10 +230,41 @@ const (
 	// the batch would be dead-lettered record by record). Not fixed from
 	// these bodies: that would be writing rules from the holdout. The bars
 	// are what the rules clear, not the 98 % the issue asks for.
-	holdout21fMinAccuracy  = 0.86
-	holdout21fMaxDangerous = 2
+	// After the eighth corpus's round (the same Copilot codes from other
+	// reports in corpus21g): 15/15 with 0 dangerous.
+	holdout21fMinAccuracy  = 1.0
+	holdout21fMaxDangerous = 0
 	corpus21fMinAccuracy   = 1.0
 	corpus21fMaxDangerous  = 0
+
+	// The eighth corpus (issue 21, seventh round): 45 more bodies of
+	// 2025-2026 from GitHub issues and pull requests and vendor or gateway
+	// docs, none of them a body or a source already in testdata/, split once
+	// by testdata/split21g.py (seed 217, a third aside) and committed before
+	// any rule or lexicon entry was written from them; holdout21g is scored,
+	// never read.
+	corpus21gDir  = "corpus21g"
+	holdout21gDir = "holdout21g"
+
+	// Before any change from this round (the rules after holdout21f's
+	// round): holdout21g 10/15 (66.7 %) with 4 dangerous, corpus21g 20/30
+	// (66.7 %) with 10 dangerous.
+	// After the rules read from corpus21g and vendor docs (the GitHub
+	// Copilot API's model codes and wording in the model table, Alibaba's
+	// PrepaidBillOverdue and PostpaidBillOverdue, a numeric code and msg in
+	// a 200 read as an error, three lexicon entries): corpus21g 30/30,
+	// holdout21g unchanged, 10/15 (66.7 %) with 4 dangerous. Still missed
+	// (not fixed: that would be writing rules from the holdout): Alibaba's
+	// 429 CommodityNotPurchased, AiHubMix's 503 "Incorrect model ID", Kiro's
+	// 400 "Invalid model" and a local Ollama's 500 "unable to load model"
+	// (each a model the account or server cannot serve, read as throttled,
+	// transient or rejected: dangerous), and OpenRouter's 402
+	// in_flight_budget_exhausted (exhausted, want throttled). The bars are
+	// what the rules clear, not the 98 % the issue asks for.
+	holdout21gMinAccuracy  = 0.66
+	holdout21gMaxDangerous = 4
+	corpus21gMinAccuracy   = 1.0
+	corpus21gMaxDangerous  = 0
 )
 
 type corpusCase struct {
@@ -337,6 +370,9 @@ func TestAccuracy(t *testing.T) {
 		// Issue 21, sixth round.
 		{"holdout21f", holdout21fDir, holdout21fMaxDangerous, holdout21fMinAccuracy},
 		{"corpus21f", corpus21fDir, corpus21fMaxDangerous, corpus21fMinAccuracy},
+		// Issue 21, seventh round.
+		{"holdout21g", holdout21gDir, holdout21gMaxDangerous, holdout21gMinAccuracy},
+		{"corpus21g", corpus21gDir, corpus21gMaxDangerous, corpus21gMinAccuracy},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
