@@ -476,23 +476,29 @@ func ProviderBatchRecorded(ctx context.Context, db DBTX, key, providerID string,
 	return ok, nil
 }
 
-// LineBatchServedAnother reports whether the provider batch of line id
-// answered another of its lines with a success (an answer waiting with a
-// 2xx status, or a line applied as its record's result): the account
-// served that batch, so a rejection of this line is about its record, not
-// the key. The lines of one provider batch are answered together and
-// applied in no order, so "rejected in a row with no success between"
-// cannot be read from the order their jobs apply them.
-func LineBatchServedAnother(ctx context.Context, db DBTX, id int64) (bool, error) {
+// MarkProviderBatchServed records that provider batch id answered a line
+// with a success (a 2xx): the account served it, so a rejection of one of
+// its lines is about its record, not the key (LineBatchServed). The
+// submitter calls it at collection before it stores the first line's
+// answer, so before any job can apply one: the lines of one provider batch
+// are answered together and applied in no order, and a rejected line
+// applied before the good one must read served too.
+func MarkProviderBatchServed(ctx context.Context, db DBTX, id int64) error {
+	if _, err := db.Exec(ctx, `UPDATE triage_provider_batch SET served = true WHERE id = $1 AND NOT served`, id); err != nil {
+		return fmt.Errorf("ledger: mark provider batch %d served: %w", id, err)
+	}
+	return nil
+}
+
+// LineBatchServed reports whether the provider batch of line id answered a
+// line with a success (MarkProviderBatchServed): one row read, however many
+// lines the batch holds. A line in no provider batch reads false.
+func LineBatchServed(ctx context.Context, db DBTX, id int64) (bool, error) {
 	var served bool
-	err := db.QueryRow(ctx, `SELECT EXISTS (
-		SELECT 1 FROM triage_provider_batch_line l
-		JOIN triage_provider_batch_line o ON o.provider_batch = l.provider_batch AND o.id <> l.id
-		LEFT JOIN triage_attempt a ON a.id = o.attempt_id
-		WHERE l.id = $1 AND (a.status = 'ok'
-			OR (o.state = 'answered' AND (o.observation->'observation'->>'status') LIKE '2__')))`, id).Scan(&served)
+	err := db.QueryRow(ctx, `SELECT coalesce((SELECT p.served FROM triage_provider_batch_line l
+		JOIN triage_provider_batch p ON p.id = l.provider_batch WHERE l.id = $1), false)`, id).Scan(&served)
 	if err != nil {
-		return false, fmt.Errorf("ledger: did the provider batch of line %d serve another: %w", id, err)
+		return false, fmt.Errorf("ledger: did the provider batch of line %d serve a line: %w", id, err)
 	}
 	return served, nil
 }

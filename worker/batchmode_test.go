@@ -103,13 +103,32 @@ func (b *testBundle) lineStates(t testing.TB) map[string]int {
 	return b.countBy(t, "SELECT state, count(*) FROM triage_provider_batch_line GROUP BY 1")
 }
 
+// oneBatch makes the first n lines the test's jobs write one provider
+// batch on any machine, as the only way they are sent: the submitter forms
+// it when the n-th line is pending (Tuning.MaxLines), never before (the
+// gather window is an hour, so a loaded machine that writes the lines
+// seconds apart does not send the first ones alone). Fewer lines pending
+// later (a validation failure's others) wait until sendTogether ages them.
+// Do not age the first n lines too: the aging and the submitter's forming
+// would then race for the same pending lines, the submitter skips the ones
+// the aging holds locked (FOR UPDATE SKIP LOCKED) and sends them in a
+// second provider batch (a test expecting one: expected 1, actual 2).
+func (b *testBundle) oneBatch(n int) {
+	b.opts.Batch.MaxLines = n
+	b.opts.Batch.Gather = time.Hour
+}
+
 // sendTogether makes the n lines the test's jobs write go in one provider
 // batch: with b.opts.Batch.Gather set to an hour before start, it waits
 // until n lines wait, then ages them so the submitter sends them at once.
 // (The 200 ms gather of batchTuning splits the lines of a test over several
-// provider batches when a loaded machine runs the jobs slowly.)
+// provider batches when a loaded machine runs the jobs slowly.) The
+// submitter must not form them by itself meanwhile (MaxLines above n, or
+// unset): see oneBatch.
 func (b *testBundle) sendTogether(t testing.TB, n int) {
 	t.Helper()
+	require.True(t, b.opts.Batch.MaxLines == 0 || b.opts.Batch.MaxLines > n,
+		"sendTogether(%d) with MaxLines %d: the submitter forms them by itself, racing the aging", n, b.opts.Batch.MaxLines)
 	eventually(t, 30*time.Second, fmt.Sprintf("%d lines wait for a provider batch", n), func() bool {
 		return b.lineStates(t)["pending"] == n
 	})
@@ -462,13 +481,11 @@ func TestBatchIntentRowIsFoundNotResubmitted(t *testing.T) {
 			b, _ := setupBatch(t, fakeprovider.Scenario{}, "batch", tweaks{vendor: vendor})
 			lossy := &lossyCreate{}
 			b.opts.HTTPClient = &http.Client{Transport: lossy}
-			b.opts.Batch.Gather = time.Hour
 			const n = 20
-			b.oneGather(n, 5*time.Second)
+			b.oneBatch(n)
 			b.enqueue(t, "b1", records(n, nil))
 			b.start(t)
-			b.sendTogether(t, n)
-			st := b.waitSettled(t, "b1", 30*time.Second)
+			st := b.waitSettled(t, "b1", 90*time.Second)
 			require.Equal(t, n, st.Completed)
 			require.True(t, lossy.hasLost(), "the create's answer was lost")
 			stats := b.fake.Stats()
@@ -487,14 +504,13 @@ func TestBatchValidationFailureDeadLettersTheNamedLine(t *testing.T) {
 	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{ValidateFor: fakeprovider.Duration(time.Hour),
 		FailValidation: &fakeprovider.BatchError{Code: "invalid_json_line", Line: 2, Message: "This line is not parseable as valid JSON."}}}
 	b, clock := setupBatch(t, sc, "batch", tweaks{})
-	// Lines are sent when the test ages them, so each provider batch holds
-	// every line waiting (a 200 ms gather splits them on a loaded machine).
-	b.opts.Batch.Gather = time.Hour
+	// The first provider batch holds every line (a 200 ms gather splits
+	// them on a loaded machine); the others are sent when the test ages
+	// them.
 	const n = 10
-	b.oneGather(n, 2*time.Second)
+	b.oneBatch(n)
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
-	b.sendTogether(t, n)
 	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
 	// The next batch validates.
 	require.NoError(t, b.fake.SetScenario(fakeprovider.Scenario{APIKey: workertest.APIKey, NoReplay: true, Now: clock.Now}))
@@ -683,13 +699,11 @@ func TestBatchCreateRejectedDeadLettersItsLines(t *testing.T) {
 	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{
 		FailValidation: &fakeprovider.BatchError{Code: "invalid_request_error", Message: "requests: too many"}}}
 	b, _ := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic"})
-	b.opts.Batch.Gather = time.Hour
 	const n = 64
-	b.oneGather(n, 5*time.Second)
+	b.oneBatch(n)
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
-	b.sendTogether(t, n)
-	st := b.waitSettled(t, "b1", 30*time.Second)
+	st := b.waitSettled(t, "b1", 90*time.Second)
 	require.Equal(t, n, st.DeadLettered)
 	for _, d := range b.deadLetters(t, "b1") {
 		require.Equal(t, "rejected", d.Class)

@@ -83,9 +83,9 @@ func (r *Runtime) watchDecide(ctx context.Context, c *call, a decide.AfterCall, 
 	if ev.Kind != keys.WatchSuccess {
 		ev.Fingerprint = c.fingerprint()
 	}
-	if ev.Kind == keys.WatchRejected && line && r.batchServedAnother(ctx, c) {
-		// Its provider batch answered another line with a success: the
-		// account served that batch, whatever order its lines are applied in.
+	if ev.Kind == keys.WatchRejected && line && r.batchServed(ctx, c) {
+		// Its provider batch answered a line with a success: the account
+		// served that batch, whatever order its lines are applied in.
 		ev.Kind = keys.WatchOther
 	}
 	if ev.Kind == keys.WatchRejected && !c.adm.Probe && r.secondChance(ctx, c, ev.Fingerprint) {
@@ -221,10 +221,11 @@ func (r *Runtime) secondChance(ctx context.Context, c *call, fp string) bool {
 	return false
 }
 
-// batchServedAnother reports whether the provider batch of c's line
-// answered another line with a success (ledger.LineBatchServedAnother).
-func (r *Runtime) batchServedAnother(ctx context.Context, c *call) bool {
-	served, err := ledger.LineBatchServedAnother(ctx, r.pool, c.line.ID)
+// batchServed reports whether the provider batch of c's line answered a
+// line with a success (ledger.LineBatchServed, set at its collection before
+// any of its lines could be applied): one row read per rejected line.
+func (r *Runtime) batchServed(ctx context.Context, c *call) bool {
+	served, err := ledger.LineBatchServed(ctx, r.pool, c.line.ID)
 	if err != nil {
 		r.log.WarnContext(ctx, "safety net: read the line's provider batch", "key", c.key.cfg.Name, "err", err)
 		return false

@@ -1012,17 +1012,30 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 		ids, states              []string
 		answers                  [][]byte
 		n, exhausted, unreadable int
+		served                   bool
 	)
+	// flush stores the outcomes read so far, a chunk per transaction, each
+	// waking its lines' jobs.
 	flush := func() error {
-		if len(ids) == 0 {
-			return nil
+		for i := 0; i < len(ids); i += chunk {
+			j := min(i+chunk, len(ids))
+			err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
+				return s.wakeJobs(ctx, tx)(ledger.StoreLineOutcomes(ctx, tx, r.ID, ids[i:j], states[i:j], answers[i:j]))
+			})
+			if err != nil {
+				return err
+			}
 		}
-		err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
-			return s.wakeJobs(ctx, tx)(ledger.StoreLineOutcomes(ctx, tx, r.ID, ids, states, answers))
-		})
 		ids, states, answers = ids[:0], states[:0], answers[:0]
-		return err
+		return nil
 	}
+	// No line is stored before the batch is known to have served a line
+	// (a 2xx) or to have served none (every result read): the safety net
+	// reads that (ledger.LineBatchServed) when a job applies a rejected
+	// line, and the jobs apply the lines in no order, so a rejection must
+	// not be applied before the success that excuses it is known. Results
+	// are held in memory only until the first success (all of them for a
+	// batch that served none).
 	for res, err := range s.cfg.Client.Results(ctx, b) {
 		if errors.Is(err, batchapi.ErrMalformedResult) {
 			// Its line stays submitted; see lostAnswer below.
@@ -1031,8 +1044,10 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 			continue
 		}
 		if err != nil {
-			if ferr := flush(); ferr != nil {
-				return ferr
+			if served {
+				if ferr := flush(); ferr != nil {
+					return ferr
+				}
 			}
 			return s.later(ctx, r, err)
 		}
@@ -1046,12 +1061,18 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 			exhausted++
 			states, answers = append(states, ledger.LinePending), append(answers, nil)
 		} else if res.Ran {
+			if !served && servedLine(res.Res.Observation) {
+				if err := ledger.MarkProviderBatchServed(ctx, s.cfg.Pool, r.ID); err != nil {
+					return fmt.Errorf("submitter: %w", err)
+				}
+				served = true
+			}
 			ans, _ := json.Marshal(ledger.BatchLineAnswer{Observation: res.Res.Observation})
 			states, answers = append(states, ledger.LineAnswered), append(answers, ans)
 		} else {
 			states, answers = append(states, ledger.LineNotRun), append(answers, nil)
 		}
-		if len(ids) >= chunk {
+		if served && len(ids) >= chunk {
 			if err := flush(); err != nil {
 				return fmt.Errorf("submitter: store results of %d: %w", r.ID, err)
 			}
@@ -1085,6 +1106,13 @@ func (s *Submitter) collect(ctx context.Context, r *row, b batchapi.Batch) error
 		s.tripExhausted(ctx, "batch lines: balance exhausted")
 	}
 	return nil
+}
+
+// servedLine reports whether a result line's answer is the account
+// serving the request (a 2xx): its provider batch is served
+// (ledger.MarkProviderBatchServed), whatever its body says.
+func servedLine(o classify.Observation) bool {
+	return (o.Phase == "" || o.Phase == classify.PhaseResponse) && o.Status >= 200 && o.Status < 300
 }
 
 // lostAnswer is the stored answer of a line that may have run but whose
