@@ -190,10 +190,46 @@ func TestStormyBatchRetryCountsTheDoubleBills(t *testing.T) {
 	t.Parallel()
 	s := runStormy(t, "retry")
 	require.Positive(t, s.stats.DoubleBilledRecords, "replay off: a resent hung call is billed again")
-	require.Equal(t, s.stats.DoubleBilledRecords, s.amb.PossiblyDoubleBilled, "the ledger reports every double bill as a number")
+	// The ledger never hides a double bill. It may count one the provider
+	// did not make: a lost call whose request timed out before the provider
+	// billed it (a loaded machine widens that window: 7 counted against 6
+	// billed twice at load 25) is, to the ledger, a lost answer like any
+	// other, resent and counted; each such record billed fewer times than
+	// the ledger's calls that may have been billed explains one.
+	unbilled := lostButNotBilled(t, s.b, "storm", s.stats)
+	require.GreaterOrEqual(t, s.amb.PossiblyDoubleBilled, s.stats.DoubleBilledRecords, "the ledger reports every double bill as a number")
+	require.LessOrEqual(t, s.amb.PossiblyDoubleBilled, s.stats.DoubleBilledRecords+unbilled,
+		"the ledger counts no double bill beyond the lost calls the provider did not bill (%d)", unbilled)
 	require.Positive(t, s.st.PossiblyBilledUSD, "the lost bills are in the ledger as possibly billed")
 	require.Zero(t, s.amb.FoundByLookup)
 	lost := lostAnswers(t, s.b)
 	require.Zero(t, lost["found"])
 	require.GreaterOrEqual(t, lost["resent"], s.stats.DoubleBilledRecords, "every second bill follows a resent lost answer: %v", lost)
+}
+
+// lostButNotBilled counts the records of batch with a lost call (an intent
+// or possibly billed attempt) that the provider billed fewer times than
+// the ledger has calls that may have been billed.
+func lostButNotBilled(t *testing.T, b *testBundle, batch string, stats fakeprovider.Stats) int {
+	t.Helper()
+	rows, err := b.db.Pool.Query(context.Background(), `SELECT record_id,
+			count(*) FILTER (WHERE status IN ('ok', 'possibly_billed', 'intent'))::int
+		FROM triage_attempt WHERE batch = $1 AND mode <> 'batch'
+		GROUP BY record_id HAVING count(*) FILTER (WHERE status IN ('possibly_billed', 'intent')) > 0`, batch)
+	require.NoError(t, err)
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var (
+			id    string
+			calls int
+		)
+		require.NoError(t, rows.Scan(&id, &calls))
+		if got := stats.ByRecord[id].Billed; got < calls {
+			t.Logf("record %s: %d calls in the ledger that may have been billed, %d billed by the provider", id, calls, got)
+			n++
+		}
+	}
+	require.NoError(t, rows.Err())
+	return n
 }

@@ -32,13 +32,16 @@ func TestTwoProcessesShareAKeysLimit(t *testing.T) {
 		return st.Live == 2 && st.Source == keys.PaceHeaders &&
 			st.ShareRate > 0.45*limit && st.ShareRate < 0.5*limit
 	}
-	eventually(t, 10*time.Second, "both pace at half the limit", func() bool {
+	eventually(t, 60*time.Second, "both pace at half the limit", func() bool {
 		sa, _ := a.Pacing("main")
 		sc, _ := c.Pacing("main")
 		return half(sa) && half(sc)
 	})
+	// The waits are bounds, not durations: at 20 requests a second forty
+	// calls take two, but at load 25 on two cores a run's CPU, not the
+	// pace, sets the rate (10 s was too short there).
 	before := b.fake.Stats().ByStatus[200]
-	eventually(t, 10*time.Second, "forty more calls", func() bool { return b.fake.Stats().ByStatus[200] >= before+40 })
+	eventually(t, 60*time.Second, "forty more calls", func() bool { return b.fake.Stats().ByStatus[200] >= before+40 })
 	underLimit := func(msg string) {
 		s := b.fake.Stats()
 		require.LessOrEqual(t, float64(s.ByStatus[429]), 0.02*float64(s.Requests), "%s: %d of %d refused", msg, s.ByStatus[429], s.Requests)
@@ -49,7 +52,7 @@ func TestTwoProcessesShareAKeysLimit(t *testing.T) {
 	killCtx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_ = a.Stop(killCtx)
-	eventually(t, 10*time.Second, "c takes up a's share", func() bool {
+	eventually(t, 60*time.Second, "c takes up a's share", func() bool {
 		st, _ := c.Pacing("main")
 		return st.Live == 1 && st.ShareRate > 0.9*limit
 	})
