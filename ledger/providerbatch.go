@@ -268,6 +268,16 @@ func RenewProviderBatch(ctx context.Context, db DBTX, r *ProviderBatch, until ti
 	return nil
 }
 
+// ProviderBatchLease reads the lease (next_poll_at) of provider batch id:
+// what a renewal whose answer was lost wrote, or not.
+func ProviderBatchLease(ctx context.Context, db DBTX, id int64) (time.Time, error) {
+	var lease time.Time
+	if err := db.QueryRow(ctx, `SELECT next_poll_at FROM triage_provider_batch WHERE id = $1`, id).Scan(&lease); err != nil {
+		return time.Time{}, fmt.Errorf("ledger: read the lease of provider batch %d: %w", id, err)
+	}
+	return lease, nil
+}
+
 // RecordUpload records r's uploaded input file (state uploaded).
 // ErrLeaseLost.
 func RecordUpload(ctx context.Context, db DBTX, r ProviderBatch, fileID string) error {

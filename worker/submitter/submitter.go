@@ -205,6 +205,10 @@ type Submitter struct {
 	offset    atomic.Int64
 	alignedAt time.Time
 
+	// renewRow writes a lease renewal (ledger.RenewProviderBatch; a test
+	// replaces it to lose the answer of a renewal that committed).
+	renewRow func(ctx context.Context, db ledger.DBTX, r *ledger.ProviderBatch, until time.Time, sends int) error
+
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -792,10 +796,40 @@ func (s *Submitter) renewSending(ctx context.Context, r *row) error {
 }
 
 func (s *Submitter) renewCounting(ctx context.Context, r *row, sends int) error {
-	if err := ledger.RenewProviderBatch(ctx, s.cfg.Pool, r, s.now().Add(s.t.Lease), sends); err != nil {
-		return fmt.Errorf("submitter: %w", err)
+	renew := s.renewRow
+	if renew == nil {
+		renew = ledger.RenewProviderBatch
 	}
-	return nil
+	until := s.now().Add(s.t.Lease)
+	err := renew(ctx, s.cfg.Pool, r, until, sends)
+	if err == nil || errors.Is(err, errLeaseLost) {
+		if err != nil {
+			return fmt.Errorf("submitter: %w", err)
+		}
+		return nil
+	}
+	// The renewal's outcome is unknown: a timeout (hold gives it a third
+	// of a Lease) can come after PostgreSQL committed it. Taken for lost,
+	// a create that succeeded meanwhile would be recorded as a stray of
+	// its own row and cancelled, and the row created again: paid twice.
+	// The row's lease says which it was.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.t.Lease/3, time.Second))
+	defer cancel()
+	lease, rerr := ledger.ProviderBatchLease(rctx, s.cfg.Pool, r.ID)
+	switch {
+	case rerr != nil:
+		return fmt.Errorf("submitter: %w", err)
+	case lease.Sub(until).Abs() < time.Microsecond:
+		// It committed: the lease is this process's, until until.
+		s.log.WarnContext(ctx, "provider batch lease renewed though its answer was lost", "key", s.key, "provider_batch", r.ID, "err", err)
+		r.Lease = lease
+		return nil
+	case lease.Equal(r.Lease):
+		// Not renewed, and no other process took the row.
+		return fmt.Errorf("submitter: %w", err)
+	default:
+		return fmt.Errorf("submitter: provider batch %d: %w", r.ID, errLeaseLost)
+	}
 }
 
 // hold keeps the row's lease while a provider call runs (an upload of a
