@@ -2,6 +2,7 @@ package migrations_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 
@@ -62,4 +63,18 @@ func TestUpToDate(t *testing.T) {
 	ok, err = migrations.UpToDate(ctx, db.Pool)
 	require.NoError(t, err)
 	require.True(t, ok)
+}
+
+// migratedBefore is a schema of its own migrated up to, not including, the
+// migration named name: a backfill's test writes the rows it must find.
+func migratedBefore(t *testing.T, name string) *dbtest.DB {
+	t.Helper()
+	db := dbtest.New(t, dbtest.Options{NoMigrate: true})
+	all, err := migrations.All()
+	require.NoError(t, err)
+	at := slices.IndexFunc(all, func(m migrations.Migration) bool { return m.Name == name })
+	require.Positive(t, at, "migration %s", name)
+	_, err = migrations.MigrateThese(context.Background(), db.Pool, db.Schema, all[:at])
+	require.NoError(t, err)
+	return db
 }

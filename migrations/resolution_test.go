@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/triage-dev/triage/ledger/dbtest"
 	"github.com/triage-dev/triage/migrations"
 )
 
@@ -17,20 +16,9 @@ import (
 func TestAttemptResolutionBackfill(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dbtest.New(t, dbtest.Options{NoMigrate: true})
-	all, err := migrations.All()
-	require.NoError(t, err)
-	at := -1
-	for i, m := range all {
-		if m.Name == "attempt_resolution" {
-			at = i
-		}
-	}
-	require.Positive(t, at)
-	_, err = migrations.MigrateThese(ctx, db.Pool, db.Schema, all[:at])
-	require.NoError(t, err)
+	db := migratedBefore(t, "attempt_resolution")
 
-	_, err = db.Pool.Exec(ctx, `INSERT INTO triage_attempt
+	_, err := db.Pool.Exec(ctx, `INSERT INTO triage_attempt
 		(batch, record_id, job_id, attempt, key, model, idempotency_key, request_hash, status, reason) VALUES
 		('b1', 'resent', 1, 1, 'k', 'm', 'i-resent', 'h', 'possibly_billed', NULL),
 		('b1', 'resent', 1, 2, 'k', 'm', 'i-resent', 'h', 'ok', NULL),

@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/triage-dev/triage/ledger/dbtest"
 	"github.com/triage-dev/triage/migrations"
 )
 
@@ -17,20 +16,9 @@ import (
 func TestProviderBatchServedBackfill(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dbtest.New(t, dbtest.Options{NoMigrate: true})
-	all, err := migrations.All()
-	require.NoError(t, err)
-	at := -1
-	for i, m := range all {
-		if m.Name == "provider_batch_served" {
-			at = i
-		}
-	}
-	require.Positive(t, at)
-	_, err = migrations.MigrateThese(ctx, db.Pool, db.Schema, all[:at])
-	require.NoError(t, err)
+	db := migratedBefore(t, "provider_batch_served")
 
-	_, err = db.Pool.Exec(ctx, `INSERT INTO triage_provider_batch (id, key, vendor, model, state) VALUES
+	_, err := db.Pool.Exec(ctx, `INSERT INTO triage_provider_batch (id, key, vendor, model, state) VALUES
 		(1, 'k', 'anthropic', 'm', 'collected'), (2, 'k', 'anthropic', 'm', 'collected'),
 		(3, 'k', 'anthropic', 'm', 'collected'), (4, 'k', 'anthropic', 'm', 'submitted');
 	UPDATE triage_provider_batch SET stray_of = 1 WHERE id = 4;
