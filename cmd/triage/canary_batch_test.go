@@ -27,10 +27,27 @@ import (
 // hostileBatch is an OpenAI Batch API (the fake provider behind it) that
 // echoes the caller's key, control characters and an over-long code into
 // what a batch sends back: every poll fails with such an error until
-// healed, and the first line of every output file is such an error.
+// healed, and one line's answer is such an error: the first line of the
+// first output file, and that record's line wherever it is read again. Not
+// the first line of every file: at load the four lines may form two
+// provider batches (gathered 200 ms), which made two dead letters of one.
 type hostileBatch struct {
 	next   http.Handler
 	healed atomic.Bool
+
+	mu       sync.Mutex
+	poisoned string // the custom_id whose answer is the error
+}
+
+// poison reports whether the line with custom_id id is the hostile one,
+// choosing it when first is the first line of a file and none is chosen.
+func (h *hostileBatch) poison(id string, first bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.poisoned == "" && first {
+		h.poisoned = id
+	}
+	return id == h.poisoned
 }
 
 func hostileError(key string) map[string]any {
@@ -56,9 +73,9 @@ func (h *hostileBatch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for first := true; sc.Scan(); first = false {
 			line := sc.Bytes()
-			if first {
-				var m map[string]any
-				if json.Unmarshal(line, &m) == nil {
+			var m map[string]any
+			if json.Unmarshal(line, &m) == nil {
+				if id, _ := m["custom_id"].(string); id != "" && h.poison(id, first) {
 					m["response"] = map[string]any{"status_code": 400, "request_id": "req_" + key, "body": hostileError(key)}
 					line, _ = json.Marshal(m)
 				}
