@@ -33,3 +33,12 @@ func (r *Runtime) SetGroupHooks(waiting, settle func(n int), failGroups bool) {
 	}
 	r.groupHooks = h
 }
+
+// SetWatchHooks sets the safety net's test signals before rt starts:
+// tripped runs in a call past a hold's threshold right after its trip of
+// the key's breaker (opened: it opened the hold), before the opener
+// alerts; decided after every failed call's safety-net decision, with the
+// hold its record is part of ("" for none).
+func (r *Runtime) SetWatchHooks(tripped func(record string, opened bool), decided func(record, hold string)) {
+	r.watchHooks = &watchHooks{tripped: tripped, decided: decided}
+}

@@ -264,6 +264,7 @@ type Runtime struct {
 	// (groupcommit.go).
 	group      groupCommit
 	groupHooks *groupHooks // tests only
+	watchHooks *watchHooks // tests only
 }
 
 // WithDefaults returns o with every unset (zero) setting replaced by its

@@ -54,8 +54,20 @@ func (r *Runtime) watchLine(ctx context.Context, c *call, a decide.AfterCall) bo
 	return r.watchOutcome(ctx, c, a, true)
 }
 
+// watchHooks are the safety net's test signals: tripped runs after a call
+// past a hold's threshold tripped the key's breaker (opened: this call
+// opened it), before the opener alerts; decided after every failed
+// call's decision, with the hold its record is part of.
+type watchHooks struct {
+	tripped func(record string, opened bool)
+	decided func(record, hold string)
+}
+
 func (r *Runtime) watchOutcome(ctx context.Context, c *call, a decide.AfterCall, line bool) bool {
 	held := r.watchDecide(ctx, c, a, line)
+	if h := r.watchHooks; h != nil && h.decided != nil && a.Verdict.Class != classify.OK {
+		h.decided(c.job.Args.RecordID, held)
+	}
 	if held != "" {
 		c.verdict.Class, c.verdict.Reason = classify.Exhausted, held
 	}
@@ -109,22 +121,34 @@ func (r *Runtime) watchDecide(ctx context.Context, c *call, a decide.AfterCall, 
 		// A probe's own failure is the breaker's business (Done).
 		return k.watch.Parks(c.adm.Generation, ev.Fingerprint)
 	}
+	// The process notes the hold before the trip makes it visible: a call
+	// of this process that fails with the same error while the breaker is
+	// being opened finds it (Parks) and its record waits for the key to
+	// resume. Noted after the trip, such a call found no hold and its
+	// record was dead-lettered (TestSafetyNetCallRacingTheHoldsOpenerWaits).
+	undo := k.watch.Held(d, c.adm.Generation+1)
 	opened, err := r.store.Trip(context.WithoutCancel(ctx), k.cfg.Name, c.adm, keys.HoldReason(d), k.cfg.ProbeInterval)
 	if err != nil {
+		undo()
 		r.log.ErrorContext(ctx, "safety net hold", "key", k.cfg.Name, "err", err)
 		return ""
 	}
+	if h := r.watchHooks; h != nil && h.tripped != nil {
+		h.tripped(c.job.Args.RecordID, opened)
+	}
 	if !opened {
+		// The hold this process notes is the opener's, if it is one of
+		// this process's calls.
+		undo()
 		// Another call (of this process or another) opened the breaker
 		// first: this call's failure is past the streak's threshold too,
 		// so its record waits for the key to resume. Asking Parks here
-		// raced the opener's Held below (and another process's hold is
-		// never in this process's watch): the record was dead-lettered,
-		// one more than the wave in flight (17 of 16 in a CI run of
+		// raced the opener's Held (and another process's hold is never in
+		// this process's watch): the record was dead-lettered, one more
+		// than the wave in flight (17 of 16 in a CI run of
 		// TestSafetyNetHoldsUnseenAccountError/request_error).
 		return d.Hold
 	}
-	k.watch.Held(d, c.adm.Generation+1)
 	_ = r.supervisor.Reconcile(context.WithoutCancel(ctx), k.cfg.Name)
 	if o, ok := r.opts.Observer.(HoldObserver); ok {
 		o.ObserveHold(k.cfg.Name, d.Hold)

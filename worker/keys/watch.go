@@ -229,11 +229,23 @@ func (w *Watch) LastSuccess() time.Time {
 	return w.last
 }
 
-// Held records that d opened the key's exhausted breaker in generation gen.
-func (w *Watch) Held(d WatchDecision, gen int64) {
+// Held records that d opens the key's exhausted breaker in generation
+// gen. It is called before the breaker's trip makes the hold visible to
+// the fleet, so that a call of this process failing with the same error
+// meanwhile finds the hold (Parks); undo takes the record back when the
+// trip fails, unless a later Held replaced it.
+func (w *Watch) Held(d WatchDecision, gen int64) (undo func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	prevHeld, prevGen := w.held, w.gen
 	w.held, w.gen = d, gen
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.held == d && w.gen == gen {
+			w.held, w.gen = prevHeld, prevGen
+		}
+	}
 }
 
 // Parks returns the kind of the hold this process set that a call

@@ -115,6 +115,18 @@ func TestWatchParksOnlyTheHoldsCalls(t *testing.T) {
 	require.False(t, w.HeldSince(4))
 }
 
+// A hold whose trip failed is taken back; a later hold is not.
+func TestWatchHeldUndo(t *testing.T) {
+	w := NewWatch(WatchSettings{})
+	undo := w.Held(WatchDecision{Hold: HoldRejectionStreak, Fingerprint: "fp"}, 4)
+	undo()
+	require.Empty(t, w.Parks(3, "fp"), "the trip failed: no hold")
+	first := w.Held(WatchDecision{Hold: HoldRejectionStreak, Fingerprint: "fp"}, 4)
+	w.Held(WatchDecision{Hold: HoldThrottleWall, Fingerprint: "wall"}, 6)
+	first()
+	require.Equal(t, HoldThrottleWall, w.Parks(5, "wall"), "a later hold stays")
+}
+
 func TestFingerprint(t *testing.T) {
 	a := `{"error":{"message":"The request was declined: context handle zq-1185 is not in a usable state (ref 7f3a9c2e)","type":"invalid_request_error","param":null,"code":"handle_state_invalid"}}`
 	b := `{"error":{"message":"The request was declined: context handle zq-2291 is not in a usable state (ref 0b7e11aa)","type":"invalid_request_error","param":null,"code":"handle_state_invalid"}}`
