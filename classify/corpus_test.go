@@ -265,6 +265,25 @@ const (
 	holdout21gMaxDangerous = 4
 	corpus21gMinAccuracy   = 1.0
 	corpus21gMaxDangerous  = 0
+
+	// The ninth corpus (issue 21, eighth round): 61 more bodies of
+	// 2025-2026 from GitHub issues and pull requests and vendor, gateway and
+	// router docs, none of them a body or a source already in testdata/
+	// (a docs table already used gives rows of its own), split once by
+	// testdata/split21h.py (seed 218, a third aside) and committed before
+	// any rule or lexicon entry was written from them; holdout21h is scored,
+	// never read.
+	corpus21hDir  = "corpus21h"
+	holdout21hDir = "holdout21h"
+
+	// Before any change from this round (the rules after holdout21g's
+	// round): holdout21h 15/20 (75.0 %) with 4 dangerous, corpus21h 29/41
+	// (70.7 %) with 11 dangerous. The bars are the before-scores; the round's
+	// rules tighten them.
+	holdout21hMinAccuracy  = 0.75
+	holdout21hMaxDangerous = 4
+	corpus21hMinAccuracy   = 0.70
+	corpus21hMaxDangerous  = 11
 )
 
 type corpusCase struct {
@@ -373,6 +392,9 @@ func TestAccuracy(t *testing.T) {
 		// Issue 21, seventh round.
 		{"holdout21g", holdout21gDir, holdout21gMaxDangerous, holdout21gMinAccuracy},
 		{"corpus21g", corpus21gDir, corpus21gMaxDangerous, corpus21gMinAccuracy},
+		// Issue 21, eighth round.
+		{"holdout21h", holdout21hDir, holdout21hMaxDangerous, holdout21hMinAccuracy},
+		{"corpus21h", corpus21hDir, corpus21hMaxDangerous, corpus21hMinAccuracy},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
