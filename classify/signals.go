@@ -212,32 +212,70 @@ var lexicon = []lexEntry{
 	{"in-flight requests", sigInFlight, "openrouter/in_flight_budget_402.json"},
 }
 
-// modelPhrases are the lexicon's sigModel wordings, read from the message
-// by modelSignal.
-var modelPhrases = func() []string {
-	var ps []string
+// modelAnchors are the words modelSignal looks a model wording up by, each
+// without its first letter so that a capitalised word ("Model", "Invalid")
+// still matches: every sigModel wording holds one (TestModelWordingsAnchored).
+var modelAnchors = []string{"odel", "模型", "nference", "emory", "nvalid", "渠道"}
+
+// anchoredPhrase is a sigModel wording and where its anchor stands in it.
+type anchoredPhrase struct {
+	phrase string
+	at     int // the anchor's offset in phrase
+}
+
+// modelAnchored lists, per anchor of modelAnchors, the wordings that hold it.
+var modelAnchored = func() [][]anchoredPhrase {
+	anchored := make([][]anchoredPhrase, len(modelAnchors))
 	for _, e := range lexicon {
-		if e.sig == sigModel {
-			ps = append(ps, e.phrase)
+		if e.sig != sigModel {
+			continue
+		}
+		for i, a := range modelAnchors {
+			if at := strings.Index(e.phrase, a); at >= 0 {
+				anchored[i] = append(anchored[i], anchoredPhrase{e.phrase, at})
+				break
+			}
 		}
 	}
-	return ps
+	return anchored
 }()
+
+// modelScan bounds the part of a message modelSignal reads.
+const modelScan = 1024
 
 // modelSignal is the signal layer's answer for a message that says the
 // model cannot be served, read right after the model table and before any
 // vendor, request or status row (runChain): such a body is often worded as
 // a request error (a 400 invalid_request_error), a rate limit (a 429) or a
 // server error (a 500 or 503), and every one of those rows would resend or
-// dead-letter a batch whose every record fails the same way.
+// dead-letter a batch whose every record fails the same way. It runs on
+// every error that reaches the request table, so it reads the raw message
+// (the JSON literal, or a plain-text body) without decoding or lowering it:
+// it finds each anchor word and compares the wordings that hold it there,
+// case-folded. No allocation. A wording in capitals throughout, or whose
+// non-ASCII letters the body escapes (\uXXXX), is left to the signal layer
+// below.
 func modelSignal(f *facts) (Verdict, bool) {
-	m := f.lower()
-	if m == "" {
-		return Verdict{}, false
+	raw := f.msg
+	if raw == "" {
+		raw = f.text
 	}
-	for _, p := range modelPhrases {
-		if strings.Contains(m, p) {
-			return Verdict{Class: Exhausted, Reason: "signal_model_unavailable", Known: true, Rule: signalPrefix + "model_unavailable", DecidedBy: DecidedBySignal}, true
+	if len(raw) > modelScan {
+		raw = raw[:modelScan]
+	}
+	for i, a := range modelAnchors {
+		for from := 0; ; {
+			k := strings.Index(raw[from:], a)
+			if k < 0 {
+				break
+			}
+			pos := from + k
+			for _, ap := range modelAnchored[i] {
+				if s := pos - ap.at; s >= 0 && s+len(ap.phrase) <= len(raw) && strings.EqualFold(raw[s:s+len(ap.phrase)], ap.phrase) {
+					return Verdict{Class: Exhausted, Reason: "signal_model_unavailable", Known: true, Rule: signalPrefix + "model_unavailable", DecidedBy: DecidedBySignal}, true
+				}
+			}
+			from = pos + len(a)
 		}
 	}
 	return Verdict{}, false
