@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // facts is everything the rule tables look at, extracted once per Observation.
@@ -20,6 +21,7 @@ type facts struct {
 	code    string // error.code, as text (numbers too)
 	gstatus string // error.status: gRPC canonical name (Google) or a number (Azure)
 	msg     string // error.message, a bare JSON string body, or {"message":…}: the raw literal, see message
+	text    string // a body that is not JSON (a proxy's or server's text/plain error), up to maxTextBody bytes
 	lmsg    string // the message lowered, for the narrow text backups (see lower)
 	lowered bool   // lmsg is set
 
@@ -98,7 +100,16 @@ func (f *facts) parseBody(body string) {
 	}
 	switch body[0] {
 	case '"', '[', '{':
+	case '<': // an HTML error page: nothing a rule reads
+		return
 	default:
+		// A plain-text error (LM Studio's "Failed to load model …", a
+		// router's "exceeded retry limit, last status: 429 …"): the text is
+		// the message the text rules and the model wordings read. An SSE
+		// stream is read elsewhere (classifyStreamError).
+		if !strings.HasPrefix(body, "data:") && !strings.HasPrefix(body, "event:") && !validJSON(body) {
+			f.text = cutText(body)
+		}
 		return
 	}
 	if !validJSON(body) {
@@ -248,9 +259,25 @@ func (f *facts) fromCloudflare(raw string) {
 // structured fields, so it runs only when a rule reads the text.
 func (f *facts) message() string {
 	if f.msg == "" {
-		return ""
+		return f.text
 	}
 	return unquote(f.msg)
+}
+
+// maxTextBody bounds the part of a plain-text body kept as its message: the
+// wordings sit at the start, and a long body is a page, not an error.
+const maxTextBody = 1024
+
+// cutText is body cut to maxTextBody bytes on a rune boundary.
+func cutText(body string) string {
+	if len(body) <= maxTextBody {
+		return body
+	}
+	n := maxTextBody
+	for n > 0 && !utf8.RuneStart(body[n]) {
+		n--
+	}
+	return body[:n]
 }
 
 // lower is the message lowered, computed on the first rule that reads text.

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // scalar renders a JSON string or number as text; null and other kinds give "".
@@ -95,6 +96,22 @@ type refWireBody struct {
 func refParseBody(f *facts, body []byte) {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 {
+		return
+	}
+	switch body[0] {
+	case '"', '[', '{', '<':
+	default:
+		// A plain-text error body is kept as the message (cut to
+		// maxTextBody bytes on a rune boundary); a JSON scalar or an SSE
+		// stream is not.
+		if !bytes.HasPrefix(body, []byte("data:")) && !bytes.HasPrefix(body, []byte("event:")) && !json.Valid(body) {
+			t := string(body)
+			for len(t) > maxTextBody {
+				_, n := utf8.DecodeLastRuneInString(t)
+				t = t[:len(t)-n]
+			}
+			f.text, f.msg = t, t
+		}
 		return
 	}
 	switch body[0] {

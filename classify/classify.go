@@ -140,12 +140,13 @@ func (c *Classifier) classify(o Observation, depth int, tr *tracer) Verdict {
 // JSON-protocol error (__type), a base_resp status (MiniMax) or a
 // "content_filter" value (Azure's finish_reason; its content_filter_results
 // key, in every Azure success, does not match) or a "msg" member (a business
-// code and message in a 200, Baidu Qianfan).
+// code and message in a 200, Baidu Qianfan) or an "Error" member (TencentCloud
+// API 3.0's Response.Error, in a 200).
 func mayCarryError(body string) bool {
 	return strings.Contains(body, "error") || strings.Contains(body, "blockReason") ||
 		strings.Contains(body, "finishReason") || strings.Contains(body, "__type") ||
 		strings.Contains(body, "base_resp") || strings.Contains(body, `"content_filter"`) ||
-		strings.Contains(body, `"msg"`)
+		strings.Contains(body, `"msg"`) || strings.Contains(body, `"Error"`)
 }
 
 // classify2xx decides a 2xx body that carries an error. A blocked prompt or
@@ -247,6 +248,17 @@ func (c *Classifier) runChain(f *facts, o Observation, depth int, tr *tracer) (V
 		chain = chains["other"]
 	}
 	for _, t := range chain {
+		if t == requestTable {
+			// The model wordings of the lexicon, before any request,
+			// vendor or status row (modelSignal).
+			if tr != nil {
+				tr.tables = append(tr.tables, "signal/model")
+			}
+			if v, ok := modelSignal(f); ok {
+				tr.fire(v.Rule)
+				return v, true
+			}
+		}
 		if t == genericTable {
 			// The signal layer: under the vendor tables, over the status.
 			if tr != nil {
@@ -375,6 +387,9 @@ func ruleIDs() []string {
 		idOK, idErrorIn2xx, idPromptBlocked, idOutputBlocked, idUnknown4xx, idUnknown5xx}
 	for _, r := range signalReasons {
 		ids = append(ids, signalPrefix+r)
+	}
+	for _, r := range tencentcloudTable.rules {
+		ids = append(ids, r.id)
 	}
 	seen := map[*table]bool{}
 	for _, chain := range chains {

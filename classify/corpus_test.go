@@ -261,10 +261,48 @@ const (
 	// transient or rejected: dangerous), and OpenRouter's 402
 	// in_flight_budget_exhausted (exhausted, want throttled). The bars are
 	// what the rules clear, not the 98 % the issue asks for.
-	holdout21gMinAccuracy  = 0.66
-	holdout21gMaxDangerous = 4
+	// After the ninth corpus's round (the same family from corpus21h and
+	// vendor docs; holdout21g's own bodies pin the lexicon entries through
+	// copies in testdata/signal and testdata/generic now that it is seen):
+	// 15/15 with 0 dangerous.
+	holdout21gMinAccuracy  = 1.0
+	holdout21gMaxDangerous = 0
 	corpus21gMinAccuracy   = 1.0
 	corpus21gMaxDangerous  = 0
+
+	// The ninth corpus (issue 21, eighth round): 61 more bodies of
+	// 2025-2026 from GitHub issues and pull requests and vendor, gateway and
+	// router docs, none of them a body or a source already in testdata/
+	// (a docs table already used gives rows of its own), split once by
+	// testdata/split21h.py (seed 218, a third aside) and committed before
+	// any rule or lexicon entry was written from them; holdout21h is scored,
+	// never read.
+	corpus21hDir  = "corpus21h"
+	holdout21hDir = "holdout21h"
+
+	// Before any change from this round (the rules after holdout21g's
+	// round): holdout21h 15/20 (75.0 %) with 4 dangerous, corpus21h 29/41
+	// (70.7 %) with 11 dangerous.
+	// After the rules read from corpus21h, the seen holdout21g and vendor
+	// docs (the lexicon's "model this account or server cannot serve"
+	// wordings read right after the model table for every vendor, the GitHub
+	// Models and Alibaba model codes, a plain-text body read as the message,
+	// OpenRouter's in-flight budget and an in-flight signal ahead of money,
+	// TencentCloud API errors in a 200, two more lexicon entries): corpus21h
+	// 41/41, holdout21h unchanged, 15/20 (75.0 %) with 4 dangerous. Still
+	// missed (not fixed: that would be writing rules from the holdout):
+	// OpenRouter's 400 "… is not a valid model ID", the Hugging Face
+	// router's 400 "… is not supported by any provider you have enabled" and
+	// "Model not supported by provider together", DashScope's 400 "url
+	// error, please check url" for a model sent to the wrong endpoint (each
+	// a model the account or route cannot serve, in wordings of their own:
+	// dangerous), and Kimi Code's 403 "You've reached your concurrent
+	// request limit" (exhausted, want throttled). The bars are what the
+	// rules clear, not the 98 % the issue asks for.
+	holdout21hMinAccuracy  = 0.75
+	holdout21hMaxDangerous = 4
+	corpus21hMinAccuracy   = 1.0
+	corpus21hMaxDangerous  = 0
 )
 
 type corpusCase struct {
@@ -373,6 +411,9 @@ func TestAccuracy(t *testing.T) {
 		// Issue 21, seventh round.
 		{"holdout21g", holdout21gDir, holdout21gMaxDangerous, holdout21gMinAccuracy},
 		{"corpus21g", corpus21gDir, corpus21gMaxDangerous, corpus21gMinAccuracy},
+		// Issue 21, eighth round.
+		{"holdout21h", holdout21hDir, holdout21hMaxDangerous, holdout21hMinAccuracy},
+		{"corpus21h", corpus21hDir, corpus21hMaxDangerous, corpus21hMinAccuracy},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -110,7 +110,13 @@ var modelTable = newTable("model", []rule{
 			// asks for the same model through the same endpoint, so every
 			// record fails the same way: the key holds, it is not the
 			// request.
-			"model_not_supported", "unsupported_api_for_model", "no_available_model_endpoints") ||
+			"model_not_supported", "unsupported_api_for_model", "no_available_model_endpoints",
+			// The GitHub Models API: a model id it does not serve.
+			"unknown_model",
+			// Alibaba Model Studio (www.alibabacloud.com/help/en/model-studio/error-code):
+			// the model has not been purchased for the account, a 429
+			// that no wait lifts.
+			"CommodityNotPurchased") ||
 			f.innerCode == "DeploymentNotFound" || typeIn(f, "NotFoundError", "not_found_error") ||
 			f.gstatus == "NOT_FOUND" || f.amzType == "ResourceNotFoundException" ||
 			f.status == 404 && !noEndpointForRequest(f) ||
@@ -415,6 +421,13 @@ var bedrockTable = newTable("bedrock", []rule{
 })
 
 var openrouterTable = newTable("openrouter", []rule{
+	// 402 in_flight_budget_exhausted (openrouter.ai/docs/api-reference/limits):
+	// the credits the key's calls in flight hold would exceed its balance.
+	// It clears when they settle (Retry-After says when); only a batch with
+	// fewer calls in flight, not a top-up, is what the reaction needs.
+	{reason: "in_flight_budget", class: Throttled, when: func(f *facts) bool {
+		return f.limitSource == "openrouter_in_flight_budget"
+	}},
 	{reason: "credits", class: Exhausted, when: func(f *facts) bool {
 		return f.status == 402 || f.code == "402" || f.metaErrorType == "payment_required" ||
 			f.limitSource == "openrouter_credits" || f.limitSource == "openrouter_key_limit"
@@ -626,6 +639,16 @@ var minimaxTable = newTable("minimax", []rule{
 	// failed the request; the docs say to retry later. (1001, request
 	// timeout, is left out: the request may have run.)
 	{reason: "server_error", class: Transient, when: func(f *facts) bool { return minimaxIn(f, "1000", "1024", "1033") }},
+})
+
+// tencentcloudTable reads TencentCloud API 3.0's error codes, which come in
+// a 200 (Response.Error.Code, classifyOtherErrorIn2xx): the common codes of
+// www.tencentcloud.com/document/api/1284/75543. AuthFailure.* is a key that
+// is refused (invalid, expired, deleted, signature): every call fails the
+// same way. Other codes go to the signal layer, else ambiguous (an error in
+// a 2xx body).
+var tencentcloudTable = newTable("tencentcloud", []rule{
+	{reason: "credential", class: Exhausted, when: func(f *facts) bool { return strings.HasPrefix(f.code, "AuthFailure") }},
 })
 
 // minimaxIn reports whether f's MiniMax code (minimaxCode) is one of set.

@@ -34,6 +34,7 @@ const (
 	sigQuota                           // a quota or usage limit, window not stated
 	sigRate                            // rate limit, throttling, concurrency
 	sigCapacity                        // the server or model is overloaded
+	sigInFlight                        // refused for the calls this key has in flight (a concurrency or in-flight spend budget)
 )
 
 // lexEntry is one lexicon row: a lower-case phrase, the signal it states,
@@ -77,6 +78,9 @@ var lexicon = []lexEntry{
 	// standing."), and the overdue-account wording of another relay.
 	{"account is in good standing", sigMoney, "corpus21f/008_other_400.json"},
 	{"overdue account", sigMoney, "corpus21f/007_other_403.json"},
+	// Tencent CloudBase AI's token grant used up (EXCEED_TOKEN_QUOTA_LIMIT):
+	// an allowance, not a rate.
+	{"token usage exceeded", sigMoney, "corpus21h/029_other_429.json"},
 	// DashScope's free allocation of a model used up (a Coding Plan's
 	// "hour/week/month allocated quota exceeded" differ: a window).
 	{"free allocated quota", sigMoney, "corpus21f/010_other_429.json"},
@@ -106,8 +110,37 @@ var lexicon = []lexEntry{
 	// Plan or tier.
 	{"upgrade to continue", sigPlan, "corpus21/041_ollama_429.json"},
 	{"not included in current subscription plan", sigPlan, "corpus21e/038_other_404.json"},
-	// The model cannot be loaded.
+	// A model this account, plan or server cannot serve (docs/classifier.md,
+	// "Model not found: one rule for every vendor"): not loaded or not
+	// loadable on a self-hosted server, not on the account's plan, an id the
+	// API does not know. These wordings are also read from the message right
+	// after the model table, before any vendor row, for every vendor
+	// (modelSignal): a 400 worded as a request error, a 429 or a 503 that
+	// says the model cannot be served fails every record the same way.
 	{"requires more system memory", sigModel, "corpus21/022_ollama_500.json"},
+	// Ollama's 500 for a pulled model the server cannot load.
+	{"unable to load model", sigModel, "signal/model_unable_to_load_ollama_500.json"},
+	// Featherless AI's documented 400 for a model that is not loaded.
+	{"not ready for inference", sigModel, "corpus21h/033_other_400.json"},
+	// Ids the API does not know or the account cannot use: the Cursor
+	// agents API, SiliconFlow's 20012, Cloudflare Workers AI's 5007 and 3042,
+	// Venice's INVALID_MODEL, the GitHub Models API's unknown_model, Kiro's
+	// INVALID_MODEL_ID, the AiHubMix relay's 503, Gemini Code Assist's 400.
+	{"is not available or invalid", sigModel, "corpus21h/002_other_400.json"},
+	{"model does not exist", sigModel, "corpus21h/009_other_400.json"},
+	{"no such model", sigModel, "corpus21h/024_other_400.json"},
+	{"the model name is invalid", sigModel, "corpus21h/025_other_404.json"},
+	{"invalid model specified", sigModel, "corpus21h/042_other_400.json"},
+	{"unknown model", sigModel, "corpus21h/053_other_400.json"},
+	{"invalid model. please select", sigModel, "signal/model_invalid_model_kiro_400.json"},
+	{"incorrect model id", sigModel, "signal/model_incorrect_model_id_aihubmix_503.json"},
+	{"don't have access to this model", sigModel, "corpus21h/059_other_400.json"},
+	{"model disabled", sigModel, "corpus21h/005_other_403.json"},
+	// An Azure deployment that does not serve the operation for its model
+	// (OperationNotSupported): every call to that deployment fails alike.
+	{"does not work with the specified model", sigModel, "corpus21h/056_azure-openai_400.json"},
+	// Z.ai's 1211 in Chinese: "the model does not exist, check the model code".
+	{"模型不存在", sigModel, "zhipu/model_unavailable_1211_anthropic_400.json"},
 	// A self-hosted server that cannot load the model (LM Studio's 400).
 	{"failed to load model", sigModel, "corpus21g/024_other_400.json"},
 	{"无可用渠道", sigModel, "corpus21b/062_other_503.json"},
@@ -169,6 +202,83 @@ var lexicon = []lexEntry{
 	{"currently overloaded", sigCapacity, "corpus21c/101_other_429.json"},
 	{"engine_overloaded", sigCapacity, "corpus21c/101_other_429.json"},
 	{"server_is_overloaded", sigCapacity, "corpus21c/102_openai_200.json"},
+	// Cloudflare Workers AI's 3040 "Out of capacity" (a 429 that is the
+	// vendor's capacity, not the key's pace).
+	{"no more data centers", sigCapacity, "corpus21h/027_other_429.json"},
+	// Refused for the calls already in flight (OpenRouter's documented 402
+	// in_flight_budget_exhausted, "given your current in-flight requests.
+	// Retry after in-flight requests settle"): it clears when they finish,
+	// whatever the status and whatever else the body says about credits.
+	{"in-flight requests", sigInFlight, "openrouter/in_flight_budget_402.json"},
+}
+
+// modelAnchors are the words modelSignal looks a model wording up by, each
+// without its first letter so that a capitalised word ("Model", "Invalid")
+// still matches: every sigModel wording holds one (TestModelWordingsAnchored).
+var modelAnchors = []string{"odel", "模型", "nference", "emory", "nvalid", "渠道"}
+
+// anchoredPhrase is a sigModel wording and where its anchor stands in it.
+type anchoredPhrase struct {
+	phrase string
+	at     int // the anchor's offset in phrase
+}
+
+// modelAnchored lists, per anchor of modelAnchors, the wordings that hold it.
+var modelAnchored = func() [][]anchoredPhrase {
+	anchored := make([][]anchoredPhrase, len(modelAnchors))
+	for _, e := range lexicon {
+		if e.sig != sigModel {
+			continue
+		}
+		for i, a := range modelAnchors {
+			if at := strings.Index(e.phrase, a); at >= 0 {
+				anchored[i] = append(anchored[i], anchoredPhrase{e.phrase, at})
+				break
+			}
+		}
+	}
+	return anchored
+}()
+
+// modelScan bounds the part of a message modelSignal reads.
+const modelScan = 1024
+
+// modelSignal is the signal layer's answer for a message that says the
+// model cannot be served, read right after the model table and before any
+// vendor, request or status row (runChain): such a body is often worded as
+// a request error (a 400 invalid_request_error), a rate limit (a 429) or a
+// server error (a 500 or 503), and every one of those rows would resend or
+// dead-letter a batch whose every record fails the same way. It runs on
+// every error that reaches the request table, so it reads the raw message
+// (the JSON literal, or a plain-text body) without decoding or lowering it:
+// it finds each anchor word and compares the wordings that hold it there,
+// case-folded. No allocation. A wording in capitals throughout, or whose
+// non-ASCII letters the body escapes (\uXXXX), is left to the signal layer
+// below.
+func modelSignal(f *facts) (Verdict, bool) {
+	raw := f.msg
+	if raw == "" {
+		raw = f.text
+	}
+	if len(raw) > modelScan {
+		raw = raw[:modelScan]
+	}
+	for i, a := range modelAnchors {
+		for from := 0; ; {
+			k := strings.Index(raw[from:], a)
+			if k < 0 {
+				break
+			}
+			pos := from + k
+			for _, ap := range modelAnchored[i] {
+				if s := pos - ap.at; s >= 0 && s+len(ap.phrase) <= len(raw) && strings.EqualFold(raw[s:s+len(ap.phrase)], ap.phrase) {
+					return Verdict{Class: Exhausted, Reason: "signal_model_unavailable", Known: true, Rule: signalPrefix + "model_unavailable", DecidedBy: DecidedBySignal}, true
+				}
+			}
+			from = pos + len(a)
+		}
+	}
+	return Verdict{}, false
 }
 
 // hintKeys are members that state a wait in seconds, wherever they sit:
@@ -213,12 +323,20 @@ func collectText(body string, out *bodySignals) string {
 		if gjson.Valid(body) {
 			walkJSON(gjson.Parse(body), 0, collect, out)
 		}
+	case body[0] == '<': // an HTML error page states nothing
 	default:
+		json := false
 		for line := range strings.Lines(body) {
 			line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "data:"))
 			if strings.HasPrefix(line, "{") && gjson.Valid(line) {
 				walkJSON(gjson.Parse(line), 0, collect, out)
+				json = true
 			}
+		}
+		if !json {
+			// A plain-text error (LM Studio's "Failed to load model …"):
+			// its text, as parseBody keeps it.
+			collect(cutText(body))
 		}
 	}
 	return strings.ToLower(b.String())
@@ -252,8 +370,10 @@ func walkJSON(v gjson.Result, depth int, collect func(string), out *bodySignals)
 	}
 }
 
-// signalVerdict turns signals into a class, in this order: account and
-// money first (money; then credential, verification, account state and plan,
+// signalVerdict turns signals into a class, in this order: a refusal for
+// the calls in flight first (throttled: it clears when they settle, even
+// when the body also names credits), then account and
+// money (money; then credential, verification, account state and plan,
 // all reason "account"), then
 // a model that cannot load, then the request (content policy, then a stated
 // context or size limit), then quota windows (an hour or more is
@@ -262,6 +382,8 @@ func walkJSON(v gjson.Result, depth int, collect func(string), out *bodySignals)
 // and the status table decides.
 func signalVerdict(s signal) (Class, string, bool) {
 	switch {
+	case s&sigInFlight != 0:
+		return Throttled, "in_flight", true
 	case s&sigMoney != 0:
 		return Exhausted, "money", true
 	case s&(sigCredential|sigVerification|sigAccount|sigPlan) != 0:
@@ -284,7 +406,7 @@ func signalVerdict(s signal) (Class, string, bool) {
 
 // signalReasons lists every reason signalVerdict can give, for the rule IDs
 // ("signal/money", …) and their fixtures.
-var signalReasons = []string{"money", "account", "model_unavailable",
+var signalReasons = []string{"in_flight", "money", "account", "model_unavailable",
 	"content_policy", "context_or_size", "quota_window", "rate_limit", "capacity"}
 
 const signalPrefix = "signal/"
@@ -326,6 +448,23 @@ func (c *Classifier) classifyOtherErrorIn2xx(f *facts, o Observation, tr *tracer
 		// output was produced.
 		for i := range minimaxTable.rules {
 			r := &minimaxTable.rules[i]
+			if r.when(f) {
+				tr.fire(r.id)
+				if tr != nil {
+					tr.errorIn2xx = true
+				}
+				return finish(Verdict{Class: r.class, Reason: r.reason, Known: true, Rule: r.id, DecidedBy: DecidedByVendorRule}, f, o), true
+			}
+		}
+	case strings.Contains(body, `"Response"`) && gjson.Get(body, "Response.Error.Code").Type == gjson.String:
+		// TencentCloud API 3.0 (Hunyuan and every Tencent Cloud API)
+		// answers HTTP 200 with {"Response":{"Error":{"Code","Message"},
+		// "RequestId"}} (www.tencentcloud.com/document/api/1284/75543).
+		e := gjson.Get(body, "Response.Error")
+		f.code, f.msg = e.Get("Code").Str, e.Get("Message").Raw
+		f.hasError = true
+		for i := range tencentcloudTable.rules {
+			r := &tencentcloudTable.rules[i]
 			if r.when(f) {
 				tr.fire(r.id)
 				if tr != nil {

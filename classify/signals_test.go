@@ -157,3 +157,19 @@ func TestCodeMsgError(t *testing.T) {
 	v := Classify(Observation{Vendor: "other", Phase: PhaseResponse, Status: 200, Body: `{"code":200,"msg":"success","data":{"answer":"hi"}}`})
 	require.Equal(t, OK, v.Class)
 }
+
+// TestModelWordingsAnchored checks that every sigModel wording of the
+// lexicon holds one of modelAnchors, so that modelSignal can find it.
+func TestModelWordingsAnchored(t *testing.T) {
+	t.Parallel()
+	for _, e := range lexicon {
+		if e.sig != sigModel {
+			continue
+		}
+		found := false
+		for _, a := range modelAnchors {
+			found = found || strings.Contains(e.phrase, a)
+		}
+		require.True(t, found, "%q holds none of modelAnchors", e.phrase)
+	}
+}

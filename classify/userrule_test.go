@@ -73,8 +73,8 @@ func TestExplain(t *testing.T) {
 	e = Explain(Observation{Vendor: "openai", Phase: PhaseResponse, Status: 418, Body: `teapot`})
 	require.Equal(t, "default", e.Kind)
 	require.Equal(t, "default/unknown_4xx", e.Rule)
-	require.Equal(t, []string{"wrapped", "model", "request", "openai", "signal", "generic"}, e.Tables)
-	require.Contains(t, e.String(), "no row of the tables wrapped, model, request, openai, signal, generic matched")
+	require.Equal(t, []string{"wrapped", "model", "signal/model", "request", "openai", "signal", "generic"}, e.Tables)
+	require.Contains(t, e.String(), "no row of the tables wrapped, model, signal/model, request, openai, signal, generic matched")
 
 	e = Explain(Observation{Vendor: "openrouter", Phase: PhaseResponse, Status: 200,
 		Body: `{"error":{"message":"x","code":404}}`})
