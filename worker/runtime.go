@@ -111,7 +111,8 @@ type Options struct {
 	// SupervisorTick: see keys.SupervisorConfig. Default keys' default.
 	SupervisorTick time.Duration
 	// ProbeLease: see keys.StoreConfig. Default keys' default, raised to
-	// cover the longest key timeout.
+	// twice the longest call of the keys this process works plus JobMargin
+	// (probeLeaseDefault, resolved in WithDefaults).
 	ProbeLease time.Duration
 	// Alerter raises alerts. Default: one built from Config.Alerts.
 	Alerter *keys.Alerter
@@ -123,7 +124,8 @@ type Options struct {
 	JobMargin time.Duration
 	// RescueAfter is how long a job may stay running before River hands it to
 	// another worker (its worker died). Default 2·job timeout + 1 min: minutes,
-	// not River's default hour.
+	// not River's default hour (rescueAfterDefault, resolved in
+	// WithDefaults); never shorter than the job timeout (Horizon).
 	RescueAfter time.Duration
 	// BudgetRecheck: see BudgetRecheckDefault.
 	BudgetRecheck time.Duration
@@ -216,10 +218,12 @@ type Runtime struct {
 // WithDefaults returns o with every unset (zero) setting replaced by its
 // documented default: the one place the worker's option defaults are
 // resolved. A negative setting is left as it is, for validate to refuse.
-// Settings whose default depends on the keys this process works
-// (ProbeLease, RescueAfter) or that keep another package's default
-// (SupervisorTick, PacerHeartbeat, KeyPauseAfter, Pacing, Batch,
-// FetchCooldown, FetchPollInterval) stay zero here.
+// The two whose default depends on the keys, ProbeLease
+// (probeLeaseDefault: the keys this process works) and RescueAfter
+// (rescueAfterDefault: every key in Config), are resolved here too when
+// Config is set and JobMargin is not negative; settings that keep another
+// package's default (SupervisorTick, PacerHeartbeat, KeyPauseAfter, Pacing,
+// Batch, FetchCooldown, FetchPollInterval) stay zero here.
 func (o Options) WithDefaults() Options {
 	if o.Getenv == nil {
 		o.Getenv = func(string) string { return "" }
@@ -239,7 +243,28 @@ func (o Options) WithDefaults() Options {
 	o.ThrottleWait = cmp.Or(o.ThrottleWait, ThrottleWaitDefault)
 	o.HoldAnswer = cmp.Or(o.HoldAnswer, HoldAnswerDefault)
 	o.BatchWait = cmp.Or(o.BatchWait, BatchWaitDefault)
+	if o.Config != nil && o.JobMargin >= 0 {
+		if o.ProbeLease == 0 {
+			o.ProbeLease = probeLeaseDefault(o.Config, o.keyNames(), o.JobMargin)
+		}
+		if o.RescueAfter == 0 {
+			o.RescueAfter = rescueAfterDefault(o.Config, o.JobMargin)
+		}
+	}
 	return o
+}
+
+// keyNames are the keys this process works: Keys, else every key in
+// Config.
+func (o Options) keyNames() []string {
+	if len(o.Keys) > 0 || o.Config == nil {
+		return o.Keys
+	}
+	names := make([]string, 0, len(o.Config.Keys))
+	for _, k := range o.Config.Keys {
+		names = append(names, k.Name)
+	}
+	return names
 }
 
 // validate refuses settings no default can stand for: a negative wait,
@@ -291,12 +316,7 @@ func New(opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	cfg := opts.Config
-	names := opts.Keys
-	if len(names) == 0 {
-		for _, k := range cfg.Keys {
-			names = append(names, k.Name)
-		}
-	}
+	names := opts.keyNames()
 	r := &Runtime{opts: opts, cfg: cfg, pool: opts.Pool, log: opts.Logger, keys: map[string]*jobrun.Key{}}
 	sw, err := sweep.New(sweep.Config{Pool: opts.Pool, Schema: opts.Schema, Config: cfg, MaxAge: opts.MaxAge, Every: opts.SpendCheck, Logger: opts.Logger})
 	if err != nil {
@@ -305,7 +325,6 @@ func New(opts Options) (*Runtime, error) {
 	r.sweeper = sw
 
 	queues := map[string]river.QueueConfig{}
-	var maxTimeout time.Duration
 	// Each key's run state, its gate added once the store is built.
 	keyCfgs := map[string]jobrun.KeyConfig{}
 	for _, name := range names {
@@ -334,14 +353,9 @@ func New(opts Options) (*Runtime, error) {
 		// The probe queue runs the key's probe and, while the key's queue
 		// is paused, the jobs applying a paid answer (keys.Supervisor).
 		queues[keys.ProbeQueueName(k.Name)] = river.QueueConfig{MaxWorkers: k.Concurrency}
-		maxTimeout = max(maxTimeout, cfg.CallMax(k))
 	}
 
-	lease := opts.ProbeLease
-	if lease <= 0 {
-		lease = max(keys.ProbeLeaseDefault, 2*(maxTimeout+opts.JobMargin))
-	}
-	r.store, err = keys.NewStore(opts.Pool, keys.StoreConfig{Clock: opts.Clock, ProbeLease: lease, RiverSchema: opts.Schema,
+	r.store, err = keys.NewStore(opts.Pool, keys.StoreConfig{Clock: opts.Clock, ProbeLease: opts.ProbeLease, RiverSchema: opts.Schema,
 		// The worker dead-letters a job beyond its pipeline's max_attempts
 		// (AttemptHeadroom River attempts before River's own limit) or older
 		// than MaxAge before it can call.

@@ -76,7 +76,7 @@ type Runner struct {
 	alerter *keys.Alerter
 	keys    map[string]*Key
 	// workCtx, set by tests only, wraps the context of every run
-	// (callWorker.Work): a test tells a job's database round trips from
+	// (jobWorker.Work): a test tells a job's database round trips from
 	// the process's others by it.
 	workCtx func(ctx context.Context, jobID int64) context.Context
 	// group is the answers waiting for the commit in flight
@@ -94,7 +94,7 @@ func New(c Config) (*Runner, error) {
 }
 
 // Worker is River's worker for the jobs this Runner runs.
-func (r *Runner) Worker() river.Worker[jobargs.Args] { return &callWorker{rt: r} }
+func (r *Runner) Worker() river.Worker[jobargs.Args] { return &jobWorker{rt: r} }
 
 // Now is this host's time: Config.HostClock, else Config.Clock, else the
 // system clock.

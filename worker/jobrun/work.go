@@ -24,15 +24,15 @@ import (
 	"github.com/triage-dev/triage/worker/provider"
 )
 
-// callWorker is the River worker for Args.
-type callWorker struct {
+// jobWorker is the River worker for Args.
+type jobWorker struct {
 	river.WorkerDefaults[jobargs.Args]
 	rt *Runner
 }
 
 // Timeout bounds one run of a job: the key's longest call (its timeout, or
 // its streams' ceiling) plus time for the ledger writes around it.
-func (w *callWorker) Timeout(job *river.Job[jobargs.Args]) time.Duration {
+func (w *jobWorker) Timeout(job *river.Job[jobargs.Args]) time.Duration {
 	if _, _, k, err := w.rt.lookup(job.Args); err == nil {
 		return k.callMax + w.rt.opts.JobMargin
 	}
@@ -43,7 +43,7 @@ func (w *callWorker) Timeout(job *river.Job[jobargs.Args]) time.Duration {
 // worker's own reasons (a database error, a panic): a failed call is not a
 // River error but a snooze decided by decide.After, so no retry-after hint
 // has to reach this method.
-func (w *callWorker) NextRetry(job *river.Job[jobargs.Args]) time.Time {
+func (w *jobWorker) NextRetry(job *river.Job[jobargs.Args]) time.Time {
 	return time.Now().Add(decide.Backoff(job.Attempt, w.rt.opts.BackoffBase, w.rt.opts.BackoffCap))
 }
 
@@ -152,7 +152,7 @@ type call struct {
 // step before the call ends the run with a reaction (decide.Before on what
 // is known so far) or goes on; the call's outcome is decided by
 // decide.After; apply is the only place that acts on a reaction.
-func (w *callWorker) Work(ctx context.Context, job *river.Job[jobargs.Args]) error {
+func (w *jobWorker) Work(ctx context.Context, job *river.Job[jobargs.Args]) error {
 	rt := w.rt
 	if rt.workCtx != nil {
 		ctx = rt.workCtx(ctx, job.ID)
@@ -710,7 +710,7 @@ func (r *Runner) readmit(ctx context.Context, c *call, done *keys.Done, b *decid
 // callRoom is how much of its run's deadline a call needs when it starts:
 // the key's longest call (callMax), and a quarter of the job margin for the ledger
 // writes after it. River's deadline for a run is the timeout plus the whole
-// margin (callWorker.Timeout).
+// margin (jobWorker.Timeout).
 func (r *Runner) callRoom(k *Key) time.Duration {
 	return k.callMax + r.opts.JobMargin/4
 }
