@@ -167,7 +167,7 @@ type Options struct {
 	// operator's requeue (worker/operator.Requeue: once per dead letter,
 	// in one transaction), returning how many went back. The safety net
 	// calls it for the dead letters of a rejection streak that held their
-	// key (see watch.go). Default nil: they stay dead-lettered and a
+	// key (see worker/jobrun/watch.go). Default nil: they stay dead-lettered and a
 	// warning says so; `triage work` and `triage run` set it.
 	RequeueDeadLetters func(ctx context.Context, ids []int64) (int, error)
 }
@@ -211,7 +211,7 @@ type Runtime struct {
 	// responses, the cache, the settled batches.
 	spend *spendwatch.Watch
 	// storms raises the storm alerts and runs the safety net's requeue of
-	// a held key's dead letters (watch.go).
+	// a held key's dead letters (worker/jobrun/watch.go).
 	storms *stormwatch.Watch
 }
 

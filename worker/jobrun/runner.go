@@ -1,18 +1,3 @@
-// Package jobrun is one job's run: River's worker for a record's job
-// (kind "triage_call"), its Work as named steps (look up, check, render,
-// admit, batch, budget, slot, pace, reserve, send, classify, report, watch,
-// apply), apply, the one place that acts on a decide.Reaction, and what
-// apply carries out: the durable completion (durable.go) and its group
-// commit (groupcommit.go), the safety net's watch of a key's outcomes
-// (watch.go), batch lines (batchline.go), the response cache (cache.go),
-// the overflow and fallback retries (overflow.go, fallback.go), streaming's
-// partial answers (streaming.go) and background responses (background.go).
-//
-// The worker root (package worker) builds a Runner from its Options and
-// the shared state it owns (the pool, the key store, the alerter, each key's
-// client, gate and pacer: Key) and registers Runner.Worker with River; the
-// decisions are decide's, pure, and this package gathers their facts and
-// acts on them.
 package jobrun
 
 import (

@@ -504,7 +504,7 @@ func (c *call) releaseSlot() {
 }
 
 // paceStep waits for this process's share of the key's rate
-// (worker/pacing.go), asking the breakers again and checking the deadline
+// (pacing.go), asking the breakers again and checking the deadline
 // after a long wait; a key the safety net held meanwhile parks the job.
 func (r *Runner) paceStep(ctx context.Context, c *call, b *decide.BeforeCall) (decide.Reaction, error) {
 	k := c.jobKey
@@ -637,7 +637,7 @@ func (r *Runner) classify(ctx context.Context, c *call, a *decide.AfterCall, sen
 		}
 		if c.verdict.Class == classify.Throttled {
 			// keys.ThrottleScopeFor decides whether only this job waits or
-			// the whole key (worker/pacing.go).
+			// the whole key (pacing.go).
 			a.Throttle, a.KeyWide = r.throttleScope(c)
 		}
 	}
