@@ -11,7 +11,7 @@ import (
 // PacerOf is key's pacer in this process, for tests that hold its pace.
 func (r *Runtime) PacerOf(key string) *keys.Pacer {
 	if k := r.keys[key]; k != nil {
-		return k.pacer
+		return k.Pacer()
 	}
 	return nil
 }
@@ -19,7 +19,7 @@ func (r *Runtime) PacerOf(key string) *keys.Pacer {
 // SetWorkContext wraps the context of every run of a job, before rt
 // starts.
 func (r *Runtime) SetWorkContext(f func(ctx context.Context, jobID int64) context.Context) {
-	r.workCtx = f
+	r.run.SetWorkContext(f)
 }
 
 // SetGroupHooks sets the group commit's test signals before rt starts:
@@ -27,11 +27,11 @@ func (r *Runtime) SetWorkContext(f func(ctx context.Context, jobID int64) contex
 // group's lock), settle each group's size before its transaction; with
 // failGroups every group of two or more fails its transaction.
 func (r *Runtime) SetGroupHooks(waiting, settle func(n int), failGroups bool) {
-	h := &groupHooks{waiting: waiting, settle: settle}
+	var batch func(b *pgx.Batch)
 	if failGroups {
-		h.batch = func(b *pgx.Batch) { b.Queue("SELECT 1/0") }
+		batch = func(b *pgx.Batch) { b.Queue("SELECT 1/0") }
 	}
-	r.groupHooks = h
+	r.run.SetGroupHooks(waiting, settle, batch)
 }
 
 // SetWatchHooks sets the safety net's test signals before rt starts:
@@ -40,5 +40,5 @@ func (r *Runtime) SetGroupHooks(waiting, settle func(n int), failGroups bool) {
 // alerts; decided after every failed call's safety-net decision, with the
 // hold its record is part of ("" for none).
 func (r *Runtime) SetWatchHooks(tripped func(record string, opened bool), decided func(record, hold string)) {
-	r.watchHooks = &watchHooks{tripped: tripped, decided: decided}
+	r.run.SetWatchHooks(tripped, decided)
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/keys"
 )
 
 // Horizon is how long a run of a job may take and how long River waits
@@ -22,20 +23,46 @@ type Horizon struct {
 // process is the leader, with the leader's settings, and rescues running
 // jobs of every queue. A leader that worked only a fast key would otherwise
 // hand a slow key's live call to a second worker, and it would be sent (and
-// billed) twice.
+// billed) twice. rescueAfter is Options.RescueAfter with its default
+// resolved (Options.WithDefaults); it is never shorter than the job
+// timeout.
 func fleetHorizon(cfg *config.Config, margin, rescueAfter time.Duration) Horizon {
+	h := Horizon{JobTimeout: fleetJobTimeout(cfg, margin)}
+	h.RescueAfter = max(rescueAfter, h.JobTimeout)
+	return h
+}
+
+// fleetJobTimeout is River's job timeout for cfg: the longest call of any
+// key in the configuration (config.CallMax) plus margin.
+func fleetJobTimeout(cfg *config.Config, margin time.Duration) time.Duration {
 	var longest time.Duration
 	for i := range cfg.Keys {
 		longest = max(longest, cfg.CallMax(&cfg.Keys[i]))
 	}
-	h := Horizon{JobTimeout: longest + margin, RescueAfter: rescueAfter}
-	if h.RescueAfter <= 0 {
-		// A crashed worker's running jobs come back after a few timeouts,
-		// not River's default hour.
-		h.RescueAfter = 2*h.JobTimeout + time.Minute
+	return longest + margin
+}
+
+// rescueAfterDefault is Options.RescueAfter's default, resolved in
+// Options.WithDefaults (the one place): twice the fleet's job timeout plus
+// a minute, so a crashed worker's running jobs come back after a few
+// timeouts, not River's default hour.
+func rescueAfterDefault(cfg *config.Config, margin time.Duration) time.Duration {
+	return 2*fleetJobTimeout(cfg, margin) + time.Minute
+}
+
+// probeLeaseDefault is Options.ProbeLease's default, resolved in
+// Options.WithDefaults (the one place): keys' default, raised to twice the
+// longest call of the keys this process works plus margin, so a probe's
+// claim outlives the probe's run. A name the configuration does not have
+// counts for nothing here (New refuses it).
+func probeLeaseDefault(cfg *config.Config, names []string, margin time.Duration) time.Duration {
+	var longest time.Duration
+	for _, name := range names {
+		if k, err := cfg.Key(name); err == nil {
+			longest = max(longest, cfg.CallMax(k))
+		}
 	}
-	h.RescueAfter = max(h.RescueAfter, h.JobTimeout)
-	return h
+	return max(keys.ProbeLeaseDefault, 2*(longest+margin))
 }
 
 // Horizon is the job timeout and rescue horizon this Runtime gave River.
@@ -46,5 +73,6 @@ func (r *Runtime) Horizon() Horizon { return r.horizon }
 // unset): how long a job left running by a process that died waits for
 // River's rescuer.
 func ConfigHorizon(cfg *config.Config) Horizon {
-	return fleetHorizon(cfg, JobMarginDefault, 0)
+	o := Options{Config: cfg}.WithDefaults()
+	return fleetHorizon(cfg, o.JobMargin, o.RescueAfter)
 }

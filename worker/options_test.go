@@ -9,6 +9,9 @@ import (
 
 	"github.com/triage-dev/triage/fakeprovider"
 	"github.com/triage-dev/triage/worker"
+	"github.com/triage-dev/triage/worker/config"
+	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/workertest"
 )
 
 // A negative setting is a mistake to say, not a value to replace: New
@@ -78,4 +81,34 @@ func TestOptionsWithDefaults(t *testing.T) {
 	require.Equal(t, time.Minute, set.BatchWait)
 	require.Equal(t, 20*time.Second, set.RetryBudget().Window)
 	require.Equal(t, 2, set.RetryBudget().Floor)
+}
+
+// The two defaults that depend on the keys are resolved in WithDefaults,
+// the one place, and the horizon the web window shows (ConfigHorizon) is
+// the one a worker with those options gives River: ProbeLease from the
+// keys this process works, RescueAfter from every key in the
+// configuration; a value set is kept.
+func TestKeyDependentDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Parse([]byte(workertest.Config(workertest.ConfigOptions{BaseURL: "http://127.0.0.1:1/v1", Timeout: "2s", ExtraPipeline: `
+[[keys]]
+name = "slow"
+vendor = "openai"
+base_url = "http://127.0.0.1:1/v1"
+api_key_env = "` + workertest.APIKeyEnv + `"
+timeout = "10m"
+`})), "test.toml")
+	require.NoError(t, err)
+	margin := worker.JobMarginDefault
+	fast := worker.Options{Config: cfg, Keys: []string{workertest.Key}}.WithDefaults()
+	require.Equal(t, keys.ProbeLeaseDefault, fast.ProbeLease, "2·(2s + margin) is under keys' default")
+	require.Equal(t, 2*(10*time.Minute+margin)+time.Minute, fast.RescueAfter, "every key's calls, not only this process's")
+	all := worker.Options{Config: cfg}.WithDefaults()
+	require.Equal(t, 2*(10*time.Minute+margin), all.ProbeLease, "raised to the slow key's longest call")
+	require.Equal(t, fast.RescueAfter, worker.ConfigHorizon(cfg).RescueAfter)
+	require.Equal(t, 10*time.Minute+margin, worker.ConfigHorizon(cfg).JobTimeout)
+	set := worker.Options{Config: cfg, ProbeLease: time.Minute, RescueAfter: time.Hour}.WithDefaults()
+	require.Equal(t, time.Minute, set.ProbeLease)
+	require.Equal(t, time.Hour, set.RescueAfter)
+	require.Zero(t, worker.Options{}.WithDefaults().ProbeLease, "no configuration, no keys to size it by")
 }

@@ -9,7 +9,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,14 +16,13 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
-	"github.com/triage-dev/triage/ledger/redact"
 	"github.com/triage-dev/triage/worker/batchapi"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/fallbackmove"
 	"github.com/triage-dev/triage/worker/jobargs"
+	"github.com/triage-dev/triage/worker/jobrun"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/leftresponses"
 	"github.com/triage-dev/triage/worker/provider"
@@ -44,12 +42,8 @@ const (
 	BackoffCapDefault  = 5 * time.Minute
 	// ThrottleWaitDefault is the pause after a throttle that names no wait; it
 	// doubles with each further hint-less throttle on the key within a minute,
-	// up to ThrottleWaitMax (the adaptive default of docs/design.md).
+	// up to jobrun.ThrottleWaitMax (the adaptive default of docs/design.md).
 	ThrottleWaitDefault = 2 * time.Second
-	ThrottleWaitMax     = 2 * time.Minute
-	// ThrottleWaitCap bounds a throttle's pause whatever retry-after says: a
-	// wait of hours is a quota, which the classifier calls exhausted.
-	ThrottleWaitCap = time.Hour
 	// BudgetRecheckDefault is how long a job of a batch paused at its spend
 	// cap waits before looking again (raising the budget wakes jobs sooner).
 	BudgetRecheckDefault = 30 * time.Second
@@ -66,6 +60,14 @@ const (
 	// StopMarginDefault is added to the job timeout for StopGrace: time for
 	// River to record the last jobs' outcomes after their runs return.
 	StopMarginDefault = 5 * time.Second
+	// BatchWaitDefault is how long a job sleeps while its line waits for a
+	// provider batch: the submitter wakes it as soon as its answer is in,
+	// and sweeps for any wake it missed, so this only bounds the idle runs of
+	// a job whose batch takes the whole 24 h.
+	BatchWaitDefault = time.Hour
+	// HoldAnswerDefault bounds how long a paid-for answer is held in memory
+	// while its completion waits for an unreachable database (Options.HoldAnswer).
+	HoldAnswerDefault = 2 * time.Minute
 )
 
 // Options configure a Runtime.
@@ -109,7 +111,8 @@ type Options struct {
 	// SupervisorTick: see keys.SupervisorConfig. Default keys' default.
 	SupervisorTick time.Duration
 	// ProbeLease: see keys.StoreConfig. Default keys' default, raised to
-	// cover the longest key timeout.
+	// twice the longest call of the keys this process works plus JobMargin
+	// (probeLeaseDefault, resolved in WithDefaults).
 	ProbeLease time.Duration
 	// Alerter raises alerts. Default: one built from Config.Alerts.
 	Alerter *keys.Alerter
@@ -121,7 +124,8 @@ type Options struct {
 	JobMargin time.Duration
 	// RescueAfter is how long a job may stay running before River hands it to
 	// another worker (its worker died). Default 2·job timeout + 1 min: minutes,
-	// not River's default hour.
+	// not River's default hour (rescueAfterDefault, resolved in
+	// WithDefaults); never shorter than the job timeout (Horizon).
 	RescueAfter time.Duration
 	// BudgetRecheck: see BudgetRecheckDefault.
 	BudgetRecheck time.Duration
@@ -163,69 +167,19 @@ type Options struct {
 	// operator's requeue (worker/operator.Requeue: once per dead letter,
 	// in one transaction), returning how many went back. The safety net
 	// calls it for the dead letters of a rejection streak that held their
-	// key (see watch.go). Default nil: they stay dead-lettered and a
+	// key (see worker/jobrun/watch.go). Default nil: they stay dead-lettered and a
 	// warning says so; `triage work` and `triage run` set it.
 	RequeueDeadLetters func(ctx context.Context, ids []int64) (int, error)
 }
 
-// Observer hears about every provider call this process makes, after it is
-// classified. Implementations must be cheap and safe for concurrent use: they
-// run on the job's path.
-type Observer interface {
-	ObserveCall(c CallEvent)
-}
-
-// CallEvent describes one finished call.
-type CallEvent struct {
-	Key string
-	// Batch is the triage batch the call was made for.
-	Batch   string
-	Class   classify.Class
-	Status  int  // HTTP status; 0 when no status line arrived
-	Known   bool // false: no classifier rule matched
-	Retry   bool // not the record's first call
-	CostUSD float64
-	Elapsed time.Duration
-}
-
-// keyRuntime is one key's in-process state.
-type keyRuntime struct {
-	cfg    *config.Key
-	client *provider.Client
-	// callMax is the longest one call may take (config.CallMax): the
-	// key's timeout, or its streams' ceiling when longer.
-	callMax time.Duration
-	// apiKey is only used to strip the key from dead-letter excerpts, in case
-	// an endpoint echoes it back in an error body.
-	apiKey  string
-	redact  redact.Boundary // the edge for the provider's text: see observe
-	limiter *keys.Limiter
-	// gate admits calls and hears their outcomes: both breakers and the
-	// pause, shared by the fleet, and this process's storm breaker.
-	gate  *keys.Gate
-	pacer *keys.Pacer
-	// watch is the safety net's view of the key's outcomes in this
-	// process (watch.go).
-	watch *keys.Watch
-
-	mu            sync.Mutex
-	lastThrottle  time.Time
-	throttleWait  time.Duration
-	throttleFirst time.Duration
-}
-
-// nextThrottleWait is the adaptive pause for a throttle without a hint.
-func (k *keyRuntime) nextThrottleWait(now time.Time) time.Duration {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.throttleWait == 0 || now.Sub(k.lastThrottle) > time.Minute {
-		k.throttleWait = k.throttleFirst
-	} else {
-		k.throttleWait = min(2*k.throttleWait, ThrottleWaitMax)
-	}
-	k.lastThrottle = now
-	return k.throttleWait
-}
+// Observer hears about every provider call this process makes
+// (jobrun.Observer); CallEvent is one finished call; HoldObserver,
+// implemented by an Observer, hears each hold the safety net sets.
+type (
+	Observer     = jobrun.Observer
+	CallEvent    = jobrun.CallEvent
+	HoldObserver = jobrun.HoldObserver
+)
 
 // Runtime is one triage worker process: a River client working the keys'
 // queues, the Supervisor that keeps those queues in line with the shared key
@@ -240,7 +194,10 @@ type Runtime struct {
 	supervisor *keys.Supervisor
 	alerter    *keys.Alerter
 	ownAlerter bool
-	keys       map[string]*keyRuntime
+	keys       map[string]*jobrun.Key
+	// run is one job's run (worker/jobrun): River's worker for the
+	// records' jobs.
+	run        *jobrun.Runner
 	pacers     *keys.Pacers
 	horizon    Horizon
 	submitters []*submitter.Submitter
@@ -254,26 +211,19 @@ type Runtime struct {
 	// responses, the cache, the settled batches.
 	spend *spendwatch.Watch
 	// storms raises the storm alerts and runs the safety net's requeue of
-	// a held key's dead letters (watch.go).
+	// a held key's dead letters (worker/jobrun/watch.go).
 	storms *stormwatch.Watch
-	// workCtx, set by tests only, wraps the context of every run
-	// (callWorker.Work): a test tells a job's database round trips from
-	// the process's others by it.
-	workCtx func(ctx context.Context, jobID int64) context.Context
-	// group is the answers waiting for the commit in flight
-	// (groupcommit.go).
-	group      groupCommit
-	groupHooks *groupHooks // tests only
-	watchHooks *watchHooks // tests only
 }
 
 // WithDefaults returns o with every unset (zero) setting replaced by its
 // documented default: the one place the worker's option defaults are
 // resolved. A negative setting is left as it is, for validate to refuse.
-// Settings whose default depends on the keys this process works
-// (ProbeLease, RescueAfter) or that keep another package's default
-// (SupervisorTick, PacerHeartbeat, KeyPauseAfter, Pacing, Batch,
-// FetchCooldown, FetchPollInterval) stay zero here.
+// The two whose default depends on the keys, ProbeLease
+// (probeLeaseDefault: the keys this process works) and RescueAfter
+// (rescueAfterDefault: every key in Config), are resolved here too when
+// Config is set and JobMargin is not negative; settings that keep another
+// package's default (SupervisorTick, PacerHeartbeat, KeyPauseAfter, Pacing,
+// Batch, FetchCooldown, FetchPollInterval) stay zero here.
 func (o Options) WithDefaults() Options {
 	if o.Getenv == nil {
 		o.Getenv = func(string) string { return "" }
@@ -293,7 +243,28 @@ func (o Options) WithDefaults() Options {
 	o.ThrottleWait = cmp.Or(o.ThrottleWait, ThrottleWaitDefault)
 	o.HoldAnswer = cmp.Or(o.HoldAnswer, HoldAnswerDefault)
 	o.BatchWait = cmp.Or(o.BatchWait, BatchWaitDefault)
+	if o.Config != nil && o.JobMargin >= 0 {
+		if o.ProbeLease == 0 {
+			o.ProbeLease = probeLeaseDefault(o.Config, o.keyNames(), o.JobMargin)
+		}
+		if o.RescueAfter == 0 {
+			o.RescueAfter = rescueAfterDefault(o.Config, o.JobMargin)
+		}
+	}
 	return o
+}
+
+// keyNames are the keys this process works: Keys, else every key in
+// Config.
+func (o Options) keyNames() []string {
+	if len(o.Keys) > 0 || o.Config == nil {
+		return o.Keys
+	}
+	names := make([]string, 0, len(o.Config.Keys))
+	for _, k := range o.Config.Keys {
+		names = append(names, k.Name)
+	}
+	return names
 }
 
 // validate refuses settings no default can stand for: a negative wait,
@@ -345,13 +316,8 @@ func New(opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	cfg := opts.Config
-	names := opts.Keys
-	if len(names) == 0 {
-		for _, k := range cfg.Keys {
-			names = append(names, k.Name)
-		}
-	}
-	r := &Runtime{opts: opts, cfg: cfg, pool: opts.Pool, log: opts.Logger, keys: map[string]*keyRuntime{}}
+	names := opts.keyNames()
+	r := &Runtime{opts: opts, cfg: cfg, pool: opts.Pool, log: opts.Logger, keys: map[string]*jobrun.Key{}}
 	sw, err := sweep.New(sweep.Config{Pool: opts.Pool, Schema: opts.Schema, Config: cfg, MaxAge: opts.MaxAge, Every: opts.SpendCheck, Logger: opts.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
@@ -359,7 +325,8 @@ func New(opts Options) (*Runtime, error) {
 	r.sweeper = sw
 
 	queues := map[string]river.QueueConfig{}
-	var maxTimeout time.Duration
+	// Each key's run state, its gate added once the store is built.
+	keyCfgs := map[string]jobrun.KeyConfig{}
 	for _, name := range names {
 		k, err := cfg.Key(name)
 		if err != nil {
@@ -380,25 +347,15 @@ func New(opts Options) (*Runtime, error) {
 		if err != nil {
 			return nil, fmt.Errorf("worker: key %q: %w", k.Name, err)
 		}
-		r.keys[k.Name] = &keyRuntime{
-			cfg: k, client: client, callMax: cfg.CallMax(k), apiKey: apiKey, redact: redact.New(apiKey),
-			limiter:       keys.NewLimiter(keys.LimiterConfig{Max: k.Concurrency}),
-			pacer:         pacer,
-			watch:         keys.NewWatch(WatchSettings(k)),
-			throttleFirst: opts.ThrottleWait,
-		}
+		keyCfgs[k.Name] = jobrun.KeyConfig{Config: k, Client: client, CallMax: cfg.CallMax(k), APIKey: apiKey,
+			Pacer: pacer, Watch: WatchSettings(k), ThrottleWait: opts.ThrottleWait}
 		queues[keys.QueueName(k.Name)] = river.QueueConfig{MaxWorkers: k.Concurrency, FetchCooldown: queueFetchCooldown(*k, opts)}
 		// The probe queue runs the key's probe and, while the key's queue
 		// is paused, the jobs applying a paid answer (keys.Supervisor).
 		queues[keys.ProbeQueueName(k.Name)] = river.QueueConfig{MaxWorkers: k.Concurrency}
-		maxTimeout = max(maxTimeout, cfg.CallMax(k))
 	}
 
-	lease := opts.ProbeLease
-	if lease <= 0 {
-		lease = max(keys.ProbeLeaseDefault, 2*(maxTimeout+opts.JobMargin))
-	}
-	r.store, err = keys.NewStore(opts.Pool, keys.StoreConfig{Clock: opts.Clock, ProbeLease: lease, RiverSchema: opts.Schema,
+	r.store, err = keys.NewStore(opts.Pool, keys.StoreConfig{Clock: opts.Clock, ProbeLease: opts.ProbeLease, RiverSchema: opts.Schema,
 		// The worker dead-letters a job beyond its pipeline's max_attempts
 		// (AttemptHeadroom River attempts before River's own limit) or older
 		// than MaxAge before it can call.
@@ -406,11 +363,12 @@ func New(opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	for _, k := range r.keys {
-		k.gate, err = r.store.NewGate(keys.GateConfig{Key: k.cfg.Name, ProbeInterval: k.cfg.ProbeInterval, Storm: StormSettings(k.cfg)})
+	for name, kc := range keyCfgs {
+		kc.Gate, err = r.store.NewGate(keys.GateConfig{Key: name, ProbeInterval: kc.Config.ProbeInterval, Storm: StormSettings(kc.Config)})
 		if err != nil {
 			return nil, fmt.Errorf("worker: %w", err)
 		}
+		r.keys[name] = jobrun.NewKey(kc)
 	}
 	r.alerter = opts.Alerter
 	if r.alerter == nil {
@@ -421,8 +379,19 @@ func New(opts Options) (*Runtime, error) {
 		r.ownAlerter = true
 	}
 
+	r.run, err = jobrun.New(jobrun.Config{Config: cfg, Pool: opts.Pool, Schema: opts.Schema, Logger: opts.Logger,
+		Store: r.store, Alerter: r.alerter, Keys: r.keys,
+		Reconcile: func(ctx context.Context, key string) error { return r.supervisor.Reconcile(ctx, key) },
+		Clock:     opts.Clock, HostClock: opts.HostClock,
+		BackoffBase: opts.BackoffBase, BackoffCap: opts.BackoffCap, BatchWait: opts.BatchWait, BudgetRecheck: opts.BudgetRecheck,
+		HoldAnswer: opts.HoldAnswer, JobMargin: opts.JobMargin, KeyPauseAfter: opts.KeyPauseAfter, MaxAge: opts.MaxAge,
+		RetryDefer: opts.RetryDefer, RetryBudget: opts.RetryBudget(), Observer: opts.Observer,
+		RequeueDeadLetters: opts.RequeueDeadLetters})
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
 	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &callWorker{rt: r}); err != nil {
+	if err := river.AddWorkerSafely(workers, r.run.Worker()); err != nil {
 		return nil, fmt.Errorf("worker: register: %w", err)
 	}
 	r.horizon = fleetHorizon(cfg, opts.JobMargin, opts.RescueAfter)
@@ -448,7 +417,7 @@ func New(opts Options) (*Runtime, error) {
 	}
 	pacers := map[string]*keys.Pacer{}
 	for name, k := range r.keys {
-		pacers[name] = k.pacer
+		pacers[name] = k.Pacer()
 	}
 	r.pacers, err = keys.NewPacers(r.store, pacers, keys.PacersConfig{Heartbeat: opts.PacerHeartbeat, Logger: opts.Logger,
 		Record: r.recordPace})
@@ -474,7 +443,7 @@ func New(opts Options) (*Runtime, error) {
 // recordPace writes a key's pace to its history (the night's picture of
 // a past batch draws it), at the runtime's clock, as its calls are.
 func (r *Runtime) recordPace(ctx context.Context, key string, st keys.PaceState) error {
-	p := ledger.PacePoint{Key: key, At: r.now(), Source: string(st.Source), RatePerS: st.FleetRate}
+	p := ledger.PacePoint{Key: key, At: r.run.Now(), Source: string(st.Source), RatePerS: st.FleetRate}
 	if st.ReqLimit > 0 {
 		l := st.ReqLimit
 		p.LimitPerS = &l
@@ -502,8 +471,9 @@ func (r *Runtime) newSubmitters() error {
 	}
 	for name, k := range r.keys {
 		collectOnly := !batchKeys[name]
-		client, err := batchapi.New(batchapi.Options{Vendor: k.cfg.Vendor, Format: wireFormat(k.cfg), Path: k.cfg.Path, BaseURL: k.cfg.BaseURL,
-			APIKey: k.apiKey, Timeout: k.cfg.Timeout, HTTPClient: r.opts.HTTPClient})
+		kc := k.Config()
+		client, err := batchapi.New(batchapi.Options{Vendor: kc.Vendor, Format: wireFormat(kc), Path: kc.Path, BaseURL: kc.BaseURL,
+			APIKey: k.APIKey(), Timeout: kc.Timeout, HTTPClient: r.opts.HTTPClient})
 		if collectOnly && err != nil {
 			// No Batch API client for it (a vendor without one): it never
 			// had a provider batch to collect.
@@ -513,8 +483,8 @@ func (r *Runtime) newSubmitters() error {
 		if err != nil {
 			return fmt.Errorf("worker: key %q: batch client: %w", name, err)
 		}
-		s, err := submitter.New(submitter.Config{Key: k.cfg, Config: r.cfg, Client: client, Pool: r.pool, Store: r.store, Gate: k.gate,
-			RiverSchema: r.opts.Schema, Clock: r.opts.Clock, HostClock: r.opts.HostClock, Logger: r.log, Alerter: r.alerter, Tuning: r.opts.Batch.ForKey(k.cfg),
+		s, err := submitter.New(submitter.Config{Key: kc, Config: r.cfg, Client: client, Pool: r.pool, Store: r.store, Gate: k.Gate(),
+			RiverSchema: r.opts.Schema, Clock: r.opts.Clock, HostClock: r.opts.HostClock, Logger: r.log, Alerter: r.alerter, Tuning: r.opts.Batch.ForKey(kc),
 			CollectOnly: collectOnly})
 		if err != nil {
 			return fmt.Errorf("worker: key %q: %w", name, err)
@@ -529,7 +499,7 @@ func (r *Runtime) newSubmitters() error {
 // keys), and the storm loop, with its pass (the safety net's requeue).
 func (r *Runtime) newWatches(names []string) error {
 	mover, err := fallbackmove.New(fallbackmove.Config{Pool: r.pool, Schema: r.opts.Schema, Config: r.cfg, Status: r.store,
-		Keys: slices.Sorted(maps.Keys(r.keys)), Plan: r.fallbackPlan, Tick: r.opts.SupervisorTick, Logger: r.log})
+		Keys: slices.Sorted(maps.Keys(r.keys)), Plan: r.run.FallbackPlan, Tick: r.opts.SupervisorTick, Logger: r.log})
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
@@ -538,12 +508,12 @@ func (r *Runtime) newWatches(names []string) error {
 	var spendKeys []*config.Key
 	for _, name := range names {
 		k := r.keys[name]
-		if slices.Contains(spendKeys, k.cfg) {
+		if slices.Contains(spendKeys, k.Config()) {
 			continue // named twice in Options.Keys
 		}
-		spendKeys = append(spendKeys, k.cfg)
-		if k.cfg.Responses() {
-			clients[name] = k.client
+		spendKeys = append(spendKeys, k.Config())
+		if k.Config().Responses() {
+			clients[name] = k.Client()
 		}
 	}
 	left, err := leftresponses.New(leftresponses.Config{Pool: r.pool, Config: r.cfg, Clients: clients, Logger: r.log})
@@ -551,17 +521,17 @@ func (r *Runtime) newWatches(names []string) error {
 		return fmt.Errorf("worker: %w", err)
 	}
 	r.spend, err = spendwatch.New(spendwatch.Config{Pool: r.pool, Config: r.cfg, Keys: spendKeys, Alerter: r.alerter,
-		Every: r.opts.SpendCheck, Now: r.now, Clock: r.opts.Clock, Logger: r.log,
+		Every: r.opts.SpendCheck, Now: r.run.Now, Clock: r.opts.Clock, Logger: r.log,
 		Passes: []spendwatch.Pass{r.sweeper.Tick, func(ctx context.Context, _ int) { left.RunOnce(ctx) }}})
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
 	var stormKeys []*config.Key
 	for _, name := range slices.Sorted(maps.Keys(r.keys)) {
-		stormKeys = append(stormKeys, r.keys[name].cfg)
+		stormKeys = append(stormKeys, r.keys[name].Config())
 	}
 	r.storms, err = stormwatch.New(stormwatch.Config{Pool: r.pool, Keys: stormKeys, Status: r.store, Alerter: r.alerter,
-		Every: r.opts.SpendCheck, Logger: r.log, Passes: []stormwatch.Pass{r.requeueSuspects}})
+		Every: r.opts.SpendCheck, Logger: r.log, Passes: []stormwatch.Pass{r.run.RequeueSuspects}})
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
@@ -583,11 +553,26 @@ func WatchSettings(k *config.Key) keys.WatchSettings {
 	return keys.WatchSettings{Rejections: k.SuspectRejections, ThrottleAfter: k.ThrottleHoldAfter}.WithDefaults()
 }
 
-// alertOnce raises a, keyed to key, once for the fleet under the claim
-// kind (keys.Alerter.AlertOnce).
-func (r *Runtime) alertOnce(ctx context.Context, key, kind string, a keys.Alert) {
-	a.Key = key
-	r.alerter.AlertOnce(ctx, r.pool, kind, a)
+// Pacing returns what this process's pacer knows about key.
+func (r *Runtime) Pacing(key string) (keys.PaceState, bool) {
+	k := r.keys[key]
+	if k == nil {
+		return keys.PaceState{}, false
+	}
+	return k.Pacer().State(), true
+}
+
+// newPacer is the pacer of key k: its concurrency, and its rpm/tpm
+// settings as the limits it starts at (keys.PaceConfigured) when set.
+func newPacer(cfg keys.PacerConfig, k *config.Key) (*keys.Pacer, error) {
+	cfg.Concurrency = k.Concurrency
+	if k.RPM > 0 {
+		cfg.KnownRate = float64(k.RPM) / 60
+	}
+	if k.TPM > 0 {
+		cfg.KnownTokens = float64(k.TPM) / 60
+	}
+	return keys.NewPacer(cfg)
 }
 
 // River is the runtime's River client (for inserting and subscribing).
@@ -599,7 +584,7 @@ func (r *Runtime) Store() *keys.Store { return r.store }
 // Limiter returns a key's concurrency limiter, or nil.
 func (r *Runtime) Limiter(key string) *keys.Limiter {
 	if k := r.keys[key]; k != nil {
-		return k.limiter
+		return k.Limiter()
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package worker
+package jobrun
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func (c *call) fingerprint() string {
 }
 
 // storedFingerprint is fingerprint for a dead letter as stored.
-func (k *keyRuntime) storedFingerprint(dl ledger.DeadLetter) string {
+func (k *Key) storedFingerprint(dl ledger.DeadLetter) string {
 	return k.redact.Field(keys.Fingerprint(dl.HTTPStatus, dl.VendorCode, dl.ErrorExcerpt))
 }
 
@@ -41,7 +41,7 @@ func (k *keyRuntime) storedFingerprint(dl ledger.DeadLetter) string {
 // rather than being dead-lettered or snoozed; the call's attempt is then
 // recorded as the safety net read it (exhausted, reason the hold's kind),
 // not as a rejection its record would be dead-lettered for next run.
-func (r *Runtime) watchCall(ctx context.Context, c *call, a decide.AfterCall) bool {
+func (r *Runner) watchCall(ctx context.Context, c *call, a decide.AfterCall) bool {
 	return r.watchOutcome(ctx, c, a, false)
 }
 
@@ -50,7 +50,7 @@ func (r *Runtime) watchCall(ctx context.Context, c *call, a decide.AfterCall) bo
 // batch answered another line with a success (the account served it), a
 // good line ends it; a throttled line is not counted (it is about the
 // provider batch, not the key's rate).
-func (r *Runtime) watchLine(ctx context.Context, c *call, a decide.AfterCall) bool {
+func (r *Runner) watchLine(ctx context.Context, c *call, a decide.AfterCall) bool {
 	return r.watchOutcome(ctx, c, a, true)
 }
 
@@ -63,7 +63,7 @@ type watchHooks struct {
 	decided func(record, hold string)
 }
 
-func (r *Runtime) watchOutcome(ctx context.Context, c *call, a decide.AfterCall, line bool) bool {
+func (r *Runner) watchOutcome(ctx context.Context, c *call, a decide.AfterCall, line bool) bool {
 	held := r.watchDecide(ctx, c, a, line)
 	if h := r.watchHooks; h != nil && h.decided != nil && a.Verdict.Class != classify.OK {
 		h.decided(c.job.Args.RecordID, held)
@@ -76,7 +76,7 @@ func (r *Runtime) watchOutcome(ctx context.Context, c *call, a decide.AfterCall,
 
 // watchDecide is watchCall's decision: the hold the call is part of, ""
 // for none.
-func (r *Runtime) watchDecide(ctx context.Context, c *call, a decide.AfterCall, line bool) string {
+func (r *Runner) watchDecide(ctx context.Context, c *call, a decide.AfterCall, line bool) string {
 	k := c.key
 	if k == nil || k.watch == nil || a.ClientErr != "" || a.Stopped() {
 		return ""
@@ -149,7 +149,7 @@ func (r *Runtime) watchDecide(ctx context.Context, c *call, a decide.AfterCall, 
 		// TestSafetyNetHoldsUnseenAccountError/request_error).
 		return d.Hold
 	}
-	_ = r.supervisor.Reconcile(context.WithoutCancel(ctx), k.cfg.Name)
+	_ = r.opts.Reconcile(context.WithoutCancel(ctx), k.cfg.Name)
 	if o, ok := r.opts.Observer.(HoldObserver); ok {
 		o.ObserveHold(k.cfg.Name, d.Hold)
 	}
@@ -169,7 +169,7 @@ func (r *Runtime) watchDecide(ctx context.Context, c *call, a decide.AfterCall, 
 
 // resetWatchRun ends the key's fleet-wide safety-net runs after a
 // success whose run did not end them in its completion (watchReset).
-func (r *Runtime) resetWatchRun(ctx context.Context, c *call) {
+func (r *Runner) resetWatchRun(ctx context.Context, c *call) {
 	if !c.watchReset {
 		return
 	}
@@ -186,7 +186,7 @@ func (r *Runtime) resetWatchRun(ctx context.Context, c *call) {
 // a success in any process ends it. The decision is keys.DecideWatch over
 // that row, taken under its lock. If the database cannot be reached the
 // process's own runs decide (k.watch), as before the runs were shared.
-func (r *Runtime) observeWatch(ctx context.Context, k *keyRuntime, ev keys.WatchEvent) keys.WatchDecision {
+func (r *Runner) observeWatch(ctx context.Context, k *Key, ev keys.WatchEvent) keys.WatchDecision {
 	ctx = context.WithoutCancel(ctx)
 	if ev.Kind == keys.WatchSuccess {
 		if err := ledger.ResetWatchRun(ctx, r.pool, k.cfg.Name, ev.At); err != nil {
@@ -238,7 +238,7 @@ func watchRunOf(st keys.WatchState) ledger.WatchRun {
 
 // secondChance reports whether the call's record was dead-lettered for the
 // failure fp and requeued before. Asked on the rejection path only.
-func (r *Runtime) secondChance(ctx context.Context, c *call, fp string) bool {
+func (r *Runner) secondChance(ctx context.Context, c *call, fp string) bool {
 	dls, err := ledger.RequeuedDeadLetters(ctx, r.pool, c.job.Args.Batch, c.job.Args.RecordID)
 	if err != nil {
 		r.log.WarnContext(ctx, "safety net: read the record's dead letters", "key", c.key.cfg.Name, "err", err)
@@ -255,7 +255,7 @@ func (r *Runtime) secondChance(ctx context.Context, c *call, fp string) bool {
 // batchServed reports whether the provider batch of c's line answered a
 // line with a success (ledger.LineBatchServed, set at its collection before
 // any of its lines could be applied): one row read per rejected line.
-func (r *Runtime) batchServed(ctx context.Context, c *call) bool {
+func (r *Runner) batchServed(ctx context.Context, c *call) bool {
 	served, err := ledger.LineBatchServed(ctx, r.pool, c.line.ID)
 	if err != nil {
 		r.log.WarnContext(ctx, "safety net: read the line's provider batch", "key", c.key.cfg.Name, "err", err)
@@ -270,13 +270,13 @@ type HoldObserver interface {
 	ObserveHold(key, hold string)
 }
 
-// requeueSuspects takes back, for every key of this process the safety net
+// RequeueSuspects takes back, for every key of this process the safety net
 // holds for a rejection streak, the dead letters of the streak's
 // fingerprint: through the operator's requeue, once each, into the key's
 // queue, which is paused while the hold lasts, so they run when it
 // resumes. Run every tick while held, it also takes back the dead letters
 // of calls that were in flight when the hold was set.
-func (r *Runtime) requeueSuspects(ctx context.Context) {
+func (r *Runner) RequeueSuspects(ctx context.Context) {
 	for name, k := range r.keys {
 		st, err := r.store.KeyStatus(ctx, name)
 		if err != nil {

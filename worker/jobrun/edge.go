@@ -1,4 +1,4 @@
-package worker
+package jobrun
 
 import (
 	"github.com/triage-dev/triage/classify"
@@ -19,7 +19,7 @@ import (
 //
 // When no response arrived, the excerpt is the network error and the host,
 // so a dead letter says what failed where.
-func (k *keyRuntime) observe(res provider.Result, classifier *classify.Classifier) (provider.Result, classify.Verdict) {
+func (k *Key) observe(res provider.Result, classifier *classify.Classifier) (provider.Result, classify.Verdict) {
 	b := k.redact
 	o := &res.Observation
 	o.Body = b.Exact(o.Body)

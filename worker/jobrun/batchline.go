@@ -1,4 +1,4 @@
-package worker
+package jobrun
 
 import (
 	"context"
@@ -26,17 +26,10 @@ import (
 // Result and goes through the same classify, decide.After and apply as a
 // synchronous call.
 
-const (
-	// BatchWaitDefault is how long a job sleeps while its line waits for a
-	// provider batch: the submitter wakes it as soon as its answer is in,
-	// and sweeps for any wake it missed, so this only bounds the idle runs of
-	// a job whose batch takes the whole 24 h.
-	BatchWaitDefault = time.Hour
-	// batchInFlight is how long a batch attempt's intent counts as a
-	// reservation in flight against a budget, not as possibly billed: the
-	// 24 h completion window and an hour to collect.
-	batchInFlight = 25 * time.Hour
-)
+// batchInFlight is how long a batch attempt's intent counts as a
+// reservation in flight against a budget, not as possibly billed: the
+// 24 h completion window and an hour to collect.
+const batchInFlight = 25 * time.Hour
 
 // batchPrior removes the open line's own intent from what the ledger says
 // about earlier sends: it is a line waiting for its answer, not a send
@@ -56,7 +49,7 @@ func batchPrior(p *ledger.Prior, l ledger.BatchLine) {
 // prices (ledger.BatchLine.Key, Model): a job's model can have changed
 // since (a pipeline's configuration edited, a move made before the
 // open-line rule). False when this process does not work the sending key.
-func (r *Runtime) lineSender(c *call) bool {
+func (r *Runner) lineSender(c *call) bool {
 	l := c.line
 	if l.Key != "" && l.Key != c.key.cfg.Name {
 		k := r.keys[l.Key]
@@ -82,7 +75,7 @@ func noDone(context.Context, keys.Outcome, string) (keys.Report, error) { return
 // mode is now. handled false: the job goes on as a synchronous call (auto
 // mode near the deadline, or a pipeline now in sync mode, once an unsent
 // line is taken back).
-func (r *Runtime) workBatch(ctx context.Context, c *call, b decide.BeforeCall, prior ledger.Prior, done keys.Done) (bool, error) {
+func (r *Runner) workBatch(ctx context.Context, c *call, b decide.BeforeCall, prior ledger.Prior, done keys.Done) (bool, error) {
 	l, job := c.line, c.job
 	sync := decide.BatchDeadlineNear(c.pipeline, l.Deadline, r.now()) || !c.pipeline.UsesBatch()
 	switch {
@@ -119,12 +112,12 @@ func (r *Runtime) workBatch(ctx context.Context, c *call, b decide.BeforeCall, p
 	}
 }
 
-func (r *Runtime) batchWait() time.Duration { return r.opts.BatchWait }
+func (r *Runner) batchWait() time.Duration { return r.opts.BatchWait }
 
 // addLine writes the job's ledger intent (at batch prices, reserved against
 // the batch's budget like a call) and its pending line in one transaction,
 // then sleeps until the submitter wakes it.
-func (r *Runtime) addLine(ctx context.Context, c *call, b decide.BeforeCall, prior ledger.Prior) error {
+func (r *Runner) addLine(ctx context.Context, c *call, b decide.BeforeCall, prior ledger.Prior) error {
 	job, k, m := c.job, c.key, c.model
 	// A batch line is never a background response: the batch is the
 	// background.
@@ -189,7 +182,7 @@ func (r *Runtime) addLine(ctx context.Context, c *call, b decide.BeforeCall, pri
 // on exactly as a synchronous call that got this answer: classify,
 // decide.After, apply. What is a wait for a synchronous call (a transient
 // failure's backoff, a throttle) is the next provider batch here.
-func (r *Runtime) applyLine(ctx context.Context, c *call, prior ledger.Prior, done keys.Done) error {
+func (r *Runner) applyLine(ctx context.Context, c *call, prior ledger.Prior, done keys.Done) error {
 	k, p, l := c.key, c.pipeline, c.line
 	c.attemptID, c.lineID = l.AttemptID, l.ID
 	c.calls = prior.JobCalls + 1
@@ -281,7 +274,7 @@ func closeLine(ctx context.Context, tx pgx.Tx, c *call) error {
 // finishLine records the applied line's attempt outcome and closes the
 // line in one transaction: the job's next run writes a new line (the next
 // provider batch) or calls synchronously.
-func (r *Runtime) finishLine(ctx context.Context, c *call, status ledger.AttemptStatus) error {
+func (r *Runner) finishLine(ctx context.Context, c *call, status ledger.AttemptStatus) error {
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		if err := ledger.FinishAttempt(ctx, tx, c.attemptID, r.outcome(c, status)); err != nil && !errors.Is(err, ledger.ErrAttemptFinished) {
 			return err

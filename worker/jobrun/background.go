@@ -1,4 +1,4 @@
-package worker
+package jobrun
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // the response's id, stored on this attempt before the first poll; then
 // the response is polled to its end. The answer lost to a stop or a crash
 // is then never the model's, only, at worst, the create's.
-func (r *Runtime) sendBackground(ctx context.Context, c *call) (provider.Result, error) {
+func (r *Runner) sendBackground(ctx context.Context, c *call) (provider.Result, error) {
 	k := c.jobKey
 	id, err := ledger.PendingResponseID(ctx, r.pool, c.req.IdempotencyKey)
 	if err != nil {
@@ -69,7 +69,7 @@ func (r *Runtime) sendBackground(ctx context.Context, c *call) (provider.Result,
 // meanwhile no longer wants the answer: the response is cancelled at the
 // provider, and the result is unanswered too (the job's next run
 // dead-letters the record cancelled).
-func (r *Runtime) pollResponse(ctx context.Context, c *call, id string) provider.Result {
+func (r *Runner) pollResponse(ctx context.Context, c *call, id string) provider.Result {
 	k := c.jobKey
 	wait := config.BackgroundPollMin
 	for {

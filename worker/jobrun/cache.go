@@ -1,4 +1,4 @@
-package worker
+package jobrun
 
 import (
 	"context"
@@ -50,7 +50,7 @@ func (c *call) setCacheKey() {
 // queueCacheLookup queues the cache look-up on the pre-call batch when the
 // job may be answered from the cache; for other pipelines it queues
 // nothing, so their path is unchanged.
-func (r *Runtime) queueCacheLookup(b *pgx.Batch, c *call) {
+func (r *Runner) queueCacheLookup(b *pgx.Batch, c *call) {
 	if c.cacheKey == "" || c.job.Args.NoCache {
 		return
 	}
@@ -59,7 +59,7 @@ func (r *Runtime) queueCacheLookup(b *pgx.Batch, c *call) {
 
 // storeResult stores the record's fresh answer, and keeps it in the
 // response cache when the pipeline caches and the answer is whole.
-func (r *Runtime) storeResult(ctx context.Context, tx pgx.Tx, c *call) error {
+func (r *Runner) storeResult(ctx context.Context, tx pgx.Tx, c *call) error {
 	return ledger.StoreResultCached(ctx, tx, c.job.Args.Batch, c.job.Args.RecordID, c.attemptID, c.output,
 		ledger.CacheEntry{Key: c.storeCacheKey(), TTL: c.pipeline.CacheTTL, Now: r.pinnedNow()})
 }
@@ -79,7 +79,7 @@ func (c *call) storeCacheKey() string {
 
 // storeCacheHit records the $0 cache_hit attempt and stores the cached
 // answer as the record's result, inside the completion transaction.
-func (r *Runtime) storeCacheHit(ctx context.Context, tx pgx.Tx, c *call) error {
+func (r *Runner) storeCacheHit(ctx context.Context, tx pgx.Tx, c *call) error {
 	job := c.job
 	id, err := ledger.RecordCacheHit(ctx, tx, ledger.Intent{
 		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: c.calls + 1,
@@ -95,7 +95,7 @@ func (r *Runtime) storeCacheHit(ctx context.Context, tx pgx.Tx, c *call) error {
 }
 
 // pinnedNow is the injected clock's time, or zero for the database clock.
-func (r *Runtime) pinnedNow() (t time.Time) {
+func (r *Runner) pinnedNow() (t time.Time) {
 	if r.opts.Clock != nil {
 		return r.opts.Clock.Now()
 	}

@@ -1,4 +1,4 @@
-package worker
+package jobrun
 
 import (
 	"context"
@@ -24,15 +24,15 @@ import (
 	"github.com/triage-dev/triage/worker/provider"
 )
 
-// callWorker is the River worker for Args.
-type callWorker struct {
+// jobWorker is the River worker for Args.
+type jobWorker struct {
 	river.WorkerDefaults[jobargs.Args]
-	rt *Runtime
+	rt *Runner
 }
 
 // Timeout bounds one run of a job: the key's longest call (its timeout, or
 // its streams' ceiling) plus time for the ledger writes around it.
-func (w *callWorker) Timeout(job *river.Job[jobargs.Args]) time.Duration {
+func (w *jobWorker) Timeout(job *river.Job[jobargs.Args]) time.Duration {
 	if _, _, k, err := w.rt.lookup(job.Args); err == nil {
 		return k.callMax + w.rt.opts.JobMargin
 	}
@@ -43,13 +43,13 @@ func (w *callWorker) Timeout(job *river.Job[jobargs.Args]) time.Duration {
 // worker's own reasons (a database error, a panic): a failed call is not a
 // River error but a snooze decided by decide.After, so no retry-after hint
 // has to reach this method.
-func (w *callWorker) NextRetry(job *river.Job[jobargs.Args]) time.Time {
+func (w *jobWorker) NextRetry(job *river.Job[jobargs.Args]) time.Time {
 	return time.Now().Add(decide.Backoff(job.Attempt, w.rt.opts.BackoffBase, w.rt.opts.BackoffCap))
 }
 
 // lookup finds the job's pipeline, the model it runs on (its own, or the
 // fallback it was moved to) and that model's key.
-func (r *Runtime) lookup(a jobargs.Args) (*config.Pipeline, *config.Model, *keyRuntime, error) {
+func (r *Runner) lookup(a jobargs.Args) (*config.Pipeline, *config.Model, *Key, error) {
 	p, err := r.cfg.Pipeline(a.Pipeline)
 	if err != nil {
 		return nil, nil, nil, err
@@ -74,7 +74,7 @@ type call struct {
 	job       *river.Job[jobargs.Args]
 	pipeline  *config.Pipeline
 	model     *config.Model
-	key       *keyRuntime
+	key       *Key
 	req       provider.Request
 	adm       keys.Admission
 	attemptID int64
@@ -118,7 +118,7 @@ type call struct {
 	resumed bool
 	// jobKey and jobModel are the job's own key and model (lookUp); key
 	// and model point at an open line's sender instead (lineSender).
-	jobKey   *keyRuntime
+	jobKey   *Key
 	jobModel *config.Model
 	// prior is what the ledger knew about earlier sends (admit).
 	prior ledger.Prior
@@ -152,7 +152,7 @@ type call struct {
 // step before the call ends the run with a reaction (decide.Before on what
 // is known so far) or goes on; the call's outcome is decided by
 // decide.After; apply is the only place that acts on a reaction.
-func (w *callWorker) Work(ctx context.Context, job *river.Job[jobargs.Args]) error {
+func (w *jobWorker) Work(ctx context.Context, job *river.Job[jobargs.Args]) error {
 	rt := w.rt
 	if rt.workCtx != nil {
 		ctx = rt.workCtx(ctx, job.ID)
@@ -212,7 +212,7 @@ func (w *callWorker) Work(ctx context.Context, job *river.Job[jobargs.Args]) err
 }
 
 // end ends a run at a step: its error, or the reaction it decided.
-func (r *Runtime) end(ctx context.Context, c *call, rx decide.Reaction, err error) error {
+func (r *Runner) end(ctx context.Context, c *call, rx decide.Reaction, err error) error {
 	if err != nil {
 		return err
 	}
@@ -221,7 +221,7 @@ func (r *Runtime) end(ctx context.Context, c *call, rx decide.Reaction, err erro
 
 // lookUp finds the job's pipeline, model and key (lookup); a job this
 // process cannot run is dead-lettered (config_error).
-func (r *Runtime) lookUp(job *river.Job[jobargs.Args]) (*call, decide.Reaction) {
+func (r *Runner) lookUp(job *river.Job[jobargs.Args]) (*call, decide.Reaction) {
 	p, m, k, err := r.lookup(job.Args)
 	if err != nil {
 		return &call{job: job}, decide.DeadLetter(classify.Rejected, decide.ReasonConfig, err.Error())
@@ -232,7 +232,7 @@ func (r *Runtime) lookUp(job *river.Job[jobargs.Args]) (*call, decide.Reaction) 
 // check decides on what the job itself says (its runs, age and snoozes)
 // before any round trip; a record about to end reads its open line
 // first (the open-line rule).
-func (r *Runtime) check(ctx context.Context, c *call) (decide.BeforeCall, decide.Reaction, error) {
+func (r *Runner) check(ctx context.Context, c *call) (decide.BeforeCall, decide.Reaction, error) {
 	job, p, k := c.job, c.pipeline, c.key
 	b := decide.BeforeCall{
 		Attempt: job.Attempt, MaxAttempts: p.MaxAttempts, AmbiguousRetries: p.AmbiguousRetries, Policy: k.cfg.Ambiguous,
@@ -261,7 +261,7 @@ func (r *Runtime) check(ctx context.Context, c *call) (decide.BeforeCall, decide
 // releaseProbe: a job a Supervisor dispatched as the probe holds a claim
 // made on its behalf; one that ends before its admission gives it back, or
 // the key stays half-open until the lease runs out.
-func (r *Runtime) releaseProbe(ctx context.Context, c *call) {
+func (r *Runner) releaseProbe(ctx context.Context, c *call) {
 	k, job := c.key, c.job
 	if job.Queue == keys.ProbeQueueName(k.cfg.Name) {
 		if _, err := r.store.ReleaseProbeOfJob(context.WithoutCancel(ctx), k.cfg.Name, job.ID); err != nil {
@@ -275,7 +275,7 @@ func (r *Runtime) releaseProbe(ctx context.Context, c *call) {
 // and the pause in one statement, and with them what the ledger knows
 // about this request from earlier sends, the response cache, the job's
 // open line and its batch's hold.
-func (r *Runtime) admit(ctx context.Context, c *call, b *decide.BeforeCall) error {
+func (r *Runner) admit(ctx context.Context, c *call, b *decide.BeforeCall) error {
 	job, k := c.job, c.key
 	var (
 		hold ledger.BatchState
@@ -329,7 +329,7 @@ func (r *Runtime) admit(ctx context.Context, c *call, b *decide.BeforeCall) erro
 // pipeline writes its line's intent itself (workBatch); a cache hit must
 // not spend a pace slot (readyNow); a capped or held batch's intent is
 // ReserveAttempt's (the statement writes none there).
-func (r *Runtime) intentAtAdmission(c *call) bool {
+func (r *Runner) intentAtAdmission(c *call) bool {
 	return !c.pipeline.UsesBatch() && c.key == c.jobKey && (c.cacheKey == "" || c.job.Args.NoCache)
 }
 
@@ -343,7 +343,7 @@ func (r *Runtime) intentAtAdmission(c *call) bool {
 // paceStep wait, and reserve writes its intent after the waits. A pace
 // slot taken by a run the admission then refuses is not given back, as
 // for a call refused after its pace.
-func (r *Runtime) readyNow(ctx context.Context, c *call) bool {
+func (r *Runner) readyNow(ctx context.Context, c *call) bool {
 	k := c.jobKey
 	release, ok := k.limiter.TryAcquire()
 	if !ok {
@@ -364,7 +364,7 @@ func (r *Runtime) readyNow(ctx context.Context, c *call) bool {
 // refusal, a pace or a deadline that leaves no room, an error). It must
 // land even when the run's context is ending: a leftover intent reads as a
 // call that got no answer, possibly billed.
-func (r *Runtime) withdrawIntent(ctx context.Context, c *call) {
+func (r *Runner) withdrawIntent(ctx context.Context, c *call) {
 	if c.intentID == 0 {
 		return
 	}
@@ -390,7 +390,7 @@ func withdrawIntentTx(ctx context.Context, tx pgx.Tx, c *call) error {
 // reservation reserve writes, or admit for a first send. A first send
 // (no attempt under its idempotency key) is attempt 1 and no retry, as
 // reserve would count it from the prior read.
-func (r *Runtime) intent(c *call) ledger.Intent {
+func (r *Runner) intent(c *call) ledger.Intent {
 	job, k, m := c.job, c.jobKey, c.jobModel
 	return ledger.Intent{
 		Batch: job.Args.Batch, RecordID: job.Args.RecordID, JobID: job.ID, Attempt: c.prior.JobCalls + 1,
@@ -402,7 +402,7 @@ func (r *Runtime) intent(c *call) ledger.Intent {
 // admitted decides on the admission and the ledger's answer: an open
 // line sent by a key not worked here waits for its process; a lost call
 // of a key whose policy is lookup is looked up first.
-func (r *Runtime) admitted(ctx context.Context, c *call, b *decide.BeforeCall) (decide.Reaction, error) {
+func (r *Runner) admitted(ctx context.Context, c *call, b *decide.BeforeCall) (decide.Reaction, error) {
 	if c.line.ID != 0 && !r.lineSender(c) {
 		// The key that sent the line is not worked here: another process
 		// applies its answer.
@@ -425,7 +425,7 @@ func (r *Runtime) admitted(ctx context.Context, c *call, b *decide.BeforeCall) (
 // batch runs the batch side of a job whose pipeline uses provider batches
 // or that holds an open line (workBatch); handled false: it goes on as a
 // synchronous call on its own key.
-func (r *Runtime) batch(ctx context.Context, c *call, b decide.BeforeCall) (handled bool, err error) {
+func (r *Runner) batch(ctx context.Context, c *call, b decide.BeforeCall) (handled bool, err error) {
 	if !c.pipeline.UsesBatch() && c.line.ID == 0 {
 		return false, nil
 	}
@@ -447,7 +447,7 @@ func (r *Runtime) batch(ctx context.Context, c *call, b decide.BeforeCall) (hand
 // attempt of this job; not after a throttle or an exhausted key, which
 // cost no attempt either) draws on the key's fleet retry budget, and waits
 // when it is spent.
-func (r *Runtime) budget(ctx context.Context, c *call, b *decide.BeforeCall) (decide.Reaction, error) {
+func (r *Runner) budget(ctx context.Context, c *call, b *decide.BeforeCall) (decide.Reaction, error) {
 	k := c.jobKey
 	c.hadAmbiguous = c.prior.Ambiguous > 0
 	c.retry = c.prior.JobLast.Retry()
@@ -468,7 +468,7 @@ func (r *Runtime) budget(ctx context.Context, c *call, b *decide.BeforeCall) (de
 // slot takes one of the key's concurrency slots in this process (given
 // back when the run ends: releaseSlot), asking the breakers again after a
 // wait for it, and checks the deadline the wait left.
-func (r *Runtime) slot(ctx context.Context, c *call, b *decide.BeforeCall) (decide.Reaction, error) {
+func (r *Runner) slot(ctx context.Context, c *call, b *decide.BeforeCall) (decide.Reaction, error) {
 	k := c.jobKey
 	if c.release != nil {
 		// Taken before the admission (readyNow).
@@ -504,9 +504,9 @@ func (c *call) releaseSlot() {
 }
 
 // paceStep waits for this process's share of the key's rate
-// (worker/pacing.go), asking the breakers again and checking the deadline
+// (pacing.go), asking the breakers again and checking the deadline
 // after a long wait; a key the safety net held meanwhile parks the job.
-func (r *Runtime) paceStep(ctx context.Context, c *call, b *decide.BeforeCall) (decide.Reaction, error) {
+func (r *Runner) paceStep(ctx context.Context, c *call, b *decide.BeforeCall) (decide.Reaction, error) {
 	k := c.jobKey
 	paceStart := time.Now()
 	if !c.paced { // else taken before the admission, with no wait (readyNow)
@@ -538,7 +538,7 @@ func (r *Runtime) paceStep(ctx context.Context, c *call, b *decide.BeforeCall) (
 // gets no call. A first send's intent was written already, with the
 // prior read in admit's round trip: the call takes it, with no round trip
 // here.
-func (r *Runtime) reserve(ctx context.Context, c *call, b *decide.BeforeCall) (decide.Reaction, error) {
+func (r *Runner) reserve(ctx context.Context, c *call, b *decide.BeforeCall) (decide.Reaction, error) {
 	job, k := c.job, c.jobKey
 	if c.intentID != 0 {
 		// Written with the prior read (admit): the call takes it.
@@ -580,7 +580,7 @@ func (r *Runtime) reserve(ctx context.Context, c *call, b *decide.BeforeCall) (d
 
 // send makes the call (the one place that sends) and returns what the
 // decision after it will know so far.
-func (r *Runtime) send(ctx context.Context, c *call) (decide.AfterCall, error) {
+func (r *Runner) send(ctx context.Context, c *call) (decide.AfterCall, error) {
 	p, m, k := c.pipeline, c.jobModel, c.jobKey
 	a := decide.AfterCall{
 		JobCalls: c.prior.JobCalls, MaxAttempts: p.MaxAttempts,
@@ -611,7 +611,7 @@ func (r *Runtime) send(ctx context.Context, c *call) (decide.AfterCall, error) {
 // decision after the call needs: the output checked against the
 // pipeline's contract, a cut stream's partial text, a rejection's changed
 // retry, a throttle's scope.
-func (r *Runtime) classify(ctx context.Context, c *call, a *decide.AfterCall, sendErr error) {
+func (r *Runner) classify(ctx context.Context, c *call, a *decide.AfterCall, sendErr error) {
 	p, k := c.pipeline, c.jobKey
 	switch {
 	case sendErr != nil:
@@ -637,7 +637,7 @@ func (r *Runtime) classify(ctx context.Context, c *call, a *decide.AfterCall, se
 		}
 		if c.verdict.Class == classify.Throttled {
 			// keys.ThrottleScopeFor decides whether only this job waits or
-			// the whole key (worker/pacing.go).
+			// the whole key (pacing.go).
 			a.Throttle, a.KeyWide = r.throttleScope(c)
 		}
 	}
@@ -679,7 +679,7 @@ func (c *call) render() decide.Reaction {
 }
 
 // readmitAfterPace: a pacing wait at least this long is followed by a
-// second admission before the call (Runtime.readmit). Shorter waits are the
+// second admission before the call (Runner.readmit). Shorter waits are the
 // spacing of calls a few milliseconds apart, which the calls already in
 // flight cover.
 const readmitAfterPace = 10 * time.Millisecond
@@ -690,7 +690,7 @@ const readmitAfterPace = 10 * time.Millisecond
 // not go out into an open breaker. The first admission is reported as
 // unused; *done becomes the new one's. A run that holds the probe claim
 // keeps it: it is the call the breaker waits for.
-func (r *Runtime) readmit(ctx context.Context, c *call, done *keys.Done, b *decide.BeforeCall) error {
+func (r *Runner) readmit(ctx context.Context, c *call, done *keys.Done, b *decide.BeforeCall) error {
 	if c.adm.Probe {
 		return nil
 	}
@@ -710,15 +710,15 @@ func (r *Runtime) readmit(ctx context.Context, c *call, done *keys.Done, b *deci
 // callRoom is how much of its run's deadline a call needs when it starts:
 // the key's longest call (callMax), and a quarter of the job margin for the ledger
 // writes after it. River's deadline for a run is the timeout plus the whole
-// margin (callWorker.Timeout).
-func (r *Runtime) callRoom(k *keyRuntime) time.Duration {
+// margin (jobWorker.Timeout).
+func (r *Runner) callRoom(k *Key) time.Duration {
 	return k.callMax + r.opts.JobMargin/4
 }
 
 // spareTime is how long a run may still wait before its call (for a slot,
 // for the pace) and leave the call its room; ok false: the run has no
 // deadline.
-func (r *Runtime) spareTime(ctx context.Context, k *keyRuntime) (spare time.Duration, ok bool) {
+func (r *Runner) spareTime(ctx context.Context, k *Key) (spare time.Duration, ok bool) {
 	dl, ok := ctx.Deadline()
 	if !ok {
 		return 0, false
@@ -731,7 +731,7 @@ func (r *Runtime) spareTime(ctx context.Context, k *keyRuntime) (spare time.Dura
 // deadline after it was sent (worker_stopped, ambiguous, and billed again
 // by the retry). The run parks instead and comes back with a fresh
 // deadline.
-func (r *Runtime) deadlineNear(ctx context.Context, k *keyRuntime) bool {
+func (r *Runner) deadlineNear(ctx context.Context, k *Key) bool {
 	spare, ok := r.spareTime(ctx, k)
 	return ok && spare < 0
 }
@@ -742,7 +742,7 @@ func (r *Runtime) deadlineNear(ctx context.Context, k *keyRuntime) bool {
 // here, so keys.Heard holds for all of them: a run that made no call (a
 // stored batch answer, a cache hit, a prior outcome) gives a probe claim
 // back instead of settling it.
-func (r *Runtime) report(ctx context.Context, c *call, done keys.Done, o keys.Outcome) keys.Report {
+func (r *Runner) report(ctx context.Context, c *call, done keys.Done, o keys.Outcome) keys.Report {
 	rep, err := done(ctx, keys.Heard(c.adm, o, c.called), c.verdict.Reason)
 	if err != nil {
 		r.log.ErrorContext(ctx, "breaker report", "key", c.key.cfg.Name, "job_id", c.job.ID, "err", err)
@@ -752,7 +752,7 @@ func (r *Runtime) report(ctx context.Context, c *call, done keys.Done, o keys.Ou
 
 // observe logs the call and tells the Observer and, for an error no rule
 // knows, the alerter.
-func (r *Runtime) observe(ctx context.Context, c *call) {
+func (r *Runner) observe(ctx context.Context, c *call) {
 	k, job := c.key, c.job
 	if r.log.Enabled(ctx, slog.LevelDebug) {
 		// Guarded: the arguments (a slice and boxed values) are built on
@@ -784,7 +784,7 @@ func (r *Runtime) observe(ctx context.Context, c *call) {
 // apply carries a reaction out: the ledger, the key's queue and pause, the
 // alerts, and River's return value. It is the only place that acts on a
 // decision; rep is what the breakers did with the call's outcome.
-func (r *Runtime) apply(ctx context.Context, c *call, rx decide.Reaction, rep keys.Report) error {
+func (r *Runner) apply(ctx context.Context, c *call, rx decide.Reaction, rep keys.Report) error {
 	k, job := c.key, c.job
 	if k != nil {
 		r.applyReport(ctx, c, rep)
@@ -837,7 +837,7 @@ func (r *Runtime) apply(ctx context.Context, c *call, rx decide.Reaction, rep ke
 		if _, err := r.store.PauseFor(ctx, k.cfg.Name, keys.PauseThrottled, rx.After); err != nil {
 			return fmt.Errorf("pause key: %w", err)
 		}
-		_ = r.supervisor.Reconcile(ctx, k.cfg.Name)
+		_ = r.opts.Reconcile(ctx, k.cfg.Name)
 		r.log.InfoContext(ctx, "key throttled", "key", k.cfg.Name, "scope", "key", "wait", rx.After.String(),
 			"pace_per_s", k.pacer.State().FleetRate, "code", deref(c.verdict.Code))
 		return river.JobSnooze(rx.After)
@@ -849,10 +849,10 @@ func (r *Runtime) apply(ctx context.Context, c *call, rx decide.Reaction, rep ke
 // applyReport acts on what the breakers did: the queue follows at once in
 // this process (the others' Supervisors follow within a tick), and the
 // alerts of the transitions fire from the one call that made them.
-func (r *Runtime) applyReport(ctx context.Context, c *call, rep keys.Report) {
+func (r *Runner) applyReport(ctx context.Context, c *call, rep keys.Report) {
 	k, job := c.key, c.job
 	if rep.Changed {
-		_ = r.supervisor.Reconcile(context.WithoutCancel(ctx), k.cfg.Name)
+		_ = r.opts.Reconcile(context.WithoutCancel(ctx), k.cfg.Name)
 	}
 	if rep.Tripped {
 		msg := "key exhausted: its jobs stay queued; one probe every probe_interval until it works again"
@@ -889,7 +889,7 @@ func (r *Runtime) applyReport(ctx context.Context, c *call, rep keys.Report) {
 // completeOnce stores the result, finishes the attempt, resolves earlier
 // ambiguous sends under the same idempotency key and completes the job, all
 // in one transaction: "completed" means "result stored".
-func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
+func (r *Runner) completeOnce(ctx context.Context, c *call) error {
 	// A paid-for answer is stored even if the run is being stopped.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -942,7 +942,7 @@ func (r *Runtime) completeOnce(ctx context.Context, c *call) error {
 }
 
 // answer is what QueueSettleAnswer writes for c's synchronous answer.
-func (r *Runtime) answer(c *call) ledger.Answer {
+func (r *Runner) answer(c *call) ledger.Answer {
 	return ledger.Answer{
 		AttemptID: c.attemptID, Outcome: r.outcome(c, c.completedStatus()),
 		Batch: c.job.Args.Batch, RecordID: c.job.Args.RecordID, Output: c.output,
@@ -958,7 +958,7 @@ func (r *Runtime) answer(c *call) ledger.Answer {
 // completeWrites is the ledger side of completeOnce for what
 // QueueSettleAnswer does not cover (settled false): a look-up's stored
 // answer, a batch line's answer, a cache hit, an intent to withdraw.
-func (r *Runtime) completeWrites(ctx context.Context, tx pgx.Tx, c *call, settled bool) error {
+func (r *Runner) completeWrites(ctx context.Context, tx pgx.Tx, c *call, settled bool) error {
 	if settled {
 		return nil
 	}
@@ -997,7 +997,7 @@ func (r *Runtime) completeWrites(ctx context.Context, tx pgx.Tx, c *call, settle
 }
 
 // finish records the attempt's outcome (none when no call was made).
-func (r *Runtime) finish(ctx context.Context, c *call, status ledger.AttemptStatus) error {
+func (r *Runner) finish(ctx context.Context, c *call, status ledger.AttemptStatus) error {
 	if c.attemptID == 0 || status == "" {
 		return nil
 	}
@@ -1016,7 +1016,7 @@ func (r *Runtime) finish(ctx context.Context, c *call, status ledger.AttemptStat
 	return nil
 }
 
-func (r *Runtime) outcome(c *call, status ledger.AttemptStatus) ledger.Outcome {
+func (r *Runner) outcome(c *call, status ledger.AttemptStatus) ledger.Outcome {
 	o := ledger.Outcome{
 		Status: status, Class: c.verdict.Class, HTTPStatus: c.res.Observation.Status,
 		VendorCode: deref(c.verdict.Code), Reason: c.verdict.Reason,
@@ -1037,7 +1037,7 @@ func (r *Runtime) outcome(c *call, status ledger.AttemptStatus) ledger.Outcome {
 // outcome is durable the dead letter is too, and a run that finds the dead
 // letter (Prior.DeadLettered) does not call again. A dead letter that already
 // exists for the record (a crash after writing it) is reused.
-func (r *Runtime) deadLetter(ctx context.Context, c *call, rx decide.Reaction) error {
+func (r *Runner) deadLetter(ctx context.Context, c *call, rx decide.Reaction) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	job := c.job
@@ -1211,8 +1211,8 @@ func park(ctx context.Context, job *river.Job[jobargs.Args], d time.Duration) er
 
 // overRetryBudget reports whether the key's fleet retry budget is spent
 // (decide.RetryBudget), from the ledger's count over the worker's window.
-func (r *Runtime) overRetryBudget(ctx context.Context, k *keyRuntime) (bool, error) {
-	rb := r.opts.RetryBudget()
+func (r *Runner) overRetryBudget(ctx context.Context, k *Key) (bool, error) {
+	rb := r.opts.RetryBudget
 	u, err := ledger.RetryUsageByKey(ctx, r.pool, k.cfg.Name, rb.Since(r.now()))
 	if err != nil {
 		return false, fmt.Errorf("retry budget: %w", err)
@@ -1227,18 +1227,18 @@ func deref(s *string) string {
 	return *s
 }
 
-// now is this host's time: Options.HostClock, else Options.Clock, else
+// now is this host's time: Config.HostClock, else Config.Clock, else
 // the system clock.
-func (r *Runtime) now() time.Time {
+func (r *Runner) now() time.Time {
 	if c := r.hostClock(); c != nil {
 		return c.Now()
 	}
 	return time.Now()
 }
 
-// hostClock is Options.HostClock, else Options.Clock; nil: the system
+// hostClock is Config.HostClock, else Config.Clock; nil: the system
 // clock.
-func (r *Runtime) hostClock() keys.Clock {
+func (r *Runner) hostClock() keys.Clock {
 	if r.opts.HostClock != nil {
 		return r.opts.HostClock
 	}

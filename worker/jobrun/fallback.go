@@ -1,4 +1,4 @@
-package worker
+package jobrun
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func need(r provider.Request) decide.Need {
 // to the fallback's key queue and runs there at once (a park that charges
 // no snooze). Refused by fallback_max_share, the job reacts as it would
 // have without a fallback.
-func (r *Runtime) applyFallback(ctx context.Context, c *call, rx decide.Reaction) error {
+func (r *Runner) applyFallback(ctx context.Context, c *call, rx decide.Reaction) error {
 	job, mv := c.job, rx.Fallback
 	ok, err := fallbackmove.Move(context.WithoutCancel(ctx), r.pool, r.opts.Schema,
 		fallbackmove.Job{ID: job.ID, Args: job.Args, Queue: job.Queue, Line: c.line},
@@ -40,12 +40,12 @@ func (r *Runtime) applyFallback(ctx context.Context, c *call, rx decide.Reaction
 	return park(ctx, job, time.Millisecond)
 }
 
-// fallbackPlan is what the fallback mover (worker/fallbackmove) needs of a
+// FallbackPlan is what the fallback mover (worker/fallbackmove) needs of a
 // queued job: its pipeline, its model and what its rendered request asks
 // of a model. false leaves the job to its own run: it cannot be looked up,
 // its pipeline has no fallback, or it cannot be rendered (its run
 // dead-letters it).
-func (r *Runtime) fallbackPlan(job *river.Job[jobargs.Args]) (fallbackmove.Plan, bool) {
+func (r *Runner) FallbackPlan(job *river.Job[jobargs.Args]) (fallbackmove.Plan, bool) {
 	p, m, _, err := r.lookup(job.Args)
 	if err != nil || len(p.Fallback) == 0 {
 		return fallbackmove.Plan{}, false

@@ -1,4 +1,4 @@
-package worker
+package jobrun
 
 import (
 	"context"
@@ -25,7 +25,7 @@ const lookupRecheckMax = 2 * time.Second
 // lookup) and fills b.Lookup; a found answer becomes the call's result
 // (c.res, c.verdict, c.output). A store that cannot be asked counts as not
 // found this time: the job parks and asks again within lookup_wait.
-func (r *Runtime) lookupStored(ctx context.Context, c *call, b *decide.BeforeCall, jobAmbiguous int) {
+func (r *Runner) lookupStored(ctx context.Context, c *call, b *decide.BeforeCall, jobAmbiguous int) {
 	k := c.key
 	wait := k.cfg.LookupWait
 	b.Lookup = decide.Lookup{Asked: true, Wait: wait, Recheck: min(max(wait/10, 100*time.Millisecond), lookupRecheckMax)}
@@ -54,13 +54,13 @@ func (r *Runtime) lookupStored(ctx context.Context, c *call, b *decide.BeforeCal
 // completeFound settles the lost call's attempt as billed once, with the
 // stored answer's usage and cost, stores the answer and completes the job,
 // in one transaction (completeOnce).
-func (r *Runtime) completeFound(ctx context.Context, c *call) error {
+func (r *Runner) completeFound(ctx context.Context, c *call) error {
 	c.found = true
 	return r.complete(ctx, c)
 }
 
 // settleFound is completeOnce's part for a found call.
-func (r *Runtime) settleFound(ctx context.Context, tx pgx.Tx, c *call) error {
+func (r *Runner) settleFound(ctx context.Context, tx pgx.Tx, c *call) error {
 	o := r.outcome(c, ledger.AttemptOK)
 	id, err := ledger.SettleFound(ctx, tx, c.req.IdempotencyKey, c.job.ID, o)
 	if err != nil {

@@ -1,4 +1,4 @@
-package worker
+package jobrun
 
 import (
 	"context"
@@ -60,7 +60,7 @@ func (c *call) overflowFacts(ov classify.Observation) decide.ChangeFacts {
 // then the change kept in the job's metadata (it lands with the snooze), and
 // the job back at once. The next run renders the changed request, whose hash
 // and so idempotency key differ from the rejected one's.
-func (r *Runtime) retryChanged(ctx context.Context, c *call, rx decide.Reaction) error {
+func (r *Runner) retryChanged(ctx context.Context, c *call, rx decide.Reaction) error {
 	if err := r.finish(ctx, c, facts.AttemptStatus(rx.Outcome)); err != nil {
 		return fmt.Errorf("retry changed: %w", err)
 	}

@@ -1,4 +1,4 @@
-package worker
+package jobrun
 
 import (
 	"cmp"
@@ -67,7 +67,7 @@ func groupable(c *call, settled bool) bool {
 
 // completeInGroup settles c's answer and completes its job in the next
 // group's transaction.
-func (r *Runtime) completeInGroup(ctx context.Context, c *call) error {
+func (r *Runner) completeInGroup(ctx context.Context, c *call) error {
 	m := &groupMember{ctx: ctx, c: c, done: make(chan error, 1)}
 	g := &r.group
 	g.mu.Lock()
@@ -115,7 +115,7 @@ func (r *Runtime) completeInGroup(ctx context.Context, c *call) error {
 
 // afterGroup ends a member's completion: done, failed, or alone after its
 // group's failure.
-func (r *Runtime) afterGroup(ctx context.Context, m *groupMember, err error) error {
+func (r *Runner) afterGroup(ctx context.Context, m *groupMember, err error) error {
 	if errors.Is(err, errAlone) {
 		err = r.settleGroup(ctx, []*groupMember{m})
 	}
@@ -129,7 +129,7 @@ func (r *Runtime) afterGroup(ctx context.Context, m *groupMember, err error) err
 // settleGroup writes the answers of members and completes their jobs in
 // one transaction: one batch (begin, each answer's statement, the
 // safety-net resets, River's completion of the jobs) and the commit.
-func (r *Runtime) settleGroup(ctx context.Context, members []*groupMember) error {
+func (r *Runner) settleGroup(ctx context.Context, members []*groupMember) error {
 	// The same order in every process, so two groups that reset the same
 	// keys' safety-net rows take their locks in one order.
 	ordered := slices.SortedFunc(slices.Values(members), func(a, b *groupMember) int {

@@ -1,4 +1,4 @@
-package worker
+package jobrun
 
 import (
 	"context"
@@ -10,9 +10,6 @@ import (
 
 // Defaults for the completion retry.
 const (
-	// HoldAnswerDefault bounds how long a paid-for answer is held in memory
-	// while its completion waits for an unreachable database (Options.HoldAnswer).
-	HoldAnswerDefault = 2 * time.Minute
 	// holdRetryFirst and holdRetryMax shape the backoff between tries.
 	holdRetryFirst = 100 * time.Millisecond
 	holdRetryMax   = 5 * time.Second
@@ -46,7 +43,7 @@ func retryUnreachable(ctx context.Context, bound time.Duration, onRetry func(try
 // complete stores a paid-for answer and completes the job (completeOnce),
 // holding the answer while the database is unreachable: a blip or restart
 // must not throw away what was bought, to be bought again by the next run.
-func (r *Runtime) complete(ctx context.Context, c *call) error {
+func (r *Runner) complete(ctx context.Context, c *call) error {
 	held := false
 	err := retryUnreachable(ctx, r.holdAnswer(), func(try int, err error) {
 		if !held {
@@ -66,4 +63,4 @@ func (r *Runtime) complete(ctx context.Context, c *call) error {
 	return err
 }
 
-func (r *Runtime) holdAnswer() time.Duration { return r.opts.HoldAnswer }
+func (r *Runner) holdAnswer() time.Duration { return r.opts.HoldAnswer }

@@ -1,4 +1,4 @@
-package worker
+package jobrun
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/triage-dev/triage/classify"
-	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/decide"
 	"github.com/triage-dev/triage/worker/keys"
 )
@@ -17,9 +16,9 @@ const paceMaxWaitDefault = 30 * time.Second
 // pace waits for this process's share of the key's rate (keys.Pacer) before
 // the intent row is written, so that no wait ever sits between the intent
 // and the send. A wait longer than the run can afford (River's deadline
-// less the call's room, Runtime.spareTime) parks the job instead: nothing
+// less the call's room, Runner.spareTime) parks the job instead: nothing
 // is spent. The bound holds across the pacer's rounds (keys.Pacer.Wait).
-func (r *Runtime) pace(ctx context.Context, k *keyRuntime, tokens int) (park time.Duration, err error) {
+func (r *Runner) pace(ctx context.Context, k *Key, tokens int) (park time.Duration, err error) {
 	maxWait := paceMaxWaitDefault
 	if spare, ok := r.spareTime(ctx, k); ok {
 		maxWait = min(maxWait, spare)
@@ -35,7 +34,7 @@ func (r *Runtime) pace(ctx context.Context, k *keyRuntime, tokens int) (park tim
 // observePace tells the key's pacer what a call's answer said: its
 // rate-limit headers (successes included), a throttle or a success, and the
 // usage that calibrates the token estimate.
-func (r *Runtime) observePace(k *keyRuntime, c *call, estTokens int) {
+func (r *Runner) observePace(k *Key, c *call, estTokens int) {
 	k.pacer.Observe(keys.PaceOutcome{
 		At:        time.Now(),
 		Answered:  c.res.Observation.Phase == classify.PhaseResponse,
@@ -51,7 +50,7 @@ func (r *Runtime) observePace(k *keyRuntime, c *call, estTokens int) {
 // key down), this process holds the key for a moment, or the whole key is
 // paused fleet-wide (keyWide) because the provider said the key must wait.
 // It returns the wait; apply carries out the decision.
-func (r *Runtime) throttleScope(c *call) (wait time.Duration, keyWide bool) {
+func (r *Runner) throttleScope(c *call) (wait time.Duration, keyWide bool) {
 	k := c.key
 	scope, wait := keys.ThrottleScopeFor(decide.RetryAfter(c.verdict), c.res.RateLimit, r.opts.KeyPauseAfter, 0)
 	wait = min(wait, ThrottleWaitCap)
@@ -62,26 +61,4 @@ func (r *Runtime) throttleScope(c *call) (wait time.Duration, keyWide bool) {
 		k.pacer.Observe(keys.PaceOutcome{At: time.Now(), Hold: time.Now().Add(wait)})
 	}
 	return wait, scope == keys.ScopeKey
-}
-
-// Pacing returns what this process's pacer knows about key.
-func (r *Runtime) Pacing(key string) (keys.PaceState, bool) {
-	k := r.keys[key]
-	if k == nil {
-		return keys.PaceState{}, false
-	}
-	return k.pacer.State(), true
-}
-
-// newPacer is the pacer of key k: its concurrency, and its rpm/tpm
-// settings as the limits it starts at (keys.PaceConfigured) when set.
-func newPacer(cfg keys.PacerConfig, k *config.Key) (*keys.Pacer, error) {
-	cfg.Concurrency = k.Concurrency
-	if k.RPM > 0 {
-		cfg.KnownRate = float64(k.RPM) / 60
-	}
-	if k.TPM > 0 {
-		cfg.KnownTokens = float64(k.TPM) / 60
-	}
-	return keys.NewPacer(cfg)
 }

@@ -1,4 +1,4 @@
-package worker
+package jobrun
 
 import (
 	"context"
@@ -40,7 +40,7 @@ func (c *call) keepPartial() int {
 // completePartial stores a cut stream's partial text as the record's result
 // and completes the job, like a complete answer (one transaction), with the
 // attempt left possibly billed.
-func (r *Runtime) completePartial(ctx context.Context, c *call) error {
+func (r *Runner) completePartial(ctx context.Context, c *call) error {
 	c.partialAccepted = true
 	c.output, _ = json.Marshal(c.res.Content)
 	return r.complete(ctx, c)
