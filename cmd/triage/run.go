@@ -307,10 +307,7 @@ func pollBatch(ctx context.Context, store *keys.Store, pace func() (keys.PaceSta
 	var last ledger.Status
 	// How long the key's submitter gathers lines before it sends them, for
 	// the progress line of a batch-mode run.
-	gather := r.opts.Batch.Gather
-	if k, err := r.cfg.Key(r.key); err == nil {
-		gather = r.opts.Batch.ForKey(k).Gather
-	}
+	gather := batchGather(r.opts.Batch, r.cfg, r.key)
 	down := outage{limit: r.dbWait}
 	if down.limit <= 0 {
 		down.limit = dbWaitDefault
