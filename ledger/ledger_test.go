@@ -47,6 +47,35 @@ func intent(batch, record string, attempt int) ledger.Intent {
 	}
 }
 
+// batchLines writes, for each record of batch b1 under key "k", a
+// batch-mode attempt estimated at est (its idempotency key the record's
+// custom id, its job the record's place from 1) and its line waiting to be
+// sent, and returns the lines' ids in order.
+func batchLines(t *testing.T, b *testBundle, est float64, custom func(record string) string, records ...string) []int64 {
+	t.Helper()
+	ids := make([]int64, len(records))
+	for i, rec := range records {
+		job, id := int64(i+1), custom(rec)
+		att, err := ledger.BeginAttempt(b.ctx, b.db.Pool, ledger.Intent{Batch: "b1", RecordID: rec, JobID: job,
+			Attempt: 1, Key: "k", Model: "m", IdempotencyKey: id, RequestHash: "h", EstCostUSD: est, Mode: ledger.ModeBatch})
+		require.NoError(t, err)
+		ids[i], err = ledger.AddBatchLine(b.ctx, b.db.Pool, ledger.NewBatchLine{Key: "k", Batch: "b1", RecordID: rec,
+			JobID: job, CustomID: id, AttemptID: att, Body: json.RawMessage(`{}`)})
+		require.NoError(t, err)
+	}
+	return ids
+}
+
+// providerBatch puts lines in a provider batch of key "k" (anthropic,
+// model m) first due a poll at poll.
+func providerBatch(t *testing.T, b *testBundle, lines []int64, poll time.Time) ledger.ProviderBatch {
+	t.Helper()
+	r, err := ledger.CreateProviderBatch(b.ctx, b.db.Pool, ledger.NewProviderBatch{Key: "k", Vendor: "anthropic", Model: "m",
+		Lines: lines, NextPollAt: poll})
+	require.NoError(t, err)
+	return r
+}
+
 func TestAttemptLifecycle(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
