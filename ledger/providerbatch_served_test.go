@@ -17,17 +17,14 @@ import (
 func TestProviderBatchServedIsReadFromEachOfItsLines(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx, db := b.ctx, b.db
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	same := func(record string) string { return record }
-	lines := batchLines(t, b, 0.1, same, "a0", "a1", "a2", "b0", "pending")
+	lines := batchLines(t, b, 0.1, nil, "a0", "a1", "a2", "b0", "pending")
 	a, other, alone := lines[:3], lines[3:4], lines[4]
-	ra := providerBatch(t, b, a, now)
-	providerBatch(t, b, other, now)
+	ra := providerBatch(t, b, a, time.Now())
+	providerBatch(t, b, other, time.Now())
 
 	served := func(line int64) bool {
 		t.Helper()
-		ok, err := ledger.LineBatchServed(ctx, db.Pool, line)
+		ok, err := ledger.LineBatchServed(b.ctx, b.db.Pool, line)
 		require.NoError(t, err)
 		return ok
 	}
@@ -38,14 +35,14 @@ func TestProviderBatchServedIsReadFromEachOfItsLines(t *testing.T) {
 
 	// Collection: the batch is marked before its lines' answers are stored;
 	// the rejected lines are stored (and applied) before the good one.
-	require.NoError(t, ledger.MarkProviderBatchServed(ctx, db.Pool, ra.ID))
-	require.NoError(t, ledger.MarkProviderBatchServed(ctx, db.Pool, ra.ID), "marked twice is marked")
+	require.NoError(t, ledger.MarkProviderBatchServed(b.ctx, b.db.Pool, ra.ID))
+	require.NoError(t, ledger.MarkProviderBatchServed(b.ctx, b.db.Pool, ra.ID), "marked twice is marked")
 	bad, _ := json.Marshal(ledger.BatchLineAnswer{})
-	_, err := ledger.StoreLineOutcomes(ctx, db.Pool, ra.ID, []string{"a0", "a1"}, []string{ledger.LineAnswered, ledger.LineAnswered},
+	_, err := ledger.StoreLineOutcomes(b.ctx, b.db.Pool, ra.ID, []string{"a0", "a1"}, []string{ledger.LineAnswered, ledger.LineAnswered},
 		[][]byte{bad, bad})
 	require.NoError(t, err)
 	require.True(t, served(a[0]), "a rejected line answered before the good one reads its batch served")
-	require.NoError(t, ledger.CloseBatchLine(ctx, db.Pool, a[1]))
+	require.NoError(t, ledger.CloseBatchLine(b.ctx, b.db.Pool, a[1]))
 	require.True(t, served(a[1]), "and still once applied")
 	require.True(t, served(a[2]), "the good line too")
 	require.False(t, served(other[0]), "another batch is not served by this one")
