@@ -171,7 +171,7 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	}
 	tu := &topUp{fake: fake}
 	out, err := workBatch(ctx, e, batchRun{
-		cfg: cfg, d: d, batch: id, key: "main", interval: *interval, getenv: getenv, watch: tu.watch,
+		cfg: cfg, d: d, batch: id, key: "main", interval: *interval, dbWait: dbWaitDefault, getenv: getenv, watch: tu.watch,
 		opts: worker.Options{
 			BackoffBase:       250 * time.Millisecond,
 			BackoffCap:        4 * time.Second,

@@ -153,8 +153,9 @@ type batchRun struct {
 	maxWait time.Duration
 	// interval between plain progress lines (stderr not a terminal).
 	interval time.Duration
-	// dbWait: how long an unreachable database is ridden out; default
-	// dbWaitDefault.
+	// dbWait: how long an unreachable database is ridden out before the
+	// run stops (run's --db-wait; demo's is dbWaitDefault); 0 rides it out
+	// for as long as it lasts.
 	dbWait time.Duration
 	// opts tunes the worker; Config, Pool, Keys, Getenv and Logger are set
 	// by workBatch.
@@ -309,9 +310,6 @@ func pollBatch(ctx context.Context, store *keys.Store, pace func() (keys.PaceSta
 	// the progress line of a batch-mode run.
 	gather := batchGather(r.opts.Batch, r.cfg, r.key)
 	down := outage{limit: r.dbWait}
-	if down.limit <= 0 {
-		down.limit = dbWaitDefault
-	}
 	for {
 		now := time.Now()
 		st, ks, err := batchStatus(ctx, r.d.pool, store, r.batch)
