@@ -31,10 +31,7 @@ func runKeys(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("triage keys", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	asJSON := fs.Bool("json", false, "print a JSON array")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage keys [--json]\n       triage keys resume KEY")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, e, "usage: triage keys [--json]\n       triage keys resume KEY")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return parseFailed(err)

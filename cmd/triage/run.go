@@ -64,18 +64,17 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&ui.addr, "ui-addr", "", "serve the web window (triage's pages and River UI) on this address while the run lasts, e.g. "+console.AddrDefault)
 	ui.defineToken(fs)
 	dbWait := fs.Duration("db-wait", dbWaitDefault, "how long to ride out an unreachable database before stopping with exit 4 (the jobs stay queued)")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage run --pipeline P [--batch B] [--max-wait D] [--budget USD] [--deadline D] [--no-cache] [--dry-run] [--ui-addr ADDR [--ui-token T]] FILE|-")
-		fmt.Fprintln(e.stderr, "Enqueues the file as one batch and works it in this process until every record is")
-		fmt.Fprintln(e.stderr, "completed or dead-lettered, then prints a summary. While the key is exhausted it waits")
-		fmt.Fprintln(e.stderr, "(one probe per probe_interval); when the batch's budget is spent it stops.")
-		fmt.Fprintln(e.stderr, "Exit: 0 settled; 3 settled with dead letters; 2 the provider refuses the key as invalid")
-		fmt.Fprintln(e.stderr, "(never answered in this run); 4 stopped with jobs still queued")
-		fmt.Fprintln(e.stderr, "(--max-wait passed, budget reached, interrupted, database unreachable for --db-wait);")
-		fmt.Fprintln(e.stderr, "`triage work --exit-when-idle` finishes them. A database blip shorter than --db-wait is")
-		fmt.Fprintln(e.stderr, "ridden out: answers that arrive meanwhile are held and stored when it is back.")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, e,
+		"usage: triage run --pipeline P [--batch B] [--max-wait D] [--budget USD] [--deadline D] [--no-cache] [--dry-run] [--ui-addr ADDR [--ui-token T]] FILE|-",
+		"Enqueues the file as one batch and works it in this process until every record is",
+		"completed or dead-lettered, then prints a summary. While the key is exhausted it waits",
+		"(one probe per probe_interval); when the batch's budget is spent it stops.",
+		"Exit: 0 settled; 3 settled with dead letters; 2 the provider refuses the key as invalid",
+		"(never answered in this run); 4 stopped with jobs still queued",
+		"(--max-wait passed, budget reached, interrupted, database unreachable for --db-wait);",
+		"`triage work --exit-when-idle` finishes them. A database blip shorter than --db-wait is",
+		"ridden out: answers that arrive meanwhile are held and stored when it is back.",
+	)
 	if code, ok := f.parse(e, "run", fs, args); !ok {
 		return code
 	}
