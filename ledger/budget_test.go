@@ -21,11 +21,7 @@ func TestReserveAttemptStopsAtTheCapAndPausesOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	budgeted(t, b, "b1", 1.0, 10)
-	in := func(rec string) ledger.Intent {
-		i := intent("b1", rec, 1)
-		i.EstCostUSD = 0.3
-		return i
-	}
+	in := func(rec string) ledger.Intent { return costing(rec, 0.3, 0) }
 	var ids []int64
 	for _, rec := range []string{"r1", "r2", "r3"} {
 		id, err := ledger.ReserveAttempt(b.ctx, b.db.Pool, in(rec))

@@ -16,10 +16,7 @@ func TestDeadLetterKeepsItsRule(t *testing.T) {
 	known.Rule = "anthropic/credit_balance_too_low"
 	unknown := deadLetterRow("b1", "r2")
 	unknown.Rule, unknown.Unknown = "default/unknown_4xx", true
-	for _, row := range []ledger.DeadLetterRow{known, unknown} {
-		_, err := ledger.AddDeadLetter(b.ctx, b.db.Pool, row)
-		require.NoError(t, err)
-	}
+	b.deadLetters(t, known, unknown)
 
 	all, err := ledger.ListDeadLetters(b.ctx, b.db.Pool, ledger.DeadLetterFilter{Batch: "b1"})
 	require.NoError(t, err)

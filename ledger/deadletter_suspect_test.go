@@ -21,12 +21,7 @@ func TestDeadLetterSuspect(t *testing.T) {
 	weak.Rule, weak.Suspect = "signal/context_or_size", ledger.SuspectSignal
 	later := deadLetterRow("b2", "r3")
 	later.Rule = "openai/invalid_request"
-	var ids []int64
-	for _, row := range []ledger.DeadLetterRow{sure, weak, later} {
-		id, err := ledger.AddDeadLetter(b.ctx, b.db.Pool, row)
-		require.NoError(t, err)
-		ids = append(ids, id)
-	}
+	ids := b.deadLetters(t, sure, weak, later)
 
 	only, err := ledger.ListDeadLetters(b.ctx, b.db.Pool, ledger.DeadLetterFilter{Suspect: true})
 	require.NoError(t, err)

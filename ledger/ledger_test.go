@@ -47,6 +47,47 @@ func intent(batch, record string, attempt int) ledger.Intent {
 	}
 }
 
+// batchLines writes, for each record of batch b1 under key "k", a
+// batch-mode attempt estimated at est (its idempotency key the record's
+// custom id, the record's id itself when custom is nil; its job the
+// record's place from 1) and its line waiting to be sent, and returns the
+// lines' ids in order.
+func batchLines(t *testing.T, b *testBundle, est float64, custom func(record string) string, records ...string) []int64 {
+	t.Helper()
+	ids := make([]int64, len(records))
+	for i, rec := range records {
+		job, id := int64(i+1), rec
+		if custom != nil {
+			id = custom(rec)
+		}
+		att, err := ledger.BeginAttempt(b.ctx, b.db.Pool, ledger.Intent{Batch: "b1", RecordID: rec, JobID: job,
+			Attempt: 1, Key: "k", Model: "m", IdempotencyKey: id, RequestHash: "h", EstCostUSD: est, Mode: ledger.ModeBatch})
+		require.NoError(t, err)
+		ids[i], err = ledger.AddBatchLine(b.ctx, b.db.Pool, ledger.NewBatchLine{Key: "k", Batch: "b1", RecordID: rec,
+			JobID: job, CustomID: id, AttemptID: att, Body: json.RawMessage(`{}`)})
+		require.NoError(t, err)
+	}
+	return ids
+}
+
+// providerBatch puts lines in a provider batch of key "k" (anthropic,
+// model m) first due a poll at poll.
+func providerBatch(t *testing.T, b *testBundle, lines []int64, poll time.Time) ledger.ProviderBatch {
+	t.Helper()
+	r, err := ledger.CreateProviderBatch(b.ctx, b.db.Pool, ledger.NewProviderBatch{Key: "k", Vendor: "anthropic", Model: "m",
+		Lines: lines, NextPollAt: poll})
+	require.NoError(t, err)
+	return r
+}
+
+// costing is record's first attempt in batch b1 estimated at est and
+// counted in flight for inFlight after it began (0: the ledger's default).
+func costing(record string, est float64, inFlight time.Duration) ledger.Intent {
+	i := intent("b1", record, 1)
+	i.EstCostUSD, i.InFlightFor = est, inFlight
+	return i
+}
+
 func TestAttemptLifecycle(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -252,6 +293,18 @@ func deadLetterRow(batch, record string) ledger.DeadLetterRow {
 	}
 }
 
+// deadLetters adds rows as dead letters, in order, and returns their ids.
+func (b *testBundle) deadLetters(t *testing.T, rows ...ledger.DeadLetterRow) []int64 {
+	t.Helper()
+	ids := make([]int64, len(rows))
+	for i, row := range rows {
+		var err error
+		ids[i], err = ledger.AddDeadLetter(b.ctx, b.db.Pool, row)
+		require.NoError(t, err)
+	}
+	return ids
+}
+
 func TestDeadLetterUniqueAndRequeueOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -312,12 +365,11 @@ func TestMarkRequeuedConcurrent(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.batch(t, "b1", 20)
-	var ids []int64
+	var rows []ledger.DeadLetterRow
 	for i := 1; i <= 20; i++ {
-		id, err := ledger.AddDeadLetter(b.ctx, b.db.Pool, deadLetterRow("b1", fmt.Sprintf("r%d", i)))
-		require.NoError(t, err)
-		ids = append(ids, id)
+		rows = append(rows, deadLetterRow("b1", fmt.Sprintf("r%d", i)))
 	}
+	ids := b.deadLetters(t, rows...)
 	var (
 		wg  sync.WaitGroup
 		mu  sync.Mutex

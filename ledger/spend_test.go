@@ -20,12 +20,7 @@ func TestReserveAttemptCountsStuckEstimatesAsSpent(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	budgeted(t, b, "b1", 1.0, 10)
-	in := func(rec string) ledger.Intent {
-		i := intent("b1", rec, 1)
-		i.EstCostUSD = 0.3
-		i.InFlightFor = 2 * time.Minute
-		return i
-	}
+	in := func(rec string) ledger.Intent { return costing(rec, 0.3, 2*time.Minute) }
 	// r1 went out and got no answer; r2 was billed 0.3.
 	id1, err := ledger.ReserveAttempt(b.ctx, b.db.Pool, in("r1"))
 	require.NoError(t, err)
@@ -63,12 +58,7 @@ func TestReserveAttemptWaitsOnlyForCallsInFlight(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	budgeted(t, b, "b1", 1.0, 10)
-	in := func(rec string, est float64) ledger.Intent {
-		i := intent("b1", rec, 1)
-		i.EstCostUSD = est
-		i.InFlightFor = time.Hour
-		return i
-	}
+	in := func(rec string, est float64) ledger.Intent { return costing(rec, est, time.Hour) }
 	id1, err := ledger.ReserveAttempt(b.ctx, b.db.Pool, in("r1", 0.5))
 	require.NoError(t, err)
 	_, err = ledger.ReserveAttempt(b.ctx, b.db.Pool, in("r2", 0.6))

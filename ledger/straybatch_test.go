@@ -1,10 +1,8 @@
 package ledger_test
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +10,6 @@ import (
 
 	"github.com/triage-dev/triage/classify"
 	"github.com/triage-dev/triage/ledger"
-	"github.com/triage-dev/triage/ledger/dbtest"
 )
 
 // A stray provider batch is a row of its own: recorded once (never over a
@@ -21,23 +18,12 @@ import (
 // key of its own so that no read of the record's sends counts it.
 func TestStrayBatchIsRecordedAndCollectedAsPaidDuplicates(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	db := dbtest.New(t)
+	b := setup(t)
+	ctx, db := b.ctx, b.db
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	var lines []int64
-	for i := 1; i <= 3; i++ {
-		key := fmt.Sprintf("triage-%d", i)
-		att, err := ledger.BeginAttempt(ctx, db.Pool, ledger.Intent{Batch: "b1", RecordID: fmt.Sprintf("r%d", i), JobID: int64(i),
-			Attempt: 1, Key: "k", Model: "m", IdempotencyKey: key, RequestHash: "h", EstCostUSD: 0.5, Mode: ledger.ModeBatch})
-		require.NoError(t, err)
-		id, err := ledger.AddBatchLine(ctx, db.Pool, ledger.NewBatchLine{Key: "k", Batch: "b1", RecordID: fmt.Sprintf("r%d", i),
-			JobID: int64(i), CustomID: key, AttemptID: att, Body: json.RawMessage(`{}`)})
-		require.NoError(t, err)
-		lines = append(lines, id)
-	}
-	r, err := ledger.CreateProviderBatch(ctx, db.Pool, ledger.NewProviderBatch{Key: "k", Vendor: "anthropic", Model: "m",
-		Lines: lines, NextPollAt: now.Add(-time.Minute)})
-	require.NoError(t, err)
+	triageID := func(record string) string { return "triage-" + strings.TrimPrefix(record, "r") }
+	lines := batchLines(t, b, 0.5, triageID, "r1", "r2", "r3")
+	r := providerBatch(t, b, lines, now.Add(-time.Minute))
 	// The row's new owner records its own batch; the old owner's lands.
 	require.NoError(t, ledger.RecordSubmitted(ctx, db.Pool, r, ledger.SubmittedBatch{ProviderID: "msgbatch_new", Counts: []byte(`{}`)}, now, now))
 

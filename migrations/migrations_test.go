@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -77,4 +78,26 @@ func migratedBefore(t *testing.T, name string) *dbtest.DB {
 	_, err = migrations.MigrateThese(context.Background(), db.Pool, db.Schema, all[:at])
 	require.NoError(t, err)
 	return db
+}
+
+// backfilled runs a backfill on rows of the test's own: a schema migrated
+// up to, not including, the migration named name, seeded by the statements
+// seed, then migrated to the end; it returns what query reads after, a row
+// (key, value) an entry.
+func backfilled[K comparable, V any](t *testing.T, name, seed, query string) map[K]V {
+	t.Helper()
+	ctx := context.Background()
+	db := migratedBefore(t, name)
+	_, err := db.Pool.Exec(ctx, seed)
+	require.NoError(t, err)
+	_, err = migrations.Migrate(ctx, db.Pool, db.Schema)
+	require.NoError(t, err)
+	rows, err := db.Pool.Query(ctx, query)
+	require.NoError(t, err)
+	got := map[K]V{}
+	var k K
+	var v V
+	_, err = pgx.ForEachRow(rows, []any{&k, &v}, func() error { got[k] = v; return nil })
+	require.NoError(t, err)
+	return got
 }

@@ -1,12 +1,9 @@
 package migrations_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/triage-dev/triage/migrations"
 )
 
 // Migration 019 gives the lost answers written before it their resolution:
@@ -15,10 +12,7 @@ import (
 // attempt has none.
 func TestAttemptResolutionBackfill(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	db := migratedBefore(t, "attempt_resolution")
-
-	_, err := db.Pool.Exec(ctx, `INSERT INTO triage_attempt
+	got := backfilled[string, string](t, "attempt_resolution", `INSERT INTO triage_attempt
 		(batch, record_id, job_id, attempt, key, model, idempotency_key, request_hash, status, reason) VALUES
 		('b1', 'resent', 1, 1, 'k', 'm', 'i-resent', 'h', 'possibly_billed', NULL),
 		('b1', 'resent', 1, 2, 'k', 'm', 'i-resent', 'h', 'ok', NULL),
@@ -27,20 +21,8 @@ func TestAttemptResolutionBackfill(t *testing.T) {
 		('b1', 'lost', 4, 1, 'k', 'm', 'i-lost', 'h', 'possibly_billed', NULL),
 		('b1', 'replayed', 5, 1, 'k', 'm', 'i-replayed', 'h', 'resolved', NULL);
 	INSERT INTO triage_dead_letter (batch, record_id, job_id, pipeline, key, class, reason)
-		VALUES ('b1', 'dead', 3, 'p', 'k', 'ambiguous', 'ambiguous_unresolved')`)
-	require.NoError(t, err)
-	_, err = migrations.Migrate(ctx, db.Pool, db.Schema)
-	require.NoError(t, err)
-
-	rows, err := db.Pool.Query(ctx, `SELECT record_id || '/' || attempt, coalesce(resolution, '') FROM triage_attempt`)
-	require.NoError(t, err)
-	got := map[string]string{}
-	for rows.Next() {
-		var k, v string
-		require.NoError(t, rows.Scan(&k, &v))
-		got[k] = v
-	}
-	require.NoError(t, rows.Err())
+		VALUES ('b1', 'dead', 3, 'p', 'k', 'ambiguous', 'ambiguous_unresolved')`,
+		`SELECT record_id || '/' || attempt, coalesce(resolution, '') FROM triage_attempt`)
 	require.Equal(t, map[string]string{"resent/1": "resent", "resent/2": "", "found/1": "found", "dead/1": "dead_lettered",
 		"lost/1": "unknown", "replayed/1": "resent"}, got)
 }

@@ -1,12 +1,9 @@
 package migrations_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/triage-dev/triage/migrations"
 )
 
 // Migration 025 marks served the provider batches collected before it as
@@ -15,10 +12,7 @@ import (
 // lines all failed, and a stray, stay unserved.
 func TestProviderBatchServedBackfill(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	db := migratedBefore(t, "provider_batch_served")
-
-	_, err := db.Pool.Exec(ctx, `INSERT INTO triage_provider_batch (id, key, vendor, model, state) VALUES
+	got := backfilled[int64, bool](t, "provider_batch_served", `INSERT INTO triage_provider_batch (id, key, vendor, model, state) VALUES
 		(1, 'k', 'anthropic', 'm', 'collected'), (2, 'k', 'anthropic', 'm', 'collected'),
 		(3, 'k', 'anthropic', 'm', 'collected'), (4, 'k', 'anthropic', 'm', 'submitted');
 	UPDATE triage_provider_batch SET stray_of = 1 WHERE id = 4;
@@ -31,20 +25,7 @@ func TestProviderBatchServedBackfill(t *testing.T) {
 		(1, 'k', 2, 'b1', 'bad', 'i-bad', 2, 'null', 'applied', NULL),
 		(2, 'k', 3, 'b1', 'bad2', 'i-bad2', 3, 'null', 'applied', NULL),
 		(2, 'k', 4, 'b1', 'rej', 'i-rej', NULL, '{}', 'answered', '{"observation":{"status":400}}'),
-		(3, 'k', 5, 'b1', 'wait', 'i-wait', NULL, '{}', 'answered', '{"observation":{"status":200}}')`)
-	require.NoError(t, err)
-	_, err = migrations.Migrate(ctx, db.Pool, db.Schema)
-	require.NoError(t, err)
-
-	got := map[int64]bool{}
-	rows, err := db.Pool.Query(ctx, `SELECT id, served FROM triage_provider_batch`)
-	require.NoError(t, err)
-	for rows.Next() {
-		var id int64
-		var s bool
-		require.NoError(t, rows.Scan(&id, &s))
-		got[id] = s
-	}
-	require.NoError(t, rows.Err())
+		(3, 'k', 5, 'b1', 'wait', 'i-wait', NULL, '{}', 'answered', '{"observation":{"status":200}}')`,
+		`SELECT id, served FROM triage_provider_batch`)
 	require.Equal(t, map[int64]bool{1: true, 2: false, 3: true, 4: false}, got)
 }

@@ -92,47 +92,39 @@ func runBatchControl(ctx context.Context, e *env, sub string, args []string) int
 	if !ok {
 		return code
 	}
-	cfg, d, err := openDBOptional(ctx, e)
-	if err != nil {
-		return failCmd(e, cmd, err)
-	}
-	defer d.Close()
-	opts, closeAlerter, err := controlOptions(ctx, e, cfg, d)
-	if err != nil {
-		return failCmd(e, cmd, err)
-	}
-	defer closeAlerter()
-	switch sub {
-	case "pause":
-		res, err := operator.PauseBatch(ctx, d.pool, id, opts)
-		if err != nil {
-			return failCmd(e, cmd, err)
+	return batchControl(ctx, e, cmd, func(d *db, opts operator.ControlOptions) int {
+		switch sub {
+		case "pause":
+			res, err := operator.PauseBatch(ctx, d.pool, id, opts)
+			if err != nil {
+				return failCmd(e, cmd, err)
+			}
+			if !res.Changed {
+				fmt.Fprintf(e.stdout, "batch %s: paused already (`triage batch resume %s` resumes it)\n", id, id)
+				return exitOK
+			}
+			fmt.Fprintf(e.stdout, "batch %s: paused; its jobs stay queued and make no call (calls in flight finish and are recorded); "+
+				"`triage batch resume %s` resumes it\n", id, id)
+		case "resume":
+			res, err := operator.ResumeBatch(ctx, d.pool, id, opts)
+			if err != nil {
+				return failCmd(e, cmd, err)
+			}
+			if !res.Changed {
+				fmt.Fprintf(e.stdout, "batch %s: not paused by hand (state %s), nothing to resume\n", id, res.Before)
+				return exitOK
+			}
+			fmt.Fprintf(e.stdout, "batch %s: resumed; %d queued %s woken\n", id, res.Woken, plural(res.Woken, "job", "jobs"))
+		case "delete":
+			b, err := operator.DeleteBatch(ctx, d.pool, id, opts)
+			if err != nil {
+				return failCmd(e, cmd, err)
+			}
+			fmt.Fprintf(e.stdout, "batch %s: deleted (%d records with their results, dead letters, attempts and finished jobs; "+
+				"the key's spend counters keep its $%.4f)\n", id, b.Total, b.SpentUSD)
 		}
-		if !res.Changed {
-			fmt.Fprintf(e.stdout, "batch %s: paused already (`triage batch resume %s` resumes it)\n", id, id)
-			return exitOK
-		}
-		fmt.Fprintf(e.stdout, "batch %s: paused; its jobs stay queued and make no call (calls in flight finish and are recorded); "+
-			"`triage batch resume %s` resumes it\n", id, id)
-	case "resume":
-		res, err := operator.ResumeBatch(ctx, d.pool, id, opts)
-		if err != nil {
-			return failCmd(e, cmd, err)
-		}
-		if !res.Changed {
-			fmt.Fprintf(e.stdout, "batch %s: not paused by hand (state %s), nothing to resume\n", id, res.Before)
-			return exitOK
-		}
-		fmt.Fprintf(e.stdout, "batch %s: resumed; %d queued %s woken\n", id, res.Woken, plural(res.Woken, "job", "jobs"))
-	case "delete":
-		b, err := operator.DeleteBatch(ctx, d.pool, id, opts)
-		if err != nil {
-			return failCmd(e, cmd, err)
-		}
-		fmt.Fprintf(e.stdout, "batch %s: deleted (%d records with their results, dead letters, attempts and finished jobs; "+
-			"the key's spend counters keep its $%.4f)\n", id, b.Total, b.SpentUSD)
-	}
-	return exitOK
+		return exitOK
+	})
 }
 
 // parseUSD reads a non-negative, finite dollar amount ("5", "12.50", "$3").
@@ -170,34 +162,25 @@ func runBatchBudget(ctx context.Context, e *env, args []string) int {
 	if usd > 0 {
 		budget = &usd
 	}
-	cfg, d, err := openDBOptional(ctx, e)
-	if err != nil {
-		return failCmd(e, cmd, err)
-	}
-	defer d.Close()
-	opts, closeAlerter, err := controlOptions(ctx, e, cfg, d)
-	if err != nil {
-		return failCmd(e, cmd, err)
-	}
-	defer closeAlerter()
+	return batchControl(ctx, e, cmd, func(d *db, opts operator.ControlOptions) int {
+		before, after, err := operator.SetBudget(ctx, d.pool, id, budget, opts)
+		if err != nil {
+			return failCmd(e, cmd, err)
+		}
 
-	before, after, err := operator.SetBudget(ctx, d.pool, id, budget, opts)
-	if err != nil {
-		return failCmd(e, cmd, err)
-	}
-
-	capText := "no spend cap"
-	if after.BudgetUSD != nil {
-		capText = fmt.Sprintf("spend cap $%.2f", *after.BudgetUSD)
-	}
-	fmt.Fprintf(e.stdout, "batch %s: %s (spent $%.4f so far)\n", id, capText, after.SpentUSD)
-	if before.State == ledger.BatchPausedBudget && after.State != ledger.BatchPausedBudget {
-		fmt.Fprintf(e.stdout, "batch %s was paused by its budget and is running again\n", id)
-	}
-	if after.BudgetUSD != nil && after.SpentUSD >= *after.BudgetUSD {
-		fmt.Fprintf(e.stderr, "triage batch budget: warning: batch %s has already spent $%.4f, at or over the new cap\n", id, after.SpentUSD)
-	}
-	return exitOK
+		capText := "no spend cap"
+		if after.BudgetUSD != nil {
+			capText = fmt.Sprintf("spend cap $%.2f", *after.BudgetUSD)
+		}
+		fmt.Fprintf(e.stdout, "batch %s: %s (spent $%.4f so far)\n", id, capText, after.SpentUSD)
+		if before.State == ledger.BatchPausedBudget && after.State != ledger.BatchPausedBudget {
+			fmt.Fprintf(e.stdout, "batch %s was paused by its budget and is running again\n", id)
+		}
+		if after.BudgetUSD != nil && after.SpentUSD >= *after.BudgetUSD {
+			fmt.Fprintf(e.stderr, "triage batch budget: warning: batch %s has already spent $%.4f, at or over the new cap\n", id, after.SpentUSD)
+		}
+		return exitOK
+	})
 }
 
 func runBatchCancel(ctx context.Context, e *env, args []string) int {
@@ -206,6 +189,44 @@ func runBatchCancel(ctx context.Context, e *env, args []string) int {
 	if !ok {
 		return code
 	}
+	return batchControl(ctx, e, cmd, func(d *db, opts operator.ControlOptions) int {
+		res, err := operator.CancelBatch(ctx, d.pool, id, opts)
+		if err != nil {
+			return failCmd(e, cmd, err)
+		}
+		if res.Settled {
+			fmt.Fprintf(e.stdout, "batch %s: settled already (every record has a result or a dead letter), nothing to cancel\n", id)
+			return exitOK
+		}
+		fmt.Fprintf(e.stdout, "batch %s: cancelled; %d %s dead-lettered (reason %s)", id, res.DeadLettered,
+			plural(res.DeadLettered, "record", "records"), ledger.ReasonCancelled)
+		if res.LinesTakenBack > 0 {
+			fmt.Fprintf(e.stdout, ", %d batch %s not sent yet closed ($0)", res.LinesTakenBack, plural(res.LinesTakenBack, "line", "lines"))
+		}
+		fmt.Fprintln(e.stdout)
+		if res.InFlight > 0 {
+			fmt.Fprintf(e.stdout, "%d %s in flight: %s and %s recorded; a record left without an answer is dead-lettered %s\n",
+				res.InFlight, plural(res.InFlight, "call is", "calls are"), plural(res.InFlight, "it finishes", "they finish"),
+				plural(res.InFlight, "is", "are"), ledger.ReasonCancelled)
+		}
+		if len(res.ProviderBatches) > 0 {
+			what := "1 provider batch"
+			if len(res.ProviderBatches) != 1 {
+				what = fmt.Sprintf("%d provider batches", len(res.ProviderBatches))
+			}
+			fmt.Fprintf(e.stdout, "cancel requested for %s (%s): the answers they still return are collected and billed once; "+
+				"the lines they never ran are dead-lettered %s\n", what, safe(operator.CancelNames(res.ProviderBatches)), ledger.ReasonCancelled)
+		}
+		fmt.Fprintf(e.stdout, "`triage wait %s` returns once it has settled; `triage dlq requeue --batch %s --reason %s` brings the records back\n",
+			id, id, ledger.ReasonCancelled)
+		return exitOK
+	})
+}
+
+// batchControl runs do, a batch control by hand, with the database and the
+// control's options (controlOptions), and closes both after it; a failure
+// to open either is cmd's failure.
+func batchControl(ctx context.Context, e *env, cmd string, do func(d *db, opts operator.ControlOptions) int) int {
 	cfg, d, err := openDBOptional(ctx, e)
 	if err != nil {
 		return failCmd(e, cmd, err)
@@ -216,36 +237,7 @@ func runBatchCancel(ctx context.Context, e *env, args []string) int {
 		return failCmd(e, cmd, err)
 	}
 	defer closeAlerter()
-	res, err := operator.CancelBatch(ctx, d.pool, id, opts)
-	if err != nil {
-		return failCmd(e, cmd, err)
-	}
-	if res.Settled {
-		fmt.Fprintf(e.stdout, "batch %s: settled already (every record has a result or a dead letter), nothing to cancel\n", id)
-		return exitOK
-	}
-	fmt.Fprintf(e.stdout, "batch %s: cancelled; %d %s dead-lettered (reason %s)", id, res.DeadLettered,
-		plural(res.DeadLettered, "record", "records"), ledger.ReasonCancelled)
-	if res.LinesTakenBack > 0 {
-		fmt.Fprintf(e.stdout, ", %d batch %s not sent yet closed ($0)", res.LinesTakenBack, plural(res.LinesTakenBack, "line", "lines"))
-	}
-	fmt.Fprintln(e.stdout)
-	if res.InFlight > 0 {
-		fmt.Fprintf(e.stdout, "%d %s in flight: %s and %s recorded; a record left without an answer is dead-lettered %s\n",
-			res.InFlight, plural(res.InFlight, "call is", "calls are"), plural(res.InFlight, "it finishes", "they finish"),
-			plural(res.InFlight, "is", "are"), ledger.ReasonCancelled)
-	}
-	if len(res.ProviderBatches) > 0 {
-		what := "1 provider batch"
-		if len(res.ProviderBatches) != 1 {
-			what = fmt.Sprintf("%d provider batches", len(res.ProviderBatches))
-		}
-		fmt.Fprintf(e.stdout, "cancel requested for %s (%s): the answers they still return are collected and billed once; "+
-			"the lines they never ran are dead-lettered %s\n", what, safe(operator.CancelNames(res.ProviderBatches)), ledger.ReasonCancelled)
-	}
-	fmt.Fprintf(e.stdout, "`triage wait %s` returns once it has settled; `triage dlq requeue --batch %s --reason %s` brings the records back\n",
-		id, id, ledger.ReasonCancelled)
-	return exitOK
+	return do(d, opts)
 }
 
 // controlOptions are the options of a batch control by hand: an Alerter

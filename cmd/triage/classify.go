@@ -50,12 +50,11 @@ func runClassify(ctx context.Context, e *env, args []string) int {
 	explain := fs.Bool("explain", false, "also say which rule decided (built-in row and its fixture, or a [[rules]] entry) or why the default did")
 	headers := headerFlags{}
 	fs.Var(headers, "header", "response header 'Name: value' (repeatable)")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage classify --jsonl [--explain] < observations.jsonl")
-		fmt.Fprintln(e.stderr, "       triage classify --vendor V --status N [--header 'K: V']... --body-file F [--path P] [--phase P] [--explain]")
-		fmt.Fprintln(e.stderr, "The [[rules]] of the configuration (--config, TRIAGE_CONFIG or ./triage.toml, if any) are checked first.")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, e,
+		"usage: triage classify --jsonl [--explain] < observations.jsonl",
+		"       triage classify --vendor V --status N [--header 'K: V']... --body-file F [--path P] [--phase P] [--explain]",
+		"The [[rules]] of the configuration (--config, TRIAGE_CONFIG or ./triage.toml, if any) are checked first.",
+	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK

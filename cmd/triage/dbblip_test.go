@@ -103,6 +103,41 @@ func (w *blipWorld) run(ctx context.Context, stderr *workertest.Buffer, args ...
 	return result{code: code, stdout: out.String(), stderr: stderr.String()}
 }
 
+// start runs `triage args...` on a goroutine of its own: its result comes on
+// the channel, its stderr is readable as it is written.
+func (w *blipWorld) start(args ...string) (<-chan result, *workertest.Buffer) {
+	stderr := &workertest.Buffer{}
+	done := make(chan result, 1)
+	go func() { done <- w.run(context.Background(), stderr, args...) }()
+	return done, stderr
+}
+
+// held waits until the provider holds its calls (hold of them have
+// arrived), failing if the command ends first.
+func (g *gatedProvider) held(t *testing.T, done <-chan result) {
+	t.Helper()
+	for range g.hold {
+		select {
+		case <-g.arrived:
+		case r := <-done:
+			t.Fatalf("the command ended before its calls were in flight: %d\n%s", r.code, r.stderr)
+		}
+	}
+}
+
+// ended is the command's result once it ends; what says what the test
+// waited for if it does not within two minutes.
+func ended(t *testing.T, done <-chan result, stderr *workertest.Buffer, what string) result {
+	t.Helper()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("%s:\n%s", what, stderr.String())
+		return result{}
+	}
+}
+
 // jobs counts the River jobs in the states.
 func (w *blipWorld) jobs(t *testing.T, states ...string) int {
 	t.Helper()
@@ -133,18 +168,8 @@ func TestRunRidesOutADatabaseRestart(t *testing.T) {
 	in := filepath.Join(t.TempDir(), "in.jsonl")
 	require.NoError(t, os.WriteFile(in, []byte(workertest.JSONL(8)), 0o600))
 
-	stderr := &workertest.Buffer{}
-	done := make(chan result, 1)
-	go func() {
-		done <- w.run(context.Background(), stderr, "run", "--pipeline", "enrich", "--batch", "blip", "--progress-interval", "100ms", in)
-	}()
-	for range 4 {
-		select {
-		case <-g.arrived:
-		case r := <-done:
-			t.Fatalf("run ended before its calls were in flight: %d\n%s", r.code, r.stderr)
-		}
-	}
+	done, stderr := w.start("run", "--pipeline", "enrich", "--batch", "blip", "--progress-interval", "100ms", in)
+	g.held(t, done)
 	w.db.stop(t) // four calls in flight
 	close(g.gate)
 	waitFor(t, "the four answers are delivered (and billed) while the database is down", func() bool {
@@ -155,12 +180,7 @@ func TestRunRidesOutADatabaseRestart(t *testing.T) {
 	})
 	w.db.start(t)
 
-	var r result
-	select {
-	case r = <-done:
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("run did not finish after the database came back:\n%s", stderr.String())
-	}
+	r := ended(t, done, stderr, "run did not finish after the database came back")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.Contains(t, r.stdout, "8 records, 8 completed, 0 dead-lettered, 0 pending")
 	require.Contains(t, r.stderr, "database reachable again")
@@ -188,21 +208,12 @@ func TestRunStopsWithExit4WhenTheDatabaseStaysAway(t *testing.T) {
 	in := filepath.Join(t.TempDir(), "in.jsonl")
 	require.NoError(t, os.WriteFile(in, []byte(workertest.JSONL(5)), 0o600))
 
-	stderr := &workertest.Buffer{}
-	done := make(chan result, 1)
-	go func() {
-		done <- w.run(context.Background(), stderr, "run", "--pipeline", "enrich", "--batch", "away", "--db-wait", "1s", in)
-	}()
+	done, stderr := w.start("run", "--pipeline", "enrich", "--batch", "away", "--db-wait", "1s", in)
 	waitFor(t, "the key is exhausted and its jobs parked", func() bool {
 		return strings.Contains(stderr.String(), "key main exhausted") && w.jobs(t, "available", "scheduled") == 5
 	})
 	w.db.stop(t)
-	var r result
-	select {
-	case r = <-done:
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("run did not stop:\n%s", stderr.String())
-	}
+	r := ended(t, done, stderr, "run did not stop")
 	require.Equal(t, exitQueued, r.code, r.stderr)
 	require.Contains(t, r.stderr, "database unreachable, retrying")
 	require.Contains(t, r.stderr, "unreachable for 1s")
@@ -235,27 +246,15 @@ func TestWorkRidesOutADatabaseRestart(t *testing.T) {
 	r := w.run(context.Background(), nil, "enqueue", "--pipeline", "enrich", "--batch", "w1", in)
 	require.Equal(t, exitOK, r.code, r.stderr)
 
-	stderr := &workertest.Buffer{}
-	done := make(chan result, 1)
-	go func() { done <- w.run(context.Background(), stderr, "work", "--exit-when-idle") }()
-	for range 4 {
-		select {
-		case <-g.arrived:
-		case r := <-done:
-			t.Fatalf("work ended before its calls were in flight: %d\n%s", r.code, r.stderr)
-		}
-	}
+	done, stderr := w.start("work", "--exit-when-idle")
+	g.held(t, done)
 	w.db.stop(t)
 	close(g.gate)
 	waitFor(t, "work holds the answers that arrived while the database is down", func() bool {
 		return strings.Count(stderr.String(), "holding the answer") >= 1
 	})
 	w.db.start(t)
-	select {
-	case r = <-done:
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("work did not finish after the database came back:\n%s", stderr.String())
-	}
+	r = ended(t, done, stderr, "work did not finish after the database came back")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.Contains(t, r.stderr, "answer stored after the database came back")
 	r = w.run(context.Background(), nil, "status", "w1", "--json")

@@ -16,12 +16,11 @@ func dbSize(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("triage db size", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	asJSON := fs.Bool("json", false, `print {"tables":[{"table","rows_estimate","bytes"}],"total_bytes"}`)
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage db size [--json]")
-		fmt.Fprintln(e.stderr, "The disk the ledger uses, per table (indexes included), largest first. Rows are")
-		fmt.Fprintln(e.stderr, "PostgreSQL's estimate. [retention] in triage.toml sets what `triage work` prunes.")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, e,
+		"usage: triage db size [--json]",
+		"The disk the ledger uses, per table (indexes included), largest first. Rows are",
+		"PostgreSQL's estimate. [retention] in triage.toml sets what `triage work` prunes.",
+	)
 	if err := fs.Parse(args); err != nil {
 		return parseFailed(err)
 	}

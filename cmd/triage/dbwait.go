@@ -12,7 +12,8 @@ import (
 // nothing is lost by stopping; waiting longer only keeps a terminal busy.
 const dbWaitDefault = 60 * time.Second
 
-// Backoff between status polls while the database is unreachable.
+// Backoff between status polls while the database is unreachable: the
+// fleet's backoff (decide.Backoff) from the first to the most.
 const (
 	dbRetryFirst = 250 * time.Millisecond
 	dbRetryMax   = 5 * time.Second
@@ -22,7 +23,7 @@ const (
 type outage struct {
 	limit time.Duration
 	since time.Time // zero: reachable
-	wait  time.Duration
+	tries int       // failed polls since
 }
 
 // failed records a poll that could not reach the database at now. It says
@@ -30,12 +31,11 @@ type outage struct {
 // of the outage (say so once) and whether the outage has lasted past limit.
 func (o *outage) failed(now time.Time) (wait time.Duration, first, over bool) {
 	if o.since.IsZero() {
-		o.since, o.wait, first = now, dbRetryFirst, true
-	} else {
-		o.wait = min(2*o.wait, dbRetryMax)
+		o.since, o.tries, first = now, 0, true
 	}
+	o.tries++
 	over = o.limit > 0 && now.Sub(o.since) >= o.limit
-	return decide.Jitter(o.wait, 0.5, 1), first, over
+	return decide.Backoff(o.tries, dbRetryFirst, dbRetryMax), first, over
 }
 
 // reached records a poll that reached the database and returns how long it

@@ -89,18 +89,17 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&ui.addr, "ui-addr", console.AddrDefault, "serve the web window here during the run and, after it, until interrupted")
 	ui.defineToken(fs)
 	noUI := fs.Bool("no-ui", false, "no web window: exit as soon as the batch settles (for scripts)")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage demo [--ui-addr 127.0.0.1:8080 [--ui-token T]] [--no-ui]")
-		fmt.Fprintln(e.stderr, "Runs a 300-record sample batch against a fake provider served on 127.0.0.1 with a storm")
-		fmt.Fprintln(e.stderr, "scenario: poisoned records (rejected), rate limits (throttled), an outage (transient), cut")
-		fmt.Fprintln(e.stderr, "streams and hangs (ambiguous), and a prepaid balance that runs out (exhausted) and is")
-		fmt.Fprintln(e.stderr, "topped up by the demo once the breaker is open and a probe failed. Needs no triage.toml;")
-		fmt.Fprintln(e.stderr, "the database is DATABASE_URL, else the private cluster in "+embeddedDir+".")
-		fmt.Fprintln(e.stderr, "Then it prints the URL of the batch's dead-letter page and keeps serving it (and working")
-		fmt.Fprintln(e.stderr, "requeued records) until Ctrl-C; --no-ui exits at once instead.")
-		fmt.Fprintln(e.stderr, "Exit 0 when the batch settles (its dead letters are part of the show), 4 if interrupted.")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, e,
+		"usage: triage demo [--ui-addr 127.0.0.1:8080 [--ui-token T]] [--no-ui]",
+		"Runs a 300-record sample batch against a fake provider served on 127.0.0.1 with a storm",
+		"scenario: poisoned records (rejected), rate limits (throttled), an outage (transient), cut",
+		"streams and hangs (ambiguous), and a prepaid balance that runs out (exhausted) and is",
+		"topped up by the demo once the breaker is open and a probe failed. Needs no triage.toml;",
+		"the database is DATABASE_URL, else the private cluster in "+embeddedDir+".",
+		"Then it prints the URL of the batch's dead-letter page and keeps serving it (and working",
+		"requeued records) until Ctrl-C; --no-ui exits at once instead.",
+		"Exit 0 when the batch settles (its dead letters are part of the show), 4 if interrupted.",
+	)
 	if code, ok := parseNoArgs(e, "demo", fs, args); !ok {
 		return code
 	}
@@ -171,7 +170,7 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	}
 	tu := &topUp{fake: fake}
 	out, err := workBatch(ctx, e, batchRun{
-		cfg: cfg, d: d, batch: id, key: "main", interval: *interval, getenv: getenv, watch: tu.watch,
+		cfg: cfg, d: d, batch: id, key: "main", interval: *interval, dbWait: dbWaitDefault, getenv: getenv, watch: tu.watch,
 		opts: worker.Options{
 			BackoffBase:       250 * time.Millisecond,
 			BackoffCap:        4 * time.Second,

@@ -282,14 +282,7 @@ func writeDLQCalls(w io.Writer, calls []ledger.Attempt) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  ATTEMPT\tSTATUS\tLOST ANSWER\tCLASS\tREASON\tHTTP\tCHANGE\tIDEMPOTENCY KEY")
 	for _, a := range calls {
-		change := a.Change
-		if change == "" {
-			change = "-"
-		}
-		resolution := string(a.Resolution)
-		if resolution == "" {
-			resolution = "-"
-		}
+		change, resolution := orDash(a.Change), orDash(string(a.Resolution))
 		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Status, resolution, derefOrDash(a.Class), safe(derefOrDash(a.Reason)),
 			intOrDash(a.HTTPStatus), change, a.IdempotencyKey)
 	}
@@ -297,10 +290,18 @@ func writeDLQCalls(w io.Writer, calls []ledger.Attempt) {
 }
 
 func derefOrDash(s *string) string {
-	if s == nil || *s == "" {
+	if s == nil {
 		return "-"
 	}
-	return *s
+	return orDash(*s)
+}
+
+// orDash is s, or "-" for an empty s: a table's empty cell.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func intOrDash(n *int) string {
@@ -324,10 +325,7 @@ func runDLQRequeue(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&sel.Reason, "reason", "", "with --batch: only this reason")
 	fs.BoolVar(&sel.Suspect, "suspect", false, "only suspect dead letters (the class came from the safety net, the signal layer, the status alone or a default); every batch's unless --batch")
 	noCache := fs.Bool("no-cache", false, "call the provider for the requeued records even when the pipeline's response cache (cache = true) holds an answer")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage dlq requeue ID... | --batch B [--class C] [--reason R] | --suspect [--batch B] [--no-cache]")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, e, "usage: triage dlq requeue ID... | --batch B [--class C] [--reason R] | --suspect [--batch B] [--no-cache]")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return parseFailed(err)

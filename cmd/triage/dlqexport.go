@@ -20,12 +20,11 @@ func runDLQExport(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&f.Class, "class", "", "only this class (transient, throttled, exhausted, rejected, ambiguous, ok)")
 	fs.StringVar(&f.Reason, "reason", "", "only this reason (e.g. context_length, retries_exhausted)")
 	fs.BoolVar(&f.Unknown, "unknown", false, "only dead letters whose verdict was a default (known:false): the errors no rule knew")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage dlq export [--batch B] [--class C] [--reason R] [--unknown] > dead.jsonl")
-		fmt.Fprintln(e.stderr, "Writes the dead letters not requeued as JSONL, one object a line, oldest first;")
-		fmt.Fprintln(e.stderr, "each line's \"record\" is the input record as enqueued (`jq -c .record` re-imports them).")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, e,
+		"usage: triage dlq export [--batch B] [--class C] [--reason R] [--unknown] > dead.jsonl",
+		"Writes the dead letters not requeued as JSONL, one object a line, oldest first;",
+		"each line's \"record\" is the input record as enqueued (`jq -c .record` re-imports them).",
+	)
 	if code, ok := parseNoArgs(e, cmd, fs, args); !ok {
 		return code
 	}

@@ -81,13 +81,12 @@ func runEnqueue(ctx context.Context, e *env, args []string) int {
 	fs.SetOutput(e.stderr)
 	var f batchFlags
 	f.define(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage enqueue --pipeline P [--batch B] [--deadline D] [--no-cache] [--dry-run] FILE|-")
-		fmt.Fprintln(e.stderr, "Queues every record of the JSONL file (one object a line; id from \"id\", else the line")
-		fmt.Fprintln(e.stderr, "number) in one transaction: a bad line is reported and nothing is queued.")
-		fmt.Fprintln(e.stderr, "Prints the batch id on stdout.")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, e,
+		"usage: triage enqueue --pipeline P [--batch B] [--deadline D] [--no-cache] [--dry-run] FILE|-",
+		"Queues every record of the JSONL file (one object a line; id from \"id\", else the line",
+		"number) in one transaction: a bad line is reported and nothing is queued.",
+		"Prints the batch id on stdout.",
+	)
 	if code, ok := f.parse(e, "enqueue", fs, args); !ok {
 		return code
 	}

@@ -22,6 +22,14 @@ func (c *cli) count(table string) int {
 	return n
 }
 
+// jobs counts the River jobs in the states.
+func (c *cli) jobs(states ...string) int {
+	c.t.Helper()
+	var n int
+	require.NoError(c.t, c.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM river_job WHERE state::text = ANY($1)", states).Scan(&n))
+	return n
+}
+
 // runBare runs `triage args...` with no --config and only envs set, from the
 // package directory (which holds no triage.toml): the read-only commands and
 // the demo must work like that.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"strings"
@@ -25,23 +24,9 @@ func TestWorkExitWhenIdleInterruptedWithWorkLeftExits4(t *testing.T) {
 	r := c.run(jsonl(3), "enqueue", "--pipeline", "enrich", "--batch", "b1", "-")
 	require.Equal(t, exitOK, r.code, r.stderr)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	errw := &signalWriter{want: `"msg":"working"`, seen: make(chan struct{})}
-	e := &env{stdout: &bytes.Buffer{}, stderr: errw, getenv: func(k string) string { return c.envs[k] }}
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"--config", c.config, "work", "--exit-when-idle"}, e) }()
-	wait, cancelWait := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancelWait()
-	require.NoError(t, c.fake.WaitFor(wait, func(s fakeprovider.Stats) bool { return s.Requests > 0 }), errw.String())
-	cancel() // SIGTERM
-	select {
-	case code := <-done:
-		require.Equal(t, exitQueued, code, errw.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("work did not stop: %s", errw.String())
-	}
-	require.Contains(t, errw.String(), "stopped with 3 jobs left")
+	code, logged := c.interruptWork(t, func(s fakeprovider.Stats) bool { return s.Requests > 0 }, "--exit-when-idle") // SIGTERM
+	require.Equal(t, exitQueued, code, logged)
+	require.Contains(t, logged, "stopped with 3 jobs left")
 }
 
 // export of a batch that has not settled fails with nothing written unless

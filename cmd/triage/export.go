@@ -26,16 +26,15 @@ func runExport(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("triage export", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	partial := fs.Bool("partial", false, "export a batch that has not settled yet (records still pending are skipped)")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage export [--partial] B > enriched.jsonl")
-		fmt.Fprintln(e.stderr, "Prints each record of batch B that has a result, in input order, with an added")
-		fmt.Fprintln(e.stderr, "\"enrichment\" field: the JSON object (or text) the model returned. Records without a")
-		fmt.Fprintln(e.stderr, "result (dead-lettered or pending) are skipped and counted on stderr. A record answered")
-		fmt.Fprintln(e.stderr, "from a truncated request (on_overflow = \"truncate\") also gets \"triage\":{\"truncated\":true}.")
-		fmt.Fprintln(e.stderr, "A batch that has not settled is refused with exit 4 and nothing written, unless --partial")
-		fmt.Fprintln(e.stderr, "(`triage wait B` first waits for it to settle).")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, e,
+		"usage: triage export [--partial] B > enriched.jsonl",
+		"Prints each record of batch B that has a result, in input order, with an added",
+		"\"enrichment\" field: the JSON object (or text) the model returned. Records without a",
+		"result (dead-lettered or pending) are skipped and counted on stderr. A record answered",
+		"from a truncated request (on_overflow = \"truncate\") also gets \"triage\":{\"truncated\":true}.",
+		"A batch that has not settled is refused with exit 4 and nothing written, unless --partial",
+		"(`triage wait B` first waits for it to settle).",
+	)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return parseFailed(err)

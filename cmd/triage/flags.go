@@ -72,3 +72,14 @@ func openDBOptional(ctx context.Context, e *env) (*config.Config, *db, error) {
 	}
 	return cfg, d, nil
 }
+
+// setUsage sets fs's usage: lines, one a line, then its flags' defaults, on
+// stderr.
+func setUsage(fs *flag.FlagSet, e *env, lines ...string) {
+	fs.Usage = func() {
+		for _, l := range lines {
+			fmt.Fprintln(e.stderr, l)
+		}
+		fs.PrintDefaults()
+	}
+}

@@ -31,10 +31,7 @@ func runKeys(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("triage keys", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	asJSON := fs.Bool("json", false, "print a JSON array")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage keys [--json]\n       triage keys resume KEY")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, e, "usage: triage keys [--json]\n       triage keys resume KEY")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return parseFailed(err)
@@ -148,21 +145,29 @@ func keysRetries(rb *operator.RetryBudgetView) string {
 	return s
 }
 
+// breakerSince says since when a breaker in state is open and where its
+// probe is: " since T; a probe is out" or "; next probe at T".
+func breakerSince(state keys.State, opened, next *time.Time) string {
+	s := ""
+	if opened != nil {
+		s += " since " + keysTime(opened)
+	}
+	switch {
+	case state == keys.StateHalfOpen:
+		s += "; a probe is out"
+	case next != nil:
+		s += "; next probe at " + keysTime(next)
+	}
+	return s
+}
+
 // keysNotes says, in words, why a key's jobs are not fetched (exhausted,
 // throttled) and whether its retries wait on the retry budget.
 func keysNotes(v operator.KeyView) []string {
 	var out []string
 	if v.State != keys.StateClosed && v.SafetyNet.Hold != nil {
 		s := fmt.Sprintf("key %s: held by the safety net (%s) for the error %q", v.Key, *v.SafetyNet.Hold, *v.SafetyNet.Fingerprint)
-		if v.OpenedAt != nil {
-			s += " since " + keysTime(v.OpenedAt)
-		}
-		switch {
-		case v.State == keys.StateHalfOpen:
-			s += "; a probe is out"
-		case v.NextProbe != nil:
-			s += "; next probe at " + keysTime(v.NextProbe)
-		}
+		s += breakerSince(v.State, v.OpenedAt, v.NextProbe)
 		out = append(out, s+"; a suspected account problem the classifier did not know: its jobs stay queued and the dead letters of that error go back with them")
 	} else if v.State != keys.StateClosed {
 		s := "key " + v.Key + ": exhausted"
@@ -171,27 +176,11 @@ func keysNotes(v operator.KeyView) []string {
 		} else if v.Reason != nil {
 			s += " (" + *v.Reason + ")"
 		}
-		if v.OpenedAt != nil {
-			s += " since " + keysTime(v.OpenedAt)
-		}
-		switch {
-		case v.State == keys.StateHalfOpen:
-			s += "; a probe is out"
-		case v.NextProbe != nil:
-			s += "; next probe at " + keysTime(v.NextProbe)
-		}
+		s += breakerSince(v.State, v.OpenedAt, v.NextProbe)
 		out = append(out, s+"; its jobs stay queued")
 	} else if v.Storm.State != keys.StateClosed {
 		s := "key " + v.Key + ": provider storm (storm breaker " + string(v.Storm.State) + ")"
-		if v.Storm.OpenedAt != nil {
-			s += " since " + keysTime(v.Storm.OpenedAt)
-		}
-		switch {
-		case v.Storm.State == keys.StateHalfOpen:
-			s += "; a probe is out"
-		case v.Storm.NextProbe != nil:
-			s += "; next probe at " + keysTime(v.Storm.NextProbe)
-		}
+		s += breakerSince(v.Storm.State, v.Storm.OpenedAt, v.Storm.NextProbe)
 		if v.Storm.CooldownS != nil {
 			s += fmt.Sprintf(", cooldown %s", time.Duration(*v.Storm.CooldownS*float64(time.Second)))
 		}

@@ -133,12 +133,11 @@ func runLedger(ctx context.Context, e *env, args []string) int {
 	calls := fs.Bool("calls", false, "list the calls themselves (newest first), each with how its request was changed, instead of the sums")
 	record := fs.String("record", "", "with --batch: only this record's calls (implies --calls)")
 	asJSON := fs.Bool("json", false, `print {"batch","key","calls","records","retries","input_tokens","output_tokens","spend_usd","possibly_billed_usd","by_class":[...],"by_model":[{"model","key","calls","answered","spend_usd"}]}; with provider-batch lines also "by_mode":[{"mode","calls","spend_usd","sync_cost_usd"}] and "batch_saved_usd", and "batch_reserved_usd" (lines waiting in provider batches, not in possibly_billed_usd); "possibly_double_billed" (records) and "ambiguity":[{"key","policy","unanswered","found_by_lookup","possibly_double_billed"}]`)
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage ledger [--batch B [--record R]] [--key K] [--calls] [--json]")
-		fmt.Fprintln(e.stderr, "What the calls came to, by classifier class: calls, records, retries, tokens, spend and")
-		fmt.Fprintln(e.stderr, "possibly billed (sent, no answer: the provider may have billed it).")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, e,
+		"usage: triage ledger [--batch B [--record R]] [--key K] [--calls] [--json]",
+		"What the calls came to, by classifier class: calls, records, retries, tokens, spend and",
+		"possibly billed (sent, no answer: the provider may have billed it).",
+	)
 	if code, ok := parseNoArgs(e, "ledger", fs, args); !ok {
 		return code
 	}
@@ -303,14 +302,7 @@ func ledgerCalls(ctx context.Context, e *env, d *db, f ledger.AttemptFilter, asJ
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tBATCH\tRECORD\tATTEMPT\tSTATUS\tLOST ANSWER\tCLASS\tREASON\tCHANGE\tCOST USD\tMODE")
 	for _, a := range rows {
-		change := a.Change
-		if change == "" {
-			change = "-"
-		}
-		resolution := string(a.Resolution)
-		if resolution == "" {
-			resolution = "-"
-		}
+		change, resolution := orDash(a.Change), orDash(string(a.Resolution))
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.6f\t%s\n", a.ID, safe(a.Batch), safe(a.RecordID), a.Attempt, a.Status,
 			resolution, derefOrDash(a.Class), safe(derefOrDash(a.Reason)), change, a.CostUSD, a.Mode)
 	}

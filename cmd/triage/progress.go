@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/triage-dev/triage/ledger"
+	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/keys"
 	"github.com/triage-dev/triage/worker/operator"
 	"github.com/triage-dev/triage/worker/submitter"
@@ -155,7 +156,8 @@ func withBatchWait(line string, st ledger.Status, gather time.Duration, near, ba
 // describeBatchWait says what the batch's lines wait for, e.g. "waiting for
 // provider batch batch_6752 (50 lines, in_progress)"; "" when none waits.
 // near: an auto pipeline's deadline is within its margin, so the lines not
-// sent are being taken back for sync calls, not gathered.
+// sent are being taken back for sync calls, not gathered. gather is the
+// key's resolved gather (batchGather).
 func describeBatchWait(st ledger.Status, gather time.Duration, near bool) string {
 	var parts []string
 	if n := len(st.ProviderBatches); n > 0 {
@@ -172,9 +174,6 @@ func describeBatchWait(st ledger.Status, gather time.Duration, near bool) string
 	if n := st.BatchLinesUnsent; n > 0 && near {
 		parts = append(parts, fmt.Sprintf("%d %s taken back for sync calls (the deadline is within auto_margin)", n, plural(n, "line", "lines")))
 	} else if n > 0 {
-		if gather <= 0 {
-			gather = submitter.GatherDefault
-		}
 		parts = append(parts, fmt.Sprintf("%d %s to send as a provider batch (sent once no new line has come for %s)",
 			n, plural(n, "line", "lines"), gather))
 	}
@@ -264,4 +263,15 @@ func roundWait(d time.Duration) string {
 		return d.Round(100 * time.Millisecond).String()
 	}
 	return d.Round(time.Second).String()
+}
+
+// batchGather is how long key's submitter gathers lines before it sends
+// them: the Go options' Tuning with the key's own batch_gather over it and
+// the submitter's defaults under it (submitter.Tuning.WithDefaults, the one
+// definition), for the progress line of a batch-mode run.
+func batchGather(t submitter.Tuning, cfg *config.Config, key string) time.Duration {
+	if k, err := cfg.Key(key); err == nil {
+		t = t.ForKey(k)
+	}
+	return t.WithDefaults().Gather
 }

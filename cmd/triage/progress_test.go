@@ -11,6 +11,7 @@ import (
 	"github.com/triage-dev/triage/ledger"
 	"github.com/triage-dev/triage/worker/config"
 	"github.com/triage-dev/triage/worker/keys"
+	"github.com/triage-dev/triage/worker/submitter"
 )
 
 func TestProgressLine(t *testing.T) {
@@ -117,8 +118,9 @@ func TestProgressBatchWait(t *testing.T) {
 	require.Equal(t, line, withBatchWait(line, st, 0, false, false), "nothing in provider batches: unchanged")
 
 	st.BatchLinesUnsent = 50
+	gather := batchGather(submitter.Tuning{}, &config.Config{}, "main")
 	require.Equal(t, line+", 50 lines to send as a provider batch (sent once no new line has come for 30s)",
-		withBatchWait(line, st, 0, false, false), "the submitter's default gather")
+		withBatchWait(line, st, gather, false, false), "the submitter's default gather")
 	require.Equal(t, "1 line to send as a provider batch (sent once no new line has come for 2s)",
 		describeBatchWait(ledger.Status{State: ledger.BatchRunning, BatchLinesUnsent: 1}, 2*time.Second, false))
 	require.Equal(t, "2 lines taken back for sync calls (the deadline is within auto_margin)",
@@ -138,7 +140,7 @@ func TestProgressBatchWait(t *testing.T) {
 	st.BatchLinesUnsent = 3
 	require.Equal(t, "waiting for 3 provider batches: batch_6752 (50 lines, in_progress, cancel requested); "+
 		"#4 (2 of 120 lines, not submitted yet); batch_6752 (1 line, ended, collecting the results); "+
-		"3 lines to send as a provider batch (sent once no new line has come for 30s)", describeBatchWait(st, 0, false))
+		"3 lines to send as a provider batch (sent once no new line has come for 30s)", describeBatchWait(st, gather, false))
 
 	failed := "batchapi: get: status 404 (invalid_request_error)"
 	require.Equal(t, "waiting for provider batch batch_6752 (1 line, in_progress, last request failed: "+failed+")",
@@ -148,6 +150,17 @@ func TestProgressBatchWait(t *testing.T) {
 
 	st.State = ledger.BatchSettled
 	require.Equal(t, line, withBatchWait(line, st, 0, false, false), "a settled batch waits for nothing")
+}
+
+// The progress line's gather is the submitter's: its default under the
+// Go option, the key's batch_gather over both.
+func TestBatchGatherIsTheSubmitters(t *testing.T) {
+	t.Parallel()
+	cfg := &config.Config{Keys: []config.Key{{Name: "main"}, {Name: "slow", BatchGather: time.Minute}}}
+	require.Equal(t, submitter.GatherDefault, batchGather(submitter.Tuning{}, cfg, "main"))
+	require.Equal(t, submitter.Tuning{}.WithDefaults().Gather, batchGather(submitter.Tuning{}, cfg, "gone"))
+	require.Equal(t, 2*time.Second, batchGather(submitter.Tuning{Gather: 2 * time.Second}, cfg, "main"))
+	require.Equal(t, time.Minute, batchGather(submitter.Tuning{Gather: 2 * time.Second}, cfg, "slow"))
 }
 
 // An auto pipeline's deadline is near once within its auto_margin; other

@@ -64,18 +64,17 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&ui.addr, "ui-addr", "", "serve the web window (triage's pages and River UI) on this address while the run lasts, e.g. "+console.AddrDefault)
 	ui.defineToken(fs)
 	dbWait := fs.Duration("db-wait", dbWaitDefault, "how long to ride out an unreachable database before stopping with exit 4 (the jobs stay queued)")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage run --pipeline P [--batch B] [--max-wait D] [--budget USD] [--deadline D] [--no-cache] [--dry-run] [--ui-addr ADDR [--ui-token T]] FILE|-")
-		fmt.Fprintln(e.stderr, "Enqueues the file as one batch and works it in this process until every record is")
-		fmt.Fprintln(e.stderr, "completed or dead-lettered, then prints a summary. While the key is exhausted it waits")
-		fmt.Fprintln(e.stderr, "(one probe per probe_interval); when the batch's budget is spent it stops.")
-		fmt.Fprintln(e.stderr, "Exit: 0 settled; 3 settled with dead letters; 2 the provider refuses the key as invalid")
-		fmt.Fprintln(e.stderr, "(never answered in this run); 4 stopped with jobs still queued")
-		fmt.Fprintln(e.stderr, "(--max-wait passed, budget reached, interrupted, database unreachable for --db-wait);")
-		fmt.Fprintln(e.stderr, "`triage work --exit-when-idle` finishes them. A database blip shorter than --db-wait is")
-		fmt.Fprintln(e.stderr, "ridden out: answers that arrive meanwhile are held and stored when it is back.")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, e,
+		"usage: triage run --pipeline P [--batch B] [--max-wait D] [--budget USD] [--deadline D] [--no-cache] [--dry-run] [--ui-addr ADDR [--ui-token T]] FILE|-",
+		"Enqueues the file as one batch and works it in this process until every record is",
+		"completed or dead-lettered, then prints a summary. While the key is exhausted it waits",
+		"(one probe per probe_interval); when the batch's budget is spent it stops.",
+		"Exit: 0 settled; 3 settled with dead letters; 2 the provider refuses the key as invalid",
+		"(never answered in this run); 4 stopped with jobs still queued",
+		"(--max-wait passed, budget reached, interrupted, database unreachable for --db-wait);",
+		"`triage work --exit-when-idle` finishes them. A database blip shorter than --db-wait is",
+		"ridden out: answers that arrive meanwhile are held and stored when it is back.",
+	)
 	if code, ok := f.parse(e, "run", fs, args); !ok {
 		return code
 	}
@@ -153,8 +152,9 @@ type batchRun struct {
 	maxWait time.Duration
 	// interval between plain progress lines (stderr not a terminal).
 	interval time.Duration
-	// dbWait: how long an unreachable database is ridden out; default
-	// dbWaitDefault.
+	// dbWait: how long an unreachable database is ridden out before the
+	// run stops (run's --db-wait; demo's is dbWaitDefault); 0 rides it out
+	// for as long as it lasts.
 	dbWait time.Duration
 	// opts tunes the worker; Config, Pool, Keys, Getenv and Logger are set
 	// by workBatch.
@@ -307,14 +307,8 @@ func pollBatch(ctx context.Context, store *keys.Store, pace func() (keys.PaceSta
 	var last ledger.Status
 	// How long the key's submitter gathers lines before it sends them, for
 	// the progress line of a batch-mode run.
-	gather := r.opts.Batch.Gather
-	if k, err := r.cfg.Key(r.key); err == nil {
-		gather = r.opts.Batch.ForKey(k).Gather
-	}
+	gather := batchGather(r.opts.Batch, r.cfg, r.key)
 	down := outage{limit: r.dbWait}
-	if down.limit <= 0 {
-		down.limit = dbWaitDefault
-	}
 	for {
 		now := time.Now()
 		st, ks, err := batchStatus(ctx, r.d.pool, store, r.batch)

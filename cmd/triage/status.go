@@ -44,11 +44,10 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("triage status", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	asJSON := fs.Bool("json", false, `print {"batch","pipeline","total","completed","dead_lettered","pending","calls","spend_usd","possibly_billed_usd","state","cancelled","models","fallback"} (an array without B); cancelled counts the dead letters of jobs cancelled or deleted by hand; models the completed records by the model that answered; fallback the records moved to a fallback model. Only when the batch has them: "deadline"; "by_mode" [{"mode","calls","spend_usd","sync_cost_usd"}] and "batch_saved_usd" (batch-mode lines); "batch_reserved_usd" (the estimate of batch-mode lines waiting in provider batches, not in possibly_billed_usd); "batch_lines_unsent" (batch-mode lines in no provider batch yet); "provider_batches" [{"id","provider_batch_id","vendor","state","vendor_status","counts","lines","batch_lines","cancel_requested","age_s","expires_in_s",...}] (in flight); with B, "lost_answers" {"found","resent","dead_lettered","unknown"} (calls whose answer was lost, by how each was resolved)`)
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage status [B] [--json]")
-		fmt.Fprintln(e.stderr, "One batch's progress, or a table of every batch. state: running | settled | paused_exhausted | paused_budget | paused (by hand) | cancelled (by hand, calls in flight finishing).")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, e,
+		"usage: triage status [B] [--json]",
+		"One batch's progress, or a table of every batch. state: running | settled | paused_exhausted | paused_budget | paused (by hand) | cancelled (by hand, calls in flight finishing).",
+	)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return parseFailed(err)

@@ -107,13 +107,12 @@ func runUI(ctx context.Context, e *env, args []string) int {
 	f := uiFlags{addrFlag: "--addr"}
 	fs.StringVar(&f.addr, "addr", console.AddrDefault, "listen address; anything but loopback needs --ui-token")
 	f.defineToken(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage ui [--addr 127.0.0.1:8080] [--ui-token T]")
-		fmt.Fprintln(e.stderr, "Serves triage's pages (/, /batches/B, /dead-letters, /dead-letters/ID, /keys; each also")
-		fmt.Fprintln(e.stderr, "?format=json) and River UI (/riverui/) until interrupted. From another machine, keep the")
-		fmt.Fprintln(e.stderr, "loopback default and tunnel: ssh -L 8080:127.0.0.1:8080 host, then open http://127.0.0.1:8080/.")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, e,
+		"usage: triage ui [--addr 127.0.0.1:8080] [--ui-token T]",
+		"Serves triage's pages (/, /batches/B, /dead-letters, /dead-letters/ID, /keys; each also",
+		"?format=json) and River UI (/riverui/) until interrupted. From another machine, keep the",
+		"loopback default and tunnel: ssh -L 8080:127.0.0.1:8080 host, then open http://127.0.0.1:8080/.",
+	)
 	if code, ok := parseNoArgs(e, cmd, fs, args); !ok {
 		return code
 	}

@@ -26,14 +26,13 @@ func runWait(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("triage wait", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	timeout := fs.Duration("timeout", 0, "stop waiting after this long (0: until the batch settles)")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage wait B [--timeout D]")
-		fmt.Fprintln(e.stderr, "Blocks until every record of batch B has a result or a dead letter, worked by any")
-		fmt.Fprintln(e.stderr, "`triage work` or `triage run` of the fleet; it works nothing itself. Exit as `triage run`:")
-		fmt.Fprintln(e.stderr, "0 settled; 3 settled with dead letters; 4 not settled (--timeout passed, its budget is")
-		fmt.Fprintln(e.stderr, "spent, interrupted); 2 no batch B or bad usage; 1 the database failed.")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, e,
+		"usage: triage wait B [--timeout D]",
+		"Blocks until every record of batch B has a result or a dead letter, worked by any",
+		"`triage work` or `triage run` of the fleet; it works nothing itself. Exit as `triage run`:",
+		"0 settled; 3 settled with dead letters; 4 not settled (--timeout passed, its budget is",
+		"spent, interrupted); 2 no batch B or bad usage; 1 the database failed.",
+	)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return parseFailed(err)

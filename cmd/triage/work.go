@@ -47,15 +47,14 @@ func runWork(ctx context.Context, e *env, args []string) int {
 	var ui uiFlags
 	fs.StringVar(&ui.addr, "ui-addr", "", "also serve the web window (triage's pages and River UI) on this address, e.g. "+console.AddrDefault)
 	ui.defineToken(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: triage work [--keys k1,k2] [--exit-when-idle] [--metrics-addr ADDR] [--ui-addr ADDR [--ui-token T]]")
-		fmt.Fprintln(e.stderr, "Works the keys' queues until SIGINT/SIGTERM (calls in flight finish first), or with")
-		fmt.Fprintln(e.stderr, "--exit-when-idle until they are empty. Run as many as you like, on as many machines.")
-		fmt.Fprintln(e.stderr, "Exit: 0 stopped (with --exit-when-idle: the queues are empty); 4 with --exit-when-idle,")
-		fmt.Fprintln(e.stderr, "interrupted with jobs left; 1 a runtime failure (metrics or web window address lost);")
-		fmt.Fprintln(e.stderr, "2 bad usage or configuration.")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, e,
+		"usage: triage work [--keys k1,k2] [--exit-when-idle] [--metrics-addr ADDR] [--ui-addr ADDR [--ui-token T]]",
+		"Works the keys' queues until SIGINT/SIGTERM (calls in flight finish first), or with",
+		"--exit-when-idle until they are empty. Run as many as you like, on as many machines.",
+		"Exit: 0 stopped (with --exit-when-idle: the queues are empty); 4 with --exit-when-idle,",
+		"interrupted with jobs left; 1 a runtime failure (metrics or web window address lost);",
+		"2 bad usage or configuration.",
+	)
 	if code, ok := parseNoArgs(e, "work", fs, args); !ok {
 		return code
 	}

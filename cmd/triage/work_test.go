@@ -59,6 +59,37 @@ func (w *signalWriter) String() string {
 	return w.buf.String()
 }
 
+// interruptWork runs `triage --config <config> work args...` in-process,
+// interrupts it (SIGINT/SIGTERM: its context is cancelled) once it is
+// working and the fake provider's stats meet until, and returns its exit
+// code and what it logged.
+func (c *cli) interruptWork(t *testing.T, until func(fakeprovider.Stats) bool, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errw := &signalWriter{want: `"msg":"working"`, seen: make(chan struct{})}
+	seen := errw.seen
+	e := &env{stdout: &bytes.Buffer{}, stderr: errw, getenv: func(k string) string { return c.envs[k] }}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, append([]string{"--config", c.config, "work"}, args...), e) }()
+	select {
+	case <-seen:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("work did not start: %s", errw.String())
+	}
+	wait, cancelWait := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancelWait()
+	require.NoError(t, c.fake.WaitFor(wait, until), errw.String())
+	cancel()
+	select {
+	case code := <-done:
+		return code, errw.String()
+	case <-time.After(90 * time.Second):
+		t.Fatalf("work did not stop: %s", errw.String())
+		return 0, ""
+	}
+}
+
 func TestWorkStopsOnInterrupt(t *testing.T) {
 	t.Parallel()
 	// Every call finds the key exhausted: the jobs stay queued, so only the
@@ -67,34 +98,10 @@ func TestWorkStopsOnInterrupt(t *testing.T) {
 	r := c.run(jsonl(3), "enqueue", "--pipeline", "enrich", "--batch", "b1", "-")
 	require.Equal(t, exitOK, r.code, r.stderr)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	errw := &signalWriter{want: `"msg":"working"`, seen: make(chan struct{})}
-	seen := errw.seen
-	var out bytes.Buffer
-	e := &env{stdout: &out, stderr: errw, getenv: func(k string) string { return c.envs[k] }}
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"--config", c.config, "work"}, e) }()
-	select {
-	case <-seen:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("work did not start: %s", errw.String())
-	}
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel2()
-	require.NoError(t, c.fake.WaitFor(ctx2, func(s fakeprovider.Stats) bool { return s.Requests > 0 }))
-	cancel() // SIGINT
-	select {
-	case code := <-done:
-		require.Equal(t, exitOK, code, errw.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("work did not stop: %s", errw.String())
-	}
-	require.Contains(t, errw.String(), "stopping")
-	var left int
-	require.NoError(t, c.db.Pool.QueryRow(context.Background(),
-		"SELECT count(*) FROM river_job WHERE state IN ('available', 'scheduled', 'retryable')").Scan(&left))
-	require.Equal(t, 3, left, "the jobs stay queued for the next worker")
+	code, logged := c.interruptWork(t, func(s fakeprovider.Stats) bool { return s.Requests > 0 })
+	require.Equal(t, exitOK, code, logged)
+	require.Contains(t, logged, "stopping")
+	require.Equal(t, 3, c.jobs("available", "scheduled", "retryable"), "the jobs stay queued for the next worker")
 }
 
 func TestWorkBadUsage(t *testing.T) {
@@ -149,27 +156,10 @@ func TestWorkLetsCallsInFlightFinishOnInterrupt(t *testing.T) {
 	r := c.run(jsonl(2), "enqueue", "--pipeline", "enrich", "--batch", "b1", "-")
 	require.Equal(t, exitOK, r.code, r.stderr)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	errw := &signalWriter{want: `"msg":"working"`, seen: make(chan struct{})}
-	e := &env{stdout: &bytes.Buffer{}, stderr: errw, getenv: func(k string) string { return c.envs[k] }}
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"--config", c.config, "work"}, e) }()
-	wait, cancelWait := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancelWait()
-	require.NoError(t, c.fake.WaitFor(wait, func(s fakeprovider.Stats) bool { return s.InFlight == 2 }), errw.String())
-	cancel() // SIGTERM
-	select {
-	case code := <-done:
-		require.Equal(t, exitOK, code, errw.String())
-	case <-time.After(90 * time.Second):
-		t.Fatalf("work did not stop: %s", errw.String())
-	}
+	code, logged := c.interruptWork(t, func(s fakeprovider.Stats) bool { return s.InFlight == 2 })
+	require.Equal(t, exitOK, code, logged)
 	st := c.fake.Stats()
 	require.Zero(t, st.BilledAfterClientLeft, "no paid call was cut by the stop")
 	require.Equal(t, 2, st.BilledCalls)
-	var completed int
-	require.NoError(t, c.db.Pool.QueryRow(context.Background(),
-		"SELECT count(*) FROM river_job WHERE state = 'completed'").Scan(&completed))
-	require.Equal(t, 2, completed, "the answers that arrived during the stop are stored")
+	require.Equal(t, 2, c.jobs("completed"), "the answers that arrived during the stop are stored")
 }

@@ -43,7 +43,7 @@ func TestASkewedHostsLeaseHoldsForTheFleet(t *testing.T) {
 			return &Submitter{
 				cfg: Config{Pool: db.Pool, RiverSchema: db.Schema, HostClock: host,
 					Key: &config.Key{Name: "k", Vendor: "anthropic"}},
-				t: Tuning{Lease: 5 * time.Second}.withDefaults(), key: "k", log: slog.New(slog.DiscardHandler),
+				t: Tuning{Lease: 5 * time.Second}.WithDefaults(), key: "k", log: slog.New(slog.DiscardHandler),
 				limit: batchapi.Limits{MaxLines: 100, MaxBytes: 1 << 20},
 			}
 		}
@@ -90,7 +90,7 @@ func TestARenewalWhoseAnswerIsLostKeepsTheLease(t *testing.T) {
 		require.NoError(t, err)
 		s := &Submitter{
 			cfg: Config{Pool: db.Pool, RiverSchema: db.Schema, Key: &config.Key{Name: "k-" + tc.name, Vendor: "anthropic"}},
-			t:   Tuning{Lease: 5 * time.Second}.withDefaults(), key: "k-" + tc.name, log: slog.New(slog.DiscardHandler),
+			t:   Tuning{Lease: 5 * time.Second}.WithDefaults(), key: "k-" + tc.name, log: slog.New(slog.DiscardHandler),
 			limit: batchapi.Limits{MaxLines: 100, MaxBytes: 1 << 20},
 			renewRow: func(ctx context.Context, dbtx ledger.DBTX, r *ledger.ProviderBatch, until time.Time, sends int) error {
 				if tc.committed {

@@ -39,7 +39,7 @@ func TestRoundWithNothingToSendLeavesTheProbeToTheJobs(t *testing.T) {
 	s := &Submitter{
 		cfg: Config{Pool: db.Pool, RiverSchema: db.Schema, Clock: clock, Store: store, Gate: gate,
 			Key: &config.Key{Name: "k", Vendor: "openai"}},
-		t: Tuning{}.withDefaults(), key: "k", log: slog.New(slog.DiscardHandler),
+		t: Tuning{}.WithDefaults(), key: "k", log: slog.New(slog.DiscardHandler),
 		limit: batchapi.Limits{MaxLines: 100, MaxBytes: 1 << 20},
 	}
 	for range 3 {

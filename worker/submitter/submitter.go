@@ -108,7 +108,10 @@ func (t Tuning) Validate() error {
 	return nil
 }
 
-func (t Tuning) withDefaults() Tuning {
+// WithDefaults is t with every zero (or unset) field at its default: the
+// one definition of the submitter's timing, used by the submitter and by
+// the CLI's progress line (how long lines are gathered).
+func (t Tuning) WithDefaults() Tuning {
 	def := func(v *time.Duration, d time.Duration) {
 		if *v <= 0 {
 			*v = d
@@ -222,7 +225,7 @@ func New(cfg Config) (*Submitter, error) {
 	if err := cfg.Tuning.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Submitter{cfg: cfg, t: cfg.Tuning.withDefaults(), log: cfg.Logger, key: cfg.Key.Name, limit: cfg.Client.Limits()}
+	s := &Submitter{cfg: cfg, t: cfg.Tuning.WithDefaults(), log: cfg.Logger, key: cfg.Key.Name, limit: cfg.Client.Limits()}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

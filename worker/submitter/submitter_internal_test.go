@@ -135,12 +135,12 @@ func TestRefusalLimit(t *testing.T) {
 
 func TestTuningDefaults(t *testing.T) {
 	t.Parallel()
-	got := Tuning{}.withDefaults()
+	got := Tuning{}.WithDefaults()
 	require.Equal(t, Tuning{Tick: TickDefault, Gather: GatherDefault, PollMin: PollMinDefault, PollMax: PollMaxDefault,
 		Lease: LeaseDefault}, got)
 	set := Tuning{Tick: time.Second, Gather: 2 * time.Second, PollMin: 3 * time.Second, PollMax: 4 * time.Second,
 		Lease: 5 * time.Second, MaxLines: 6, MaxRefusals: 7}
-	require.Equal(t, set, set.withDefaults())
+	require.Equal(t, set, set.WithDefaults())
 }
 
 // An answer nobody applies (its job was cancelled by hand) is priced as
@@ -204,7 +204,7 @@ func TestTuningForKey(t *testing.T) {
 	got = opts.ForKey(&config.Key{BatchPollMin: 5 * time.Minute})
 	require.Equal(t, 5*time.Minute, got.PollMin)
 	require.Equal(t, 5*time.Minute, got.PollMax, "poll_max raised to the file's poll_min")
-	got = Tuning{}.ForKey(&config.Key{BatchPollMax: 5 * time.Second}).withDefaults()
+	got = Tuning{}.ForKey(&config.Key{BatchPollMax: 5 * time.Second}).WithDefaults()
 	require.Equal(t, 5*time.Second, got.PollMin, "a poll_max under the default poll_min: the one given is meant")
 	require.Equal(t, 5*time.Second, got.PollMax)
 }
