@@ -31,7 +31,7 @@ func TestClassifyExplain(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.Contains(t, r.stdout, `"reason":"unknown_4xx","known":false,"decided_by":"status"}`)
 	require.Contains(t, r.stdout, "rule: default/unknown_4xx (default: no rule matched)")
-	require.Contains(t, r.stdout, "why: no row of the tables wrapped, zhipu, minimax, model, request, openai, signal, generic matched")
+	require.Contains(t, r.stdout, "why: no row of the tables wrapped, zhipu, minimax, model, signal/model, request, openai, signal, generic matched")
 
 	// A built-in row names its fixture.
 	quota := c.file("quota.json", `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`)
