@@ -24,19 +24,19 @@ const (
 func retryUnreachable(ctx context.Context, bound time.Duration, onRetry func(try int, err error), fn func(context.Context) error) error {
 	ctx = context.WithoutCancel(ctx)
 	deadline := time.Now().Add(bound)
-	wait := holdRetryFirst
 	for try := 1; ; try++ {
 		err := fn(ctx)
+		// The fleet's one backoff (doubling, equal jitter): processes
+		// that lost the database together do not all come back in the
+		// same millisecond.
+		wait := decide.Backoff(try, holdRetryFirst, holdRetryMax)
 		if err == nil || !ledger.Unreachable(err) || time.Now().Add(wait).After(deadline) {
 			return err
 		}
 		if onRetry != nil {
 			onRetry(try, err)
 		}
-		// Equal jitter: processes that lost the database together do not
-		// all come back in the same millisecond.
-		time.Sleep(decide.Jitter(wait, 0.5, 1))
-		wait = min(2*wait, holdRetryMax)
+		time.Sleep(wait)
 	}
 }
 
