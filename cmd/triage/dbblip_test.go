@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,16 +32,38 @@ type gatedProvider struct {
 	n       atomic.Int32
 	arrived chan struct{}
 	gate    chan struct{}
+	// t0, mu and seen: what diag logs on a failure.
+	t0   time.Time
+	mu   sync.Mutex
+	seen []string
 }
 
 func (g *gatedProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	key := r.Header.Get(fakeprovider.IdempotencyHeader)
 	r.Header.Del(fakeprovider.IdempotencyHeader)
-	if g.n.Add(1) <= g.hold {
+	at := time.Since(g.t0)
+	n := g.n.Add(1)
+	if n <= g.hold {
 		g.arrived <- struct{}{}
 		<-g.gate
 	}
+	g.mu.Lock()
+	g.seen = append(g.seen, fmt.Sprintf("#%d key=%s arrived=%v passed=%v ctxErr=%v", n, key, at, time.Since(g.t0), r.Context().Err()))
+	g.mu.Unlock()
 	g.next.ServeHTTP(w, r)
 }
+
+// heldCallTimeout is the call timeout of the worlds whose calls the
+// gatedProvider holds across a database stop. The default (5s) is shorter
+// than the hold can be on a loaded machine (the paced calls arriving, then
+// pg_ctl stop: over 5s at load 20-30), and a call that times out there is an
+// ambiguous call the provider still bills: its outcome cannot be stored with
+// the database down, so its intent reads as possibly billed and the retry
+// sends it again under the same Idempotency-Key, which gatedProvider strips,
+// so the record is billed twice. That is the worker's documented reaction to
+// an ambiguous call, not the held answer these tests are about; a timeout no
+// hold reaches keeps them about the answers held.
+const heldCallTimeout = "1m"
 
 // ownCluster is a private PostgreSQL cluster for a test that stops and
 // starts its database.
@@ -77,7 +101,7 @@ type blipWorld struct {
 	envs   map[string]string
 }
 
-func newBlipWorld(t *testing.T, sc fakeprovider.Scenario, probeInterval string, wrap func(http.Handler) http.Handler) *blipWorld {
+func newBlipWorld(t *testing.T, sc fakeprovider.Scenario, probeInterval, callTimeout string, wrap func(http.Handler) http.Handler) *blipWorld {
 	t.Helper()
 	w := &blipWorld{t: t, db: newOwnCluster(t)}
 	sc.APIKey = cliAPIKey
@@ -86,7 +110,7 @@ func newBlipWorld(t *testing.T, sc fakeprovider.Scenario, probeInterval string, 
 	srv := httptest.NewServer(wrap(w.fake))
 	t.Cleanup(srv.Close)
 	w.config = filepath.Join(t.TempDir(), "triage.toml")
-	require.NoError(t, os.WriteFile(w.config, []byte(workertest.Config(workertest.ConfigOptions{BaseURL: srv.URL + "/v1", ProbeInterval: probeInterval})), 0o600))
+	require.NoError(t, os.WriteFile(w.config, []byte(workertest.Config(workertest.ConfigOptions{BaseURL: srv.URL + "/v1", ProbeInterval: probeInterval, Timeout: callTimeout})), 0o600))
 	w.envs = map[string]string{"DATABASE_URL": w.db.c.URL(), workertest.APIKeyEnv: cliAPIKey}
 	r := w.run(context.Background(), nil, "migrate")
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -163,12 +187,13 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // back, the run completes, and no record is bought twice.
 func TestRunRidesOutADatabaseRestart(t *testing.T) {
 	t.Parallel()
-	g := &gatedProvider{hold: 4, arrived: make(chan struct{}, 4), gate: make(chan struct{})}
-	w := newBlipWorld(t, fakeprovider.Scenario{}, "", func(h http.Handler) http.Handler { g.next = h; return g })
+	g := &gatedProvider{hold: 4, arrived: make(chan struct{}, 4), gate: make(chan struct{}), t0: time.Now()}
+	w := newBlipWorld(t, fakeprovider.Scenario{}, "", heldCallTimeout, func(h http.Handler) http.Handler { g.next = h; return g })
 	in := filepath.Join(t.TempDir(), "in.jsonl")
 	require.NoError(t, os.WriteFile(in, []byte(workertest.JSONL(8)), 0o600))
 
 	done, stderr := w.start("run", "--pipeline", "enrich", "--batch", "blip", "--progress-interval", "100ms", in)
+	diag(t, g, w, stderr)
 	g.held(t, done)
 	w.db.stop(t) // four calls in flight
 	close(g.gate)
@@ -198,7 +223,7 @@ func TestRunStopsWithExit4WhenTheDatabaseStaysAway(t *testing.T) {
 	t.Parallel()
 	// A probe interval longer than the test: once the key is exhausted no
 	// job runs, so none is left running (for River's rescuer) by the stop.
-	w := newBlipWorld(t, fakeprovider.Scenario{Balance: &fakeprovider.Balance{USD: 0}}, "10m",
+	w := newBlipWorld(t, fakeprovider.Scenario{Balance: &fakeprovider.Balance{USD: 0}}, "10m", "",
 		func(h http.Handler) http.Handler {
 			return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 				r.Header.Del(fakeprovider.IdempotencyHeader)
@@ -239,14 +264,15 @@ func TestRunStopsWithExit4WhenTheDatabaseStaysAway(t *testing.T) {
 // queue without buying anything twice.
 func TestWorkRidesOutADatabaseRestart(t *testing.T) {
 	t.Parallel()
-	g := &gatedProvider{hold: 4, arrived: make(chan struct{}, 4), gate: make(chan struct{})}
-	w := newBlipWorld(t, fakeprovider.Scenario{}, "", func(h http.Handler) http.Handler { g.next = h; return g })
+	g := &gatedProvider{hold: 4, arrived: make(chan struct{}, 4), gate: make(chan struct{}), t0: time.Now()}
+	w := newBlipWorld(t, fakeprovider.Scenario{}, "", heldCallTimeout, func(h http.Handler) http.Handler { g.next = h; return g })
 	in := filepath.Join(t.TempDir(), "in.jsonl")
 	require.NoError(t, os.WriteFile(in, []byte(workertest.JSONL(6)), 0o600))
 	r := w.run(context.Background(), nil, "enqueue", "--pipeline", "enrich", "--batch", "w1", in)
 	require.Equal(t, exitOK, r.code, r.stderr)
 
 	done, stderr := w.start("work", "--exit-when-idle")
+	diag(t, g, w, stderr)
 	g.held(t, done)
 	w.db.stop(t)
 	close(g.gate)
@@ -263,4 +289,24 @@ func TestWorkRidesOutADatabaseRestart(t *testing.T) {
 	st := w.fake.Stats()
 	require.Zero(t, st.DoubleBilledRecords, "no record billed twice")
 	require.Equal(t, 6, st.BilledCalls)
+}
+
+// diag logs, if the test failed, what the provider saw: each call's
+// Idempotency-Key and when it arrived and passed the gate, each record's
+// bills, and the command's stderr.
+func diag(t *testing.T, g *gatedProvider, w *blipWorld, stderr *workertest.Buffer) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		g.mu.Lock()
+		for _, l := range g.seen {
+			t.Logf("provider saw: %s", l)
+		}
+		g.mu.Unlock()
+		for rec, rs := range w.fake.Stats().ByRecord {
+			t.Logf("record %.12s billed=%d statuses=%v actions=%v", rec, rs.Billed, rs.Statuses, rs.Actions)
+		}
+		t.Logf("stderr:\n%s", stderr.String())
+	})
 }
