@@ -75,9 +75,10 @@ func TestFallbackMoverLeavesRecordsWithALiveLine(t *testing.T) {
 	fb, fbURL := workertest.Provider(t, fakeprovider.Scenario{APIKey: workertest.APIKey, NoReplay: true})
 	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}
 	b, clock := setupBatch(t, sc, "batch", tweaks{extraPipeline: anthropicFallback(fbURL)})
+	b.oneGather(n, 5*time.Second) // one provider batch, however slowly the jobs write their lines
 	b.enqueue(t, "b1", records(n, nil))
 	rt := b.start(t)
-	eventually(t, 30*time.Second, "b1's provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
+	eventually(t, 30*time.Second, "b1's provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 && b.lineStates(t)["submitted"] == n })
 	eventually(t, 30*time.Second, "b1's jobs sleep", func() bool { return b.jobStates(t)["scheduled"] == n })
 
 	b.openBreaker(t, workertest.Key)
@@ -203,9 +204,10 @@ func TestSwitchToSyncModeWaitsForTheLinesInFlight(t *testing.T) {
 	const n = 4
 	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}
 	b, clock := setupBatch(t, sc, "batch", tweaks{})
+	b.oneGather(n, 5*time.Second) // one provider batch, however slowly the jobs write their lines
 	b.enqueue(t, "b1", records(n, nil))
 	rt := b.start(t)
-	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
+	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 && b.lineStates(t)["submitted"] == n })
 	eventually(t, 30*time.Second, "every job sleeps", func() bool { return b.jobStates(t)["scheduled"] == n })
 	stopRuntime(t, rt)
 
@@ -237,9 +239,10 @@ func TestJobsPastTheirBoundsWaitForTheirLines(t *testing.T) {
 	const n = 4
 	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}
 	b, clock := setupBatch(t, sc, "batch", tweaks{})
+	b.oneGather(n, 5*time.Second) // one provider batch, however slowly the jobs write their lines
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
-	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
+	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 && b.lineStates(t)["submitted"] == n })
 	eventually(t, 30*time.Second, "every job sleeps", func() bool { return b.jobStates(t)["scheduled"] == n })
 	// Half past max_attempts runs (worker errors), half past max_snoozes.
 	_, err := b.db.Pool.Exec(context.Background(), `UPDATE river_job SET
@@ -398,10 +401,11 @@ func cancelledInALiveBatch(t *testing.T, n int) (*testBundle, *testClock, int64)
 	t.Helper()
 	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}
 	b, clock := setupBatch(t, sc, "batch", tweaks{})
+	b.oneGather(n, 5*time.Second)             // one provider batch, however slowly the jobs write their lines
 	b.opts.SpendCheck = 20 * time.Millisecond // the sweep that dead-letters cancelled jobs
 	b.enqueue(t, "b1", records(n, nil))
 	rt := b.start(t)
-	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 })
+	eventually(t, 30*time.Second, "the provider batch is submitted", func() bool { return b.providerBatches(t)["submitted"] == 1 && b.lineStates(t)["submitted"] == n })
 	eventually(t, 30*time.Second, "every job sleeps", func() bool { return b.jobStates(t)["scheduled"] == n })
 	_, err := rt.River().JobCancel(context.Background(), b.jobOf(t, "b1", "r002"))
 	require.NoError(t, err)
