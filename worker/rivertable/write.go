@@ -21,6 +21,15 @@ type DBTX interface {
 // jobs. Only scheduled jobs are touched: jobs waiting on a retry backoff
 // are retryable and keep their backoff.
 
+// wokenAt is the scheduled_at of a job woken with a provider batch's
+// answer to apply (or near its deadline): when it was queued, so River,
+// which takes available jobs by priority, scheduled_at and id, runs it
+// ahead of the records queued after it instead of behind all of them. In
+// a night larger than one provider batch the collected answers are then
+// applied while the rest of the night's lines are still being written,
+// not after the last one, and each applied line drops its answer.
+const wokenAt = `least(created_at, now())`
+
 // WakeBatch wakes the snoozed jobs of kind whose args name batch.
 func WakeBatch(ctx context.Context, db DBTX, schema, kind, batch string) (int, error) {
 	tag, err := db.Exec(ctx, `UPDATE `+Job(schema)+` SET state = 'available', scheduled_at = now()
@@ -41,12 +50,14 @@ func WakeQueue(ctx context.Context, db DBTX, schema, kind, queue string) (int, e
 	return int(tag.RowsAffected()), nil
 }
 
-// WakeJobs wakes the jobs ids that are snoozed.
+// WakeJobs wakes the jobs ids that are snoozed, each at its place in the
+// queue by when it was queued (wokenAt): jobs woken with a paid answer to
+// apply, or near their batch's deadline.
 func WakeJobs(ctx context.Context, db DBTX, schema string, ids []int64) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	tag, err := db.Exec(ctx, `UPDATE `+Job(schema)+` SET state = 'available', scheduled_at = now()
+	tag, err := db.Exec(ctx, `UPDATE `+Job(schema)+` SET state = 'available', scheduled_at = `+wokenAt+`
 		WHERE state = 'scheduled' AND id = ANY($1)`, ids)
 	if err != nil {
 		return 0, err
@@ -55,9 +66,9 @@ func WakeJobs(ctx context.Context, db DBTX, schema string, ids []int64) (int, er
 }
 
 // WakeJobsOfLines wakes the snoozed jobs of key's provider-batch lines in
-// one of states.
+// one of states, each at its place in the queue (wokenAt).
 func WakeJobsOfLines(ctx context.Context, db DBTX, schema, key string, states []string) error {
-	_, err := db.Exec(ctx, `UPDATE `+Job(schema)+` SET state = 'available', scheduled_at = now()
+	_, err := db.Exec(ctx, `UPDATE `+Job(schema)+` SET state = 'available', scheduled_at = `+wokenAt+`
 		WHERE state = 'scheduled' AND id IN (SELECT job_id FROM triage_provider_batch_line
 			WHERE key = $1 AND state = ANY($2))`, key, states)
 	return err
