@@ -745,9 +745,10 @@ func TestBatchLineOfACancelledJobIsNotSent(t *testing.T) {
 	eventually(t, 30*time.Second, "the other records complete", func() bool { return b.status(t, "b1").Completed == n-1 })
 	stats := b.fake.Stats()
 	require.Equal(t, n-1, stats.Batches.Lines, "the cancelled job's line was not sent")
-	b.requireBilledOnce(t)
 	// Its line is closed and its attempt settled as not run ($0), not left
-	// an intent the ledger would count as possibly billed.
+	// an intent the ledger would count as possibly billed: by the
+	// submitter's sweep, which runs every few ticks, so it is waited for
+	// before the ledger is checked.
 	eventually(t, 30*time.Second, "the cancelled job's line is closed, its attempt not run", func() bool {
 		var line, status, reason string
 		var cost float64
@@ -755,6 +756,7 @@ func TestBatchLineOfACancelledJobIsNotSent(t *testing.T) {
 			FROM triage_provider_batch_line l JOIN triage_attempt a ON a.id = l.attempt_id WHERE l.record_id = 'r003'`).Scan(&line, &status, &reason, &cost))
 		return line == "applied" && status == "failed" && reason == "batch_not_run" && cost == 0
 	})
+	b.requireBilledOnce(t)
 }
 
 // Lines of an auto pipeline still waiting for a provider batch when the

@@ -207,6 +207,9 @@ type Submitter struct {
 	// written by the loop goroutine only.
 	offset    atomic.Int64
 	alignedAt time.Time
+	// rounds counts the loop's rounds: the sweeps of whole line sets run
+	// every sweepEvery of them (loop goroutine only).
+	rounds int
 
 	// renewRow writes a lease renewal (ledger.RenewProviderBatch; a test
 	// replaces it to lose the answer of a renewal that committed).
@@ -329,8 +332,18 @@ func (s *Submitter) alignClock(ctx context.Context) error {
 	return nil
 }
 
-// Round is one pass: deadlines, missed wakes, new provider batches, and the
-// provider batches due a step. Start calls it every Tuning.Tick.
+// sweepEvery is how many rounds apart the sweeps of the key's whole line
+// sets run (wakeAnswered: the missed wakes, the lines of jobs cancelled or
+// deleted by hand): each reads every answered, not-run or pending line of
+// the key, which in a million-record night is hundreds of thousands of rows
+// and seconds of the database's time, for what is rare (a collection's own
+// wake missed, a job cancelled by hand) and waits a few ticks unharmed: 30 s
+// at the default Tick.
+const sweepEvery = 15
+
+// Round is one pass: deadlines, missed wakes (every sweepEvery rounds), new
+// provider batches, and the provider batches due a step. Start calls it
+// every Tuning.Tick, from one goroutine.
 func (s *Submitter) Round(ctx context.Context) error {
 	if s.cfg.CollectOnly {
 		open, err := ledger.KeyHasOpenBatchWork(ctx, s.cfg.Pool, s.key)
@@ -347,9 +360,12 @@ func (s *Submitter) Round(ctx context.Context) error {
 	if err := s.deadlines(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	if err := s.wakeAnswered(ctx); err != nil {
-		errs = append(errs, err)
+	if s.rounds%sweepEvery == 0 {
+		if err := s.wakeAnswered(ctx); err != nil {
+			errs = append(errs, err)
+		}
 	}
+	s.rounds++
 	for range 100 { // bounded: one round never runs forever
 		worked, err := s.step(ctx)
 		if err != nil {
