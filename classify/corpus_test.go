@@ -299,8 +299,12 @@ const (
 	// dangerous), and Kimi Code's 403 "You've reached your concurrent
 	// request limit" (exhausted, want throttled). The bars are what the
 	// rules clear, not the 98 % the issue asks for.
-	holdout21hMinAccuracy  = 0.75
-	holdout21hMaxDangerous = 4
+	// After the tenth corpus's round (the model-unavailable pattern and the
+	// concurrency signal, read from corpus21i and from holdout21h itself,
+	// now seen, whose bodies are copied into testdata/signal fixtures):
+	// holdout21h 20/20. It measures nothing unseen any more: holdout21i does.
+	holdout21hMinAccuracy  = 1.0
+	holdout21hMaxDangerous = 0
 	corpus21hMinAccuracy   = 1.0
 	corpus21hMaxDangerous  = 0
 
@@ -317,11 +321,22 @@ const (
 
 	// Before any change from this round (the rules after holdout21h's
 	// round): holdout21i 15/20 (75.0 %) with 5 dangerous, corpus21i 31/40
-	// (77.5 %) with 8 dangerous. The bars below are these before-scores.
-	holdout21iMinAccuracy  = 0.75
-	holdout21iMaxDangerous = 5
-	corpus21iMinAccuracy   = 0.775
-	corpus21iMaxDangerous  = 8
+	// (77.5 %) with 8 dangerous.
+	// After the round (read from corpus21i, the seen holdout21h and vendor
+	// docs: the model-unavailable pattern, concurrency as a refusal for the
+	// calls in flight ahead of money, three lexicon entries): corpus21i
+	// 40/40, holdout21i 16/20 (80.0 %) with 4 dangerous. Still missed (not
+	// fixed: that would be writing rules from the holdout): a router's 502
+	// whose every upstream refused the request as malformed (transient, want
+	// rejected), a gateway's 400 "No API key found" (rejected, want
+	// exhausted), Bedrock's 400 ValidationException "Operation not allowed"
+	// for an account held for review (rejected, want exhausted) and Sarvam's
+	// documented 429 "Credits exhausted" (throttled, want exhausted). The
+	// bars are what the rules clear, not the 98 % the issue asks for.
+	holdout21iMinAccuracy  = 0.80
+	holdout21iMaxDangerous = 4
+	corpus21iMinAccuracy   = 1.0
+	corpus21iMaxDangerous  = 0
 )
 
 type corpusCase struct {
