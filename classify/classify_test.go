@@ -14,7 +14,7 @@ import (
 
 // corpusDirs are the testdata directories scored by class in
 // corpus_test.go rather than pinned verdicts.
-var corpusDirs = []string{corpusDir, holdoutDir, corpus21Dir, holdout21Dir, corpus21bDir, holdout21bDir, corpus21cDir, holdout21cDir, corpus21dDir, holdout21dDir, corpus21eDir, holdout21eDir, corpus21fDir, holdout21fDir, corpus21gDir, holdout21gDir, corpus21hDir, holdout21hDir}
+var corpusDirs = []string{corpusDir, holdoutDir, corpus21Dir, holdout21Dir, corpus21bDir, holdout21bDir, corpus21cDir, holdout21cDir, corpus21dDir, holdout21dDir, corpus21eDir, holdout21eDir, corpus21fDir, holdout21fDir, corpus21gDir, holdout21gDir, corpus21hDir, holdout21hDir, corpus21iDir, holdout21iDir}
 
 type fixture struct {
 	Observation Observation `json:"observation"`

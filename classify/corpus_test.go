@@ -299,10 +299,44 @@ const (
 	// dangerous), and Kimi Code's 403 "You've reached your concurrent
 	// request limit" (exhausted, want throttled). The bars are what the
 	// rules clear, not the 98 % the issue asks for.
-	holdout21hMinAccuracy  = 0.75
-	holdout21hMaxDangerous = 4
+	// After the tenth corpus's round (the model-unavailable pattern and the
+	// concurrency signal, read from corpus21i and from holdout21h itself,
+	// now seen, whose bodies are copied into testdata/signal fixtures):
+	// holdout21h 20/20. It measures nothing unseen any more: holdout21i does.
+	holdout21hMinAccuracy  = 1.0
+	holdout21hMaxDangerous = 0
 	corpus21hMinAccuracy   = 1.0
 	corpus21hMaxDangerous  = 0
+
+	// The tenth corpus (issue 21, ninth round): 60 more bodies of
+	// 2025-2026 from GitHub issues and pull requests and vendor, gateway and
+	// router docs (self-hosted servers, routers and gateways, Chinese,
+	// Korean, Russian, Indian and European vendors among them), none of them
+	// a body or a source already in testdata/, split once by
+	// testdata/split21i.py (seed 2210, a third aside) and committed before
+	// any rule or lexicon entry was written from them; holdout21i is scored,
+	// never read.
+	corpus21iDir  = "corpus21i"
+	holdout21iDir = "holdout21i"
+
+	// Before any change from this round (the rules after holdout21h's
+	// round): holdout21i 15/20 (75.0 %) with 5 dangerous, corpus21i 31/40
+	// (77.5 %) with 8 dangerous.
+	// After the round (read from corpus21i, the seen holdout21h and vendor
+	// docs: the model-unavailable pattern, concurrency as a refusal for the
+	// calls in flight ahead of money, three lexicon entries): corpus21i
+	// 40/40, holdout21i 16/20 (80.0 %) with 4 dangerous. Still missed (not
+	// fixed: that would be writing rules from the holdout): a router's 502
+	// whose every upstream refused the request as malformed (transient, want
+	// rejected), a gateway's 400 "No API key found" (rejected, want
+	// exhausted), Bedrock's 400 ValidationException "Operation not allowed"
+	// for an account held for review (rejected, want exhausted) and Sarvam's
+	// documented 429 "Credits exhausted" (throttled, want exhausted). The
+	// bars are what the rules clear, not the 98 % the issue asks for.
+	holdout21iMinAccuracy  = 0.80
+	holdout21iMaxDangerous = 4
+	corpus21iMinAccuracy   = 1.0
+	corpus21iMaxDangerous  = 0
 )
 
 type corpusCase struct {
@@ -414,6 +448,9 @@ func TestAccuracy(t *testing.T) {
 		// Issue 21, eighth round.
 		{"holdout21h", holdout21hDir, holdout21hMaxDangerous, holdout21hMinAccuracy},
 		{"corpus21h", corpus21hDir, corpus21hMaxDangerous, corpus21hMinAccuracy},
+		// Issue 21, ninth round.
+		{"holdout21i", holdout21iDir, holdout21iMaxDangerous, holdout21iMinAccuracy},
+		{"corpus21i", corpus21iDir, corpus21iMaxDangerous, corpus21iMinAccuracy},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -95,7 +95,7 @@ var ruleFixtures = map[string]string{
 	"signal/content_policy":               "classify/testdata/signal/content_filter_null_content_200.json",
 	"signal/context_or_size":              "classify/testdata/signal/context_or_size_llamacpp_server_error_500.json",
 	"signal/in_flight":                    "classify/testdata/signal/in_flight_budget_other_402.json",
-	"signal/model_unavailable":            "classify/testdata/signal/model_failed_to_load_text_lmstudio_400.json",
+	"signal/model_unavailable":            "classify/testdata/signal/model_fade_out_clova_400.json",
 	"signal/money":                        "classify/testdata/signal/money_token_quota_cloudbase_429.json",
 	"signal/quota_window":                 "classify/testdata/signal/quota_window_tpd_moonshot_429.json",
 	"signal/rate_limit":                   "classify/testdata/signal/qianfan_rpm_limit_in_200.json",

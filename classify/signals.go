@@ -34,7 +34,7 @@ const (
 	sigQuota                           // a quota or usage limit, window not stated
 	sigRate                            // rate limit, throttling, concurrency
 	sigCapacity                        // the server or model is overloaded
-	sigInFlight                        // refused for the calls this key has in flight (a concurrency or in-flight spend budget)
+	sigInFlight                        // refused for the calls this key has in flight (a concurrency limit or an in-flight spend budget)
 )
 
 // lexEntry is one lexicon row: a lower-case phrase, the signal it states,
@@ -84,6 +84,11 @@ var lexicon = []lexEntry{
 	// DashScope's free allocation of a model used up (a Coding Plan's
 	// "hour/week/month allocated quota exceeded" differ: a window).
 	{"free allocated quota", sigMoney, "corpus21f/010_other_429.json"},
+	// A subscription whose payment is past due (Ollama Cloud's 403, relayed
+	// inside a router's 502), and a relay's documented 402 for a key out of
+	// credits that also says "usage limit" (money before pace).
+	{"past due", sigMoney, "corpus21i/020_other_502.json"},
+	{"insufficient credits", sigMoney, "corpus21i/056_other_402.json"},
 	// Credential.
 	{"invalid api key", sigCredential, "corpus21/031_other_200.json"},
 	{"authentication credentials", sigCredential, "corpus21/033_vertex_401.json"},
@@ -95,6 +100,10 @@ var lexicon = []lexEntry{
 	// A credential restricted to another product (Anthropic's Claude Code
 	// OAuth credential used for other API requests, relayed by proxies).
 	{"only authorized for use with", sigCredential, "corpus21g/037_anthropic_400.json"},
+	// Credentials refused by the provider behind a gateway (its 502 "the
+	// provider rejected the gateway's credentials"): every call fails the
+	// same way.
+	{"rejected the gateway's credentials", sigCredential, "corpus21i/005_other_502.json"},
 	// Verification.
 	{"must be verified", sigVerification, "openai/organization_must_be_verified_400.json"},
 	// Account state.
@@ -189,11 +198,8 @@ var lexicon = []lexEntry{
 	{"rate limit", sigRate, "corpus21/063_other_429.json"},
 	{"ratelimit", sigRate, "corpus21/043_other_429.json"},
 	{"throttling threshold", sigRate, "corpus21/043_other_429.json"},
-	{"concurrency", sigRate, "corpus21/040_other_429.json"},
 	{"too many requests", sigRate, "corpus21/025_other_429.json"},
-	{"concurrent requests", sigRate, "corpus21/075_other_429.json"},
 	{"速率限制", sigRate, "corpus21/072_other_429.json"},
-	{"并发", sigRate, "corpus21/073_other_429.json"},
 	// Capacity or overload.
 	{"no capacity available", sigCapacity, "corpus21/049_gemini_429.json"},
 	{"capacity exceeded", sigCapacity, "mistral/service_tier_capacity_503.json"},
@@ -210,6 +216,13 @@ var lexicon = []lexEntry{
 	// Retry after in-flight requests settle"): it clears when they finish,
 	// whatever the status and whatever else the body says about credits.
 	{"in-flight requests", sigInFlight, "openrouter/in_flight_budget_402.json"},
+	// A concurrency limit is the same refusal: it clears when the calls in
+	// flight finish, whatever the status (Kimi Code's 403 permission_error
+	// "You've reached your concurrent request limit") and whatever else the
+	// body says about money or the plan.
+	{"concurrency", sigInFlight, "corpus21/040_other_429.json"},
+	{"concurrent request", sigInFlight, "signal/in_flight_concurrent_request_kimi_403.json"},
+	{"并发", sigInFlight, "corpus21/073_other_429.json"},
 }
 
 // modelAnchors are the words modelSignal looks a model wording up by, each
@@ -272,14 +285,25 @@ func modelSignal(f *facts) (Verdict, bool) {
 			pos := from + k
 			for _, ap := range modelAnchored[i] {
 				if s := pos - ap.at; s >= 0 && s+len(ap.phrase) <= len(raw) && strings.EqualFold(raw[s:s+len(ap.phrase)], ap.phrase) {
-					return Verdict{Class: Exhausted, Reason: "signal_model_unavailable", Known: true, Rule: signalPrefix + "model_unavailable", DecidedBy: DecidedBySignal}, true
+					return modelUnavailableVerdict, true
 				}
 			}
 			from = pos + len(a)
 		}
 	}
+	// The pattern (modelpattern.go): the model as subject and an
+	// unavailability word near it, not a request capability it lacks. A
+	// 401, 403 or 404 holds the key already, whichever row decides it (a
+	// vendor's own row keeps its reason and stays known), so the pattern is
+	// read where a row would otherwise reject, pace or resend.
+	if f.status != 401 && f.status != 403 && f.status != 404 && modelUnservable(raw) {
+		return modelUnavailableVerdict, true
+	}
 	return Verdict{}, false
 }
+
+// modelUnavailableVerdict is modelSignal's answer.
+var modelUnavailableVerdict = Verdict{Class: Exhausted, Reason: "signal_model_unavailable", Known: true, Rule: signalPrefix + "model_unavailable", DecidedBy: DecidedBySignal}
 
 // hintKeys are members that state a wait in seconds, wherever they sit:
 // ChatGPT's usage_limit_reached error.resets_in_seconds.
@@ -300,6 +324,9 @@ func readSignals(body string) bodySignals {
 		if out.sigs&lexicon[i].sig == 0 && strings.Contains(text, lexicon[i].phrase) {
 			out.sigs |= lexicon[i].sig
 		}
+	}
+	if out.sigs&sigModel == 0 && heldLower(text) {
+		out.sigs |= sigModel
 	}
 	return out
 }
