@@ -162,9 +162,17 @@ func TestBatchAnswerAppliedAsTheStormProbeDoesNotEndTheStorm(t *testing.T) {
 	const n = 4
 	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}
 	b, clock := setupBatch(t, sc, "batch", tweaks{extraKey: "storm_probe_min = \"200ms\"\n"})
+	// One provider batch, however slowly the jobs write their lines: a
+	// line left to a second batch (a loaded machine leaves 200 ms between
+	// two jobs' lines) goes into a batch created after the clock jump,
+	// which never finishes ("batch b1 settles" timed out), or into a
+	// second create where the test counts one.
+	b.oneGather(n, 5*time.Second)
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
-	eventually(t, 30*time.Second, "the provider batch is created", func() bool { return b.fake.Stats().Batches.Created == 1 })
+	eventually(t, 30*time.Second, "the provider batch is created, with every line", func() bool {
+		return b.fake.Stats().Batches.Created == 1 && b.lineStates(t)["submitted"] == n
+	})
 
 	store, err := keys.NewStore(b.db.Pool, keys.StoreConfig{Clock: clock})
 	require.NoError(t, err)
