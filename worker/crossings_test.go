@@ -3,6 +3,9 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -162,9 +165,17 @@ func TestBatchAnswerAppliedAsTheStormProbeDoesNotEndTheStorm(t *testing.T) {
 	const n = 4
 	sc := fakeprovider.Scenario{Batch: fakeprovider.BatchScenario{Latency: fakeprovider.Duration(time.Hour)}}
 	b, clock := setupBatch(t, sc, "batch", tweaks{extraKey: "storm_probe_min = \"200ms\"\n"})
+	// One provider batch, however slowly the jobs write their lines: a
+	// line left to a second batch (a loaded machine leaves 200 ms between
+	// two jobs' lines) goes into a batch created after the clock jump,
+	// which never finishes ("batch b1 settles" timed out), or into a
+	// second create where the test counts one.
+	b.oneGather(n, 5*time.Second)
 	b.enqueue(t, "b1", records(n, nil))
 	b.start(t)
-	eventually(t, 30*time.Second, "the provider batch is created", func() bool { return b.fake.Stats().Batches.Created == 1 })
+	eventually(t, 30*time.Second, "the provider batch is created, with every line", func() bool {
+		return b.fake.Stats().Batches.Created == 1 && b.lineStates(t)["submitted"] == n
+	})
 
 	store, err := keys.NewStore(b.db.Pool, keys.StoreConfig{Clock: clock})
 	require.NoError(t, err)
@@ -182,4 +193,65 @@ func TestBatchAnswerAppliedAsTheStormProbeDoesNotEndTheStorm(t *testing.T) {
 	require.NotEqual(t, keys.StateClosed, ks.Storm.State, "no call was made: the storm is not over")
 	require.Equal(t, 1, b.fake.Stats().Batches.Created)
 	b.requireBilledOnce(t)
+}
+
+// heldCreate holds the first batch create until release is closed: the
+// lines written meanwhile wait, pending, behind it.
+type heldCreate struct {
+	once    sync.Once
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (h *heldCreate) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/batches") {
+		first := false
+		h.once.Do(func() { first = true })
+		if first {
+			close(h.held)
+			select {
+			case <-h.release:
+			case <-r.Context().Done():
+				return nil, r.Context().Err()
+			}
+		}
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// A create refused for the balance trips the key's exhausted breaker, and
+// no further create is sent until its probe, however many lines wait for
+// a provider batch: the round that sent the refused create must not form
+// the next batch with the admission it had before the trip.
+func TestCreateRefusedForTheBalanceEndsTheRoundsCreates(t *testing.T) {
+	t.Parallel()
+	const n, perBatch = 6, 2
+	sc := fakeprovider.Scenario{Balance: &fakeprovider.Balance{USD: 0}}
+	b, _ := setupBatch(t, sc, "batch", tweaks{vendor: "anthropic", probeInterval: "1h"})
+	b.opts.Batch.MaxLines = perBatch // three provider batches' worth of lines
+	b.opts.MaxAge = 10 * time.Second // then the records end (snoozed_out), their lines taken back
+	hold := &heldCreate{held: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(func() {
+		select {
+		case <-hold.release:
+		default:
+			close(hold.release)
+		}
+	})
+	b.opts.HTTPClient = &http.Client{Transport: hold}
+	b.enqueue(t, "b1", records(n, nil))
+	b.start(t)
+	waitClosed(t, hold.held, "the first create")
+	eventually(t, 30*time.Second, "every line is written, the others pending behind the first batch", func() bool {
+		ls := b.lineStates(t)
+		return ls["submitted"]+ls["pending"] == n && ls["pending"] >= perBatch
+	})
+	close(hold.release)
+	eventually(t, 30*time.Second, "the key trips", func() bool { return b.hooks.count("key_exhausted") >= 1 })
+	st := b.waitSettled(t, "b1", 60*time.Second)
+	require.Equal(t, n, st.DeadLettered)
+	stats := b.fake.Stats()
+	require.Equal(t, 1, stats.Batches.CreatesRefused, "one create refused for the balance, then none until the probe (an hour)")
+	require.Zero(t, stats.BilledCalls)
+	require.Equal(t, map[string]int{"abandoned": 1}, b.providerBatches(t))
 }

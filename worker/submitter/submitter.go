@@ -418,6 +418,16 @@ func (s *Submitter) formAll(ctx context.Context) error {
 			if ripe, err := s.ripe(ctx); err != nil || !ripe {
 				return err
 			}
+			// The last create may have tripped a breaker (a balance spent):
+			// each batch is admitted afresh, or a round with more lines
+			// than one batch takes sends create after refused create (100
+			// to an exhausted key).
+			if adm, err = s.cfg.Store.Admit(ctx, s.key, 0); err != nil {
+				return fmt.Errorf("submitter: admit: %w", err)
+			}
+			if !adm.Allowed {
+				return nil
+			}
 		}
 		formed, err := s.form(ctx, adm)
 		if !formed {
