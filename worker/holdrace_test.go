@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +28,15 @@ func TestSafetyNetCallRacingTheHoldsOpenerWaits(t *testing.T) {
 	sc := fakeprovider.Scenario{NoReplay: true, Latency: fakeprovider.Duration(50 * time.Millisecond),
 		Balance: &fakeprovider.Balance{USD: 2 * one * 0.999, Answer: unseenRequestError}}
 	b := setup(t, sc, tweaks{concurrency: concurrency, probeInterval: "1h", extraKey: "suspect_rejections = 3\n"})
+	opening := make(chan struct{}) // closed by the opener's trip
+	// The wave, made sure of: the first three rejections (the streak's
+	// threshold: the third opens the hold) are held until a fourth call
+	// has been answered with the same error, and that one (and any later)
+	// until the hold has opened. On a loaded machine the 50 ms of latency
+	// alone did not always leave a call in flight at the trip ("no call of
+	// the wave in flight was decided while the hold's opener was noting
+	// it", 1 run in 3 at load 30).
+	b.opts.HTTPClient = &http.Client{Transport: &waveHolder{opening: opening, fourth: make(chan struct{}), threshold: 3}}
 	b.enqueue(t, "b1", records(n, nil))
 	rt := b.newRuntime(t)
 
@@ -37,8 +47,7 @@ func TestSafetyNetCallRacingTheHoldsOpenerWaits(t *testing.T) {
 		racer     string
 		racerHold string
 	)
-	opening := make(chan struct{}) // closed by the opener's trip
-	raced := make(chan struct{})   // closed by the first decision made meanwhile
+	raced := make(chan struct{}) // closed by the first decision made meanwhile
 	rt.SetWatchHooks(func(record string, opened bool) {
 		mu.Lock()
 		if !opened || opener != "" {
@@ -96,4 +105,41 @@ func TestSafetyNetCallRacingTheHoldsOpenerWaits(t *testing.T) {
 	require.Zero(t, dead, "record %s (job %s) was dead-lettered although the key was held", rec, state)
 	require.NotEqual(t, "cancelled", state)
 	eventually(t, 30*time.Second, "the key_suspect alert", func() bool { return b.hooks.count("key_suspect") == 1 })
+}
+
+// waveHolder holds the answers of rejected calls (any non-2xx): the first
+// threshold of them until one more has come back, that one and later ones
+// until opening is closed (the hold opened), so that calls of the wave are
+// in flight, their answers in hand, when the hold's opener trips.
+type waveHolder struct {
+	opening   <-chan struct{}
+	fourth    chan struct{}
+	threshold int
+
+	mu       sync.Mutex
+	rejected int
+}
+
+func (w *waveHolder) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil || res.StatusCode < 300 {
+		return res, err
+	}
+	w.mu.Lock()
+	w.rejected++
+	n := w.rejected
+	if n == w.threshold+1 {
+		close(w.fourth)
+	}
+	w.mu.Unlock()
+	var wait <-chan struct{} = w.fourth
+	if n > w.threshold {
+		wait = w.opening
+	}
+	select {
+	case <-wait:
+	case <-r.Context().Done():
+	case <-time.After(30 * time.Second):
+	}
+	return res, nil
 }
