@@ -1,9 +1,14 @@
 package console_test
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
+	"maps"
+	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,6 +46,13 @@ type setupOpts struct {
 	// timeout and extraKey are the key's, as workertest.ConfigOptions's.
 	timeout  string
 	extraKey string
+	// refresh is the pages' self-reload interval; default 2 s.
+	refresh time.Duration
+	// reloadAtOnce makes every page that reloads itself do so as soon as
+	// it has loaded (its meta refresh rewritten to 0 s): a browser test
+	// then meets, on every step, the self-reload that a loaded CI machine
+	// lands on one step in a hundred.
+	reloadAtOnce bool
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
@@ -53,11 +65,16 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	require.NoError(t, err)
 	logs := &workertest.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
-	srv, err := console.New(console.Options{Pool: db.Pool, Schema: db.Schema, Config: cfg, Logger: log, Token: o.token, Refresh: 2 * time.Second})
+	srv, err := console.New(console.Options{Pool: db.Pool, Schema: db.Schema, Config: cfg, Logger: log, Token: o.token,
+		Refresh: cmp.Or(o.refresh, 2*time.Second)})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, srv.Start(ctx))
-	hs := httptest.NewServer(srv)
+	var h http.Handler = srv
+	if o.reloadAtOnce {
+		h = reloadAtOnce(srv)
+	}
+	hs := httptest.NewServer(h)
 	t.Cleanup(func() { hs.Close(); cancel() })
 	rc, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{Schema: db.Schema})
 	require.NoError(t, err)
@@ -113,4 +130,25 @@ func (b *testBundle) tripKey(t *testing.T) {
 	require.NoError(t, err)
 	_, err = store.Trip(ctx, workertest.Key, adm, "insufficient_quota", time.Hour)
 	require.NoError(t, err)
+}
+
+// selfReload is a page's meta refresh, as layout.html writes it.
+var selfReload = regexp.MustCompile(`<meta http-equiv="refresh" content="\d+">`)
+
+// reloadAtOnce rewrites the self-reload of the pages h serves to 0 s. The
+// pages are rendered whole before they are written (Server.render), so the
+// rewrite buffers nothing that was streamed.
+func reloadAtOnce(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		body := rec.Body.Bytes()
+		if strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") {
+			body = selfReload.ReplaceAll(body, []byte(`<meta http-equiv="refresh" content="0">`))
+		}
+		maps.Copy(w.Header(), rec.Header())
+		w.Header().Del("Content-Length")
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(body)
+	})
 }
