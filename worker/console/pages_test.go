@@ -296,6 +296,33 @@ func TestBrowserDeadLettersFilterAndRequeue(t *testing.T) {
 	require.Equal(t, after, b.jobsOf(t))
 }
 
+// The dead-letters page, where records are ticked for a requeue, does not
+// reload itself while a batch runs: a reload cleared the ticks under the
+// operator. (Before: the ticked record came back unticked after the
+// page's reload, "the tick survives the page's reload".)
+func TestBrowserDeadLettersPageKeepsTicks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{})
+	b.enqueue(t, "b1", workertest.Records(3, nil))
+	_, err := ledger.AddDeadLetter(ctx, b.db.Pool, ledger.DeadLetterRow{Batch: "b1", RecordID: "r001", Pipeline: workertest.Pipeline,
+		Key: workertest.Key, Class: classify.Rejected, Reason: "invalid_request", HTTPStatus: 400, Attempts: 1, Request: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+
+	tc := tab(t, browserTimeout)
+	box := `#dead-letters tr[data-record="r001"] input[type=checkbox]`
+	navigate(t, tc, b.url+"/dead-letters", box)
+	run(t, tc, chromedp.Click(css(box)))
+	got := read[map[string]any](t, tc, `({ticked: document.querySelector(`+jsonString(box)+`).checked,
+		reloads: !!document.querySelector('meta[http-equiv="refresh"]'), footer: document.querySelector("footer").innerText})`)
+	require.Equal(t, true, got["ticked"])
+	require.Equal(t, false, got["reloads"], "no self-reload while b1 runs")
+	require.NotContains(t, got["footer"], "refreshes")
+	// The batch's own page still reloads itself while it runs.
+	navigate(t, tc, b.url+"/batches/b1", `#batch`)
+	require.Equal(t, "2", read[string](t, tc, `document.querySelector('meta[http-equiv="refresh"]').content`))
+}
+
 // The keys page shows an open breaker, and Resume (confirmed) closes it.
 func TestBrowserKeysPageResume(t *testing.T) {
 	t.Parallel()
