@@ -289,7 +289,6 @@ func TestBrowserDeadLettersFilterAndRequeue(t *testing.T) {
 	require.Contains(t, b.logs.String(), fmt.Sprintf("dead_letter_ids=\"%d %d\"", ids[0], ids[1]))
 
 	// The same confirmation submitted again requeues nothing twice.
-	// (The batch runs again: the page left reloads itself.)
 	navigate(t, tc, confirmURL, `#confirm-button`)
 	run(t, tc, chromedp.Click(css(`#confirm-button`)), chromedp.WaitVisible(css(`.notice`)))
 	require.Contains(t, text(t, tc, `.notice`), "Requeued 0 records")
