@@ -133,7 +133,7 @@ func tab(t *testing.T, timeout time.Duration) context.Context {
 // read a link's href and navigate to it instead (clicks stay on the
 // confirmation and form pages, which never reload themselves).
 // setupOpts.reloadAtOnce makes every self-reload immediate, so a test meets
-// the race on every step rather than once in a hundred runs.
+// the race on every step rather than now and then.
 
 // screenshot saves the page as a test artefact: under the test's temp
 // directory, and under $TRIAGE_SCREENSHOTS when set (how docs/ gets its

@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"cmp"
 	"context"
 	"log/slog"
 	"maps"
@@ -46,12 +45,10 @@ type setupOpts struct {
 	// timeout and extraKey are the key's, as workertest.ConfigOptions's.
 	timeout  string
 	extraKey string
-	// refresh is the pages' self-reload interval; default 2 s.
-	refresh time.Duration
 	// reloadAtOnce makes every page that reloads itself do so as soon as
 	// it has loaded (its meta refresh rewritten to 0 s): a browser test
 	// then meets, on every step, the self-reload that a loaded CI machine
-	// lands on one step in a hundred.
+	// lands on now and then.
 	reloadAtOnce bool
 }
 
@@ -65,8 +62,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	require.NoError(t, err)
 	logs := &workertest.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
-	srv, err := console.New(console.Options{Pool: db.Pool, Schema: db.Schema, Config: cfg, Logger: log, Token: o.token,
-		Refresh: cmp.Or(o.refresh, 2*time.Second)})
+	srv, err := console.New(console.Options{Pool: db.Pool, Schema: db.Schema, Config: cfg, Logger: log, Token: o.token, Refresh: 2 * time.Second})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, srv.Start(ctx))

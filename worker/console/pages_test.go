@@ -157,7 +157,7 @@ func TestBrowserBatchPageShowsProviderBatches(t *testing.T) {
 // when: here they reload as soon as they have loaded, every time, and the
 // browser helpers still open them, read them and follow their links.
 // (Before the helpers waited for a loaded document of the page they opened,
-// one step in a hundred of a loaded CI run failed: "page load error
+// a step of a loaded CI run now and then failed: "page load error
 // net::ERR_ABORTED".)
 func TestBrowserSelfReloadingPages(t *testing.T) {
 	t.Parallel()
