@@ -137,10 +137,13 @@ func tab(t *testing.T, timeout time.Duration) context.Context {
 
 // screenshot saves the page as a test artefact: under the test's temp
 // directory, and under $TRIAGE_SCREENSHOTS when set (how docs/ gets its
-// picture). It is taken once a document has loaded.
+// picture). It is taken of a loaded document whose self-reload is stopped
+// first (window.stop cancels a pending meta refresh): a capture that a
+// reload overtakes never finishes. The page stays as it is until the test
+// navigates again.
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
-	read[bool](t, ctx, `true`)
+	read[bool](t, ctx, `(window.stop(), true)`)
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)

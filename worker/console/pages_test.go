@@ -181,6 +181,7 @@ func TestBrowserSelfReloadingPages(t *testing.T) {
 		navigate(t, tc, b.url+"/batches/b1", `#batch`)
 		require.Equal(t, []string{"0 running, 3 queued", "/batches/b1"}, read[[]string](t, tc, `[document.querySelector("#jobs").innerText, location.pathname]`))
 	}
+	screenshot(t, tc, "batch-reloading")
 }
 
 // requireMinutesWithin checks a duration shown to the minute ("1h30m"):
