@@ -3,7 +3,11 @@ package console_test
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,6 +45,11 @@ type setupOpts struct {
 	// timeout and extraKey are the key's, as workertest.ConfigOptions's.
 	timeout  string
 	extraKey string
+	// reloadAtOnce makes every page that reloads itself do so as soon as
+	// it has loaded (its meta refresh rewritten to 0 s): a browser test
+	// then meets, on every step, the self-reload that a loaded CI machine
+	// lands on now and then.
+	reloadAtOnce bool
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
@@ -57,7 +66,11 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, srv.Start(ctx))
-	hs := httptest.NewServer(srv)
+	var h http.Handler = srv
+	if o.reloadAtOnce {
+		h = reloadAtOnce(srv)
+	}
+	hs := httptest.NewServer(h)
 	t.Cleanup(func() { hs.Close(); cancel() })
 	rc, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{Schema: db.Schema})
 	require.NoError(t, err)
@@ -113,4 +126,25 @@ func (b *testBundle) tripKey(t *testing.T) {
 	require.NoError(t, err)
 	_, err = store.Trip(ctx, workertest.Key, adm, "insufficient_quota", time.Hour)
 	require.NoError(t, err)
+}
+
+// selfReload is a page's meta refresh, as layout.html writes it.
+var selfReload = regexp.MustCompile(`<meta http-equiv="refresh" content="\d+">`)
+
+// reloadAtOnce rewrites the self-reload of the pages h serves to 0 s. The
+// pages are rendered whole before they are written (Server.render), so the
+// rewrite buffers nothing that was streamed.
+func reloadAtOnce(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		body := rec.Body.Bytes()
+		if strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") {
+			body = selfReload.ReplaceAll(body, []byte(`<meta http-equiv="refresh" content="0">`))
+		}
+		maps.Copy(w.Header(), rec.Header())
+		w.Header().Del("Content-Length")
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(body)
+	})
 }

@@ -47,8 +47,8 @@ func TestBrowserDeadLetterShowsCallsAndWraps(t *testing.T) {
 	require.NoError(t, err)
 
 	tc := tab(t, browserTimeout)
-	run(t, tc, chromedp.Navigate(fmt.Sprintf("%s/dead-letters/%d", b.url, id)), chromedp.WaitVisible(css(`#calls`)))
-	rows := get(t, tc, chromedp.Evaluate[int](`document.querySelectorAll("#calls tbody tr").length`))
+	navigate(t, tc, fmt.Sprintf("%s/dead-letters/%d", b.url, id), `#calls`)
+	rows := count(t, tc, `#calls tbody tr`)
 	require.Equal(t, 2, rows, "both calls, oldest first")
 	first := text(t, tc, `#calls tbody tr:nth-child(1)`)
 	for _, want := range []string{"1", "failed", "transient", "overloaded", "503", "overloaded_error", "$0.0000"} {
@@ -82,7 +82,7 @@ func TestBrowserKeysPageHeldKeyPause(t *testing.T) {
 	b.tripKey(t)
 	tc := tab(t, browserTimeout)
 	row := `#keys tr[data-key="main"]`
-	run(t, tc, chromedp.Navigate(b.url+"/keys"), chromedp.WaitVisible(css(row)))
+	navigate(t, tc, b.url+"/keys", row)
 	require.Contains(t, text(t, tc, row+` td.pause`), "held by its breaker")
 }
 
@@ -118,17 +118,19 @@ func TestBrowserBatchPageBudget(t *testing.T) {
 	require.Nil(t, bt.BudgetUSD)
 
 	tc := tab(t, browserTimeout)
-	run(t, tc, chromedp.Navigate(b.url+"/batches/b1"), chromedp.WaitVisible(css(`#budget`)))
-	run(t, tc, chromedp.Navigate(b.url+"/batches/b1/budget"), chromedp.WaitVisible(css(`#confirm-input`)))
+	navigate(t, tc, b.url+"/batches/b1", `#budget`)
+	navigate(t, tc, b.url+"/batches/b1/budget", `#confirm-input`)
 	// A bad amount: 400 with the reason, nothing changed.
 	run(t, tc, chromedp.SetValue(css(`#confirm-input`), "-3"), chromedp.Click(css(`#confirm-button`)), chromedp.WaitVisible(css(`.notice.error`)))
 	require.Contains(t, text(t, tc, `.notice.error`), "want an amount of dollars")
 	bt, _ = batch()
 	require.Nil(t, bt.BudgetUSD)
 
-	run(t, tc, chromedp.Navigate(b.url+"/batches/b1/budget"), chromedp.WaitVisible(css(`#confirm-input`)))
-	run(t, tc, chromedp.SetValue(css(`#confirm-input`), "2.5"), chromedp.Click(css(`#confirm-button`)), chromedp.WaitVisible(css(`.notice`)))
-	got := texts(t, tc, `#batch`, `.notice`, `#batch`)
+	navigate(t, tc, b.url+"/batches/b1/budget", `#confirm-input`)
+	// The batch runs again: its page reloads itself.
+	run(t, tc, chromedp.SetValue(css(`#confirm-input`), "2.5"), chromedp.Click(css(`#confirm-button`)))
+	arrived(t, tc, b.url+"/batches/b1?done=budget", `.notice`)
+	got := texts(t, tc, `.notice`, `#batch`)
 	require.Contains(t, got[0], "Batch b1 budget set")
 	require.Contains(t, got[1], "of a $2.5000 budget")
 	bt, state := batch()
@@ -186,17 +188,17 @@ func TestBrowserBatchPageNight(t *testing.T) {
 	require.NoError(t, err)
 
 	tc := tab(t, browserTimeout)
-	run(t, tc, chromedp.Navigate(b.url+"/batches/b1"), chromedp.WaitVisible(css(`#night`)))
+	navigate(t, tc, b.url+"/batches/b1", `#night`)
 	// The page reloads itself while the batch runs: each read is one
-	// round trip, tried again across a reload.
-	counts := settled(t, tc, `#night`, chromedp.Evaluate[map[string]int](`(() => {
+	// read of a loaded document (see read).
+	counts := read[map[string]int](t, tc, `(() => {
 		const n = s => document.querySelectorAll(s).length;
 		return {ok: n("#night rect.calls.c-ok"), throttled: n("#night rect.calls.c-throttled"), held: n('#night rect[data-hold="hold-key_held"]'),
 			holds: n("#night rect.hold"), spend: n("#night-spend"), pace: n("#night-pace"), limit: n("#night-limit"), scripts: n("script")};
-	})()`))
+	})()`)
 	require.Equal(t, map[string]int{"ok": 24, "throttled": 5, "held": 1, "holds": 1, "spend": 1, "pace": 1, "limit": 1, "scripts": 0}, counts,
 		"one bar per bucket and class (per 30 s: 24 answered, 5 throttled), one hold, the spend, pace and limit lines; no script")
-	got := texts(t, tc, `#night`, `#night-legend`, `#night-holds`)
+	got := texts(t, tc, `#night-legend`, `#night-holds`)
 	legend := got[0]
 	for _, want := range []string{"29 calls, per 30 s", "ok", "throttled", "spend", "key pace and limit", "key held (exhausted breaker)"} {
 		require.Contains(t, legend, want)
@@ -205,14 +207,14 @@ func TestBrowserBatchPageNight(t *testing.T) {
 	// The hold sits between the throttles and the calls that came back:
 	// to the right of the last throttled bar, ending within the bucket of
 	// the first answered call after it.
-	geom := settled(t, tc, `#night`, chromedp.Evaluate[map[string]float64](`(() => {
+	geom := read[map[string]float64](t, tc, `(() => {
 		const x = e => parseFloat(e.getAttribute("x")), w = e => parseFloat(e.getAttribute("width"));
 		const hold = document.querySelector('#night rect.hold');
 		const thr = [...document.querySelectorAll("#night rect.calls.c-throttled")].map(x);
 		const ok = [...document.querySelectorAll("#night rect.calls.c-ok")].map(x);
 		const bucket = w(document.querySelector("#night rect.calls"));
 		return {holdFrom: x(hold), holdTo: x(hold) + w(hold), lastThrottle: Math.max(...thr), firstLateOK: ok.filter(v => v > x(hold))[0], bucket: bucket};
-	})()`))
+	})()`)
 	require.Greater(t, geom["holdFrom"], geom["lastThrottle"])
 	require.LessOrEqual(t, geom["holdTo"], geom["firstLateOK"]+geom["bucket"]+1)
 	screenshot(t, tc, "batch-night")
@@ -223,27 +225,22 @@ func TestBrowserBatchPageNight(t *testing.T) {
 	_, err = b.db.Pool.Exec(ctx, `INSERT INTO triage_pace_history (key, at, source, rate_per_s, limit_per_s)
 		SELECT 'main', now() - make_interval(mins => m), 'headers', 0.4, 2 FROM generate_series(20, 38) m`)
 	require.NoError(t, err)
-	run(t, tc, chromedp.Navigate(b.url+"/batches/b1"), chromedp.WaitVisible(css(`#night`)))
-	history := settled(t, tc, `#night`, chromedp.Evaluate[map[string]int](`(() => {
+	navigate(t, tc, b.url+"/batches/b1", `#night`)
+	history := read[map[string]int](t, tc, `(() => {
 		const n = s => document.querySelectorAll(s).length;
 		const d = document.querySelector("#night-pace-history");
 		return {history: n("#night-pace-history"), limitHistory: n("#night-limit-history"), pace: n("#night-pace"), limit: n("#night-limit"),
 			levels: d ? d.getAttribute("d").split("M").length - 1 : 0};
-	})()`))
+	})()`)
 	require.Equal(t, 1, history["history"])
 	require.Equal(t, 1, history["limitHistory"])
 	require.Zero(t, history["pace"]+history["limit"], "the lines of the pace now give way to the history")
 	require.Equal(t, 19, history["levels"], "one level per 30 s bucket holding a recorded point (one a minute for 19 minutes), none elsewhere")
-	require.Contains(t, texts(t, tc, `#night`, `#night-legend`)[0], "key pace and limit")
+	require.Contains(t, texts(t, tc, `#night-legend`)[0], "key pace and limit")
 
-	// A batch with no call yet has no picture. (b1's page reloads itself
-	// while it runs: about:blank first, so that no reload of it lands
-	// after the navigation to b2.)
+	// A batch with no call yet has no picture.
 	b.enqueue(t, "b2", workertest.Records(1, nil))
-	// b1's page reloads itself: leave it first, and open b2's again if a
-	// reload aborts the navigation.
-	run(t, tc, chromedp.Navigate("about:blank"))
 	navigate(t, tc, b.url+"/batches/b2", `#batch`)
-	at := get(t, tc, chromedp.Evaluate[map[string]any](`({path: location.pathname, night: !!document.querySelector("#night")})`))
+	at := read[map[string]any](t, tc, `({path: location.pathname, night: !!document.querySelector("#night")})`)
 	require.Equal(t, map[string]any{"path": "/batches/b2", "night": false}, at)
 }

@@ -261,20 +261,19 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 			data.Suspects++
 		}
 	}
-	running := false
 	for _, b := range list {
 		data.Batches = append(data.Batches, b.Batch)
-		if b.State == ledger.BatchRunning && (f.Batch == "" || f.Batch == b.Batch) {
-			running = true
-		}
 	}
 	for c := classify.OK; c <= classify.Ambiguous; c++ {
 		data.Classes = append(data.Classes, c.String())
 	}
-	p := page{Title: "Dead letters", Nav: "dead-letters", Refresh: s.refresh(running), Data: data}
+	// No self-reload, even while a batch runs: the page is where records
+	// are ticked for a requeue, and a reload clears the ticks (and the
+	// filters not yet applied) under the operator.
+	p := page{Title: "Dead letters", Nav: "dead-letters", Data: data}
 	status := http.StatusOK
 	if err != nil {
-		p.Error, p.Refresh, status = in.Error(), 0, http.StatusBadRequest
+		p.Error, status = in.Error(), http.StatusBadRequest
 	}
 	if n := q.Get("requeued"); n != "" {
 		noun := "records"

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,23 +50,25 @@ func TestBrowserBatchesPageShowsRunningProgress(t *testing.T) {
 	}
 
 	tc := tab(t, browserTimeout)
-	run(t, tc, chromedp.Navigate(b.url+"/"), chromedp.WaitVisible(css(`#batches tr[data-batch="b1"]`)))
-	refresh := get(t, tc, chromedp.AttributeValue(css(`meta[http-equiv="refresh"]`), "content")).Value
+	navigate(t, tc, b.url+"/", `#batches tr[data-batch="b1"]`)
+	refresh := read[string](t, tc, `document.querySelector('meta[http-equiv="refresh"]').content`)
 	row := text(t, tc, `#batches tr[data-batch="b1"]`)
 	require.Contains(t, row, "running")
 	require.Regexp(t, `\b3\s+0\s+7\s+10\b`, row, "completed, dead-lettered, pending, total")
 	require.Equal(t, "2", refresh, "refreshes while the batch runs")
 	screenshot(t, tc, "batches")
 
-	run(t, tc, chromedp.Click(css(`#batches a[href="/batches/b1"]`)), chromedp.WaitVisible(css(`#batch`)))
-	// No worker runs: the page says so, and why nothing moves (read in
-	// one round trip: the page reloads itself while the batch runs).
-	got := texts(t, tc, `#batch`, `#workers`, `#jobs`, `#why`, `.progress-text`)
+	// The batch's link, followed (a click could race the page's reload).
+	link := href(t, tc, `#batches tr[data-batch="b1"] a`)
+	require.Equal(t, b.url+"/batches/b1", link)
+	navigate(t, tc, link, `#batch`)
+	// No worker runs: the page says so, and why nothing moves.
+	got := texts(t, tc, `#workers`, `#jobs`, `#why`, `.progress-text`)
 	require.Equal(t, "3 completed, 0 dead-lettered, 7 pending of 10", got[3])
 	require.Equal(t, "none on key main (no live heartbeat)", got[0])
 	require.Equal(t, "0 running, 10 queued", got[1])
 	require.Contains(t, got[2], "no worker process is working key main")
-	require.Equal(t, "no_worker", settled(t, tc, `#batch`, chromedp.Evaluate[string](`document.querySelector("#why").dataset.waitingOn`)))
+	require.Equal(t, "no_worker", read[string](t, tc, `document.querySelector("#why").dataset.waitingOn`))
 	screenshot(t, tc, "batch")
 }
 
@@ -81,6 +84,7 @@ func TestBrowserBatchPageShowsProviderBatches(t *testing.T) {
 	require.NoError(t, enqueue.Batch(ctx, b.db.Pool, b.db.Schema, b.cfg, enqueue.Params{Pipeline: workertest.Pipeline,
 		Batch: "b1", Records: workertest.Records(4, nil), Deadline: eight}))
 	workertest.BatchAttempt(t, b.db.Pool, "b1", "r001", 0.25, 0.5)
+	inserted := time.Now()
 	workertest.InsertProviderBatch(t, b.db.Pool, workertest.ProviderBatch{Batch: "b1", Records: []string{"r002", "r003"}, Lines: 120,
 		ProviderBatchID: "batch_abc", VendorStatus: "in_progress", Counts: `{"total":120,"completed":40,"failed":2}`,
 		SubmittedAgo: 90 * time.Minute, ExpiresIn: 22*time.Hour + 30*time.Minute + 30*time.Second})
@@ -100,31 +104,38 @@ func TestBrowserBatchPageShowsProviderBatches(t *testing.T) {
 	require.NoError(t, err)
 
 	tc := tab(t, browserTimeout)
-	run(t, tc, chromedp.Navigate(b.url+"/"), chromedp.WaitVisible(css(`#batches tr[data-batch="b1"]`)))
-	require.Contains(t, text(t, tc, `#batches tr[data-batch="b1"]`), "2 provider batches in flight")
-	require.NotContains(t, text(t, tc, `#batches tr[data-batch="b2"]`), "provider")
+	navigate(t, tc, b.url+"/", `#batches tr[data-batch="b1"]`)
+	got := texts(t, tc, `#batches tr[data-batch="b1"]`, `#batches tr[data-batch="b2"]`)
+	require.Contains(t, got[0], "2 provider batches in flight")
+	require.NotContains(t, got[1], "provider")
 
-	run(t, tc, chromedp.Navigate(b.url+"/batches/b1"), chromedp.WaitVisible(css(`#provider-batches`)))
-	rows := get(t, tc, chromedp.Evaluate[int](`document.querySelectorAll("#provider-batches tbody tr").length`))
-	require.Equal(t, 2, rows)
-	row := text(t, tc, `#provider-batches tr[data-provider-batch="batch_abc"]`)
-	for _, want := range []string{"batch_abc", "openai", "submitted: in_progress", "total 120, completed 40, failed 2", "2 of 120", "1h30m", "22h30m"} {
+	navigate(t, tc, b.url+"/batches/b1", `#provider-batches`)
+	require.Equal(t, 2, count(t, tc, `#provider-batches tbody tr`))
+	got = texts(t, tc, `#provider-batches tr[data-provider-batch="batch_abc"]`, `#provider-batches tr[data-provider-batch="msgbatch_xyz"]`,
+		`#batch-unsent`, `#deadline`, `#by-mode`, `#batch-saved`, `#batch-reserved`)
+	shown := time.Since(inserted) // how much older everything is on the page than when it was inserted, at most
+	row, xyz := got[0], got[1]
+	for _, want := range []string{"batch_abc", "openai", "submitted: in_progress", "total 120, completed 40, failed 2", "2 of 120"} {
 		require.Contains(t, row, want)
 	}
-	xyz := text(t, tc, `#provider-batches tr[data-provider-batch="msgbatch_xyz"]`)
+	// Its age and the time left, to the minute, as old as the page is.
+	ages := regexp.MustCompile(`\t(\d+h(?:\d+m)?)\t(\d+h(?:\d+m)?)$`).FindStringSubmatch(row)
+	require.NotNil(t, ages, row)
+	requireMinutesWithin(t, ages[1], 90*time.Minute, 90*time.Minute+shown)
+	requireMinutesWithin(t, ages[2], 22*time.Hour+30*time.Minute+30*time.Second-shown, 22*time.Hour+30*time.Minute+30*time.Second)
 	require.Contains(t, xyz, "anthropic")
 	require.Contains(t, xyz, "the last request about it failed, retrying with backoff: batchapi: get: status 404 (not_found_error)")
 	require.NotContains(t, row, "failed, retrying")
-	require.True(t, strings.HasPrefix(text(t, tc, `#batch-unsent`), "1 line "), text(t, tc, `#batch-unsent`))
-	require.Regexp(t, `\(in 7h5\dm\)$`, text(t, tc, `#deadline`))
-	require.Equal(t, "sync $0.0000 for 0 calls; batch $0.2500 for 2 lines ($0.5000 at sync prices)", text(t, tc, `#by-mode`), "the line in flight counts as a line")
-	require.Equal(t, "$0.2500", text(t, tc, `#batch-saved`))
-	require.True(t, strings.HasPrefix(text(t, tc, `#batch-reserved`), "$0.0400 "), text(t, tc, `#batch-reserved`))
+	require.True(t, strings.HasPrefix(got[2], "1 line "), got[2])
+	require.Regexp(t, `\(in 7h5\dm\)$`, got[3])
+	require.Equal(t, "sync $0.0000 for 0 calls; batch $0.2500 for 2 lines ($0.5000 at sync prices)", got[4], "the line in flight counts as a line")
+	require.Equal(t, "$0.2500", got[5])
+	require.True(t, strings.HasPrefix(got[6], "$0.0400 "), got[6])
 	screenshot(t, tc, "batch-provider-batches")
 
 	// A sync-only batch's page has none of it.
-	run(t, tc, chromedp.Navigate(b.url+"/batches/b2"), chromedp.WaitVisible(css(`#batch`)))
-	missing := get(t, tc, chromedp.Evaluate[bool](`!document.querySelector("#provider-batches, #deadline, #by-mode, #batch-saved, #batch-reserved, #batch-unsent")`))
+	navigate(t, tc, b.url+"/batches/b2", `#batch`)
+	missing := read[bool](t, tc, `!document.querySelector("#provider-batches, #deadline, #by-mode, #batch-saved, #batch-reserved, #batch-unsent")`)
 	require.True(t, missing)
 
 	// ?format=json is `triage status B --json`, with the new fields.
@@ -140,6 +151,46 @@ func TestBrowserBatchPageShowsProviderBatches(t *testing.T) {
 	require.Equal(t, 0.25, *st.BatchSavedUSD)
 	require.InDelta(t, 0.04, st.BatchReservedUSD, 1e-12)
 	require.Zero(t, st.PossiblyBilledUSD, "a line in a provider batch is not possibly billed")
+}
+
+// The pages of a running batch reload themselves, and a test cannot know
+// when: here they reload as soon as they have loaded, every time, and the
+// browser helpers still open them, read them and follow their links.
+// (Before the helpers waited for a loaded document of the page they opened,
+// a step of a loaded CI run now and then failed: "page load error
+// net::ERR_ABORTED".)
+func TestBrowserSelfReloadingPages(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{reloadAtOnce: true})
+	b.enqueue(t, "b1", workertest.Records(3, nil))
+	b.enqueue(t, "b2", workertest.Records(2, nil))
+
+	tc := tab(t, browserTimeout)
+	for range 2 {
+		navigate(t, tc, b.url+"/", `#batches tr[data-batch="b1"]`)
+		require.Equal(t, "0", read[string](t, tc, `document.querySelector('meta[http-equiv="refresh"]').content`), "reloads at once")
+		got := texts(t, tc, `#batches tr[data-batch="b1"]`, `#batches tr[data-batch="b2"]`)
+		require.Regexp(t, `\b0\s+0\s+3\s+3\b`, got[0], "completed, dead-lettered, pending, total")
+		require.Regexp(t, `\b0\s+0\s+2\s+2\b`, got[1])
+
+		link := href(t, tc, `#batches tr[data-batch="b2"] a`)
+		require.Equal(t, b.url+"/batches/b2", link)
+		navigate(t, tc, link, `#batch`)
+		require.Equal(t, "0 running, 2 queued", text(t, tc, `#jobs`))
+
+		navigate(t, tc, b.url+"/batches/b1", `#batch`)
+		require.Equal(t, []string{"0 running, 3 queued", "/batches/b1"}, read[[]string](t, tc, `[document.querySelector("#jobs").innerText, location.pathname]`))
+	}
+	screenshot(t, tc, "batch-reloading")
+}
+
+// requireMinutesWithin checks a duration shown to the minute ("1h30m"):
+// between lo and hi, both truncated to the minute as the page does.
+func requireMinutesWithin(t *testing.T, shown string, lo, hi time.Duration) {
+	t.Helper()
+	d, err := time.ParseDuration(shown)
+	require.NoError(t, err)
+	require.True(t, d >= lo.Truncate(time.Minute) && d <= hi.Truncate(time.Minute), "%s not within [%s, %s]", shown, lo, hi)
 }
 
 // The dead-letter page lists a batch's poisoned records, the filters narrow
@@ -167,8 +218,8 @@ func TestBrowserDeadLettersFilterAndRequeue(t *testing.T) {
 	b.work(t, "b1", "b2")
 
 	tc := tab(t, browserTimeout)
-	run(t, tc, chromedp.Navigate(b.url+"/dead-letters"), chromedp.WaitVisible(css(`#dead-letters`)))
-	rows := get(t, tc, chromedp.Evaluate[int](`document.querySelectorAll("#dead-letters tbody tr").length`))
+	navigate(t, tc, b.url+"/dead-letters", `#dead-letters`)
+	rows := count(t, tc, `#dead-letters tbody tr`)
 	require.Equal(t, 5, rows, "3 poisoned and 1 garbage in b1, 1 poisoned in b2")
 
 	// Filter: batch b1, class rejected.
@@ -178,7 +229,7 @@ func TestBrowserDeadLettersFilterAndRequeue(t *testing.T) {
 		chromedp.Click(css(`#filters button[type=submit]`)),
 		chromedp.WaitVisible(css(`#groups a.button`)))
 	location := get(t, tc, chromedp.Location())
-	rows = get(t, tc, chromedp.Evaluate[int](`document.querySelectorAll("#dead-letters tbody tr").length`))
+	rows = count(t, tc, `#dead-letters tbody tr`)
 	require.Contains(t, location, "/dead-letters?batch=b1&class=rejected")
 	require.Equal(t, 3, rows)
 	for _, r := range []string{"r002", "r003", "r007"} {
@@ -203,7 +254,8 @@ func TestBrowserDeadLettersFilterAndRequeue(t *testing.T) {
 
 	// Select r002 and r007, requeue, confirm.
 	before := b.jobsOf(t)
-	run(t, tc, chromedp.Navigate(location), chromedp.WaitVisible(css(`#dead-letters`)),
+	navigate(t, tc, location, `#dead-letters`)
+	run(t, tc,
 		chromedp.Click(css(`#dead-letters tr[data-record="r002"] input[type=checkbox]`)),
 		chromedp.Click(css(`#dead-letters tr[data-record="r007"] input[type=checkbox]`)),
 		chromedp.Click(css(`#requeue-selected`)),
@@ -238,10 +290,37 @@ func TestBrowserDeadLettersFilterAndRequeue(t *testing.T) {
 	require.Contains(t, b.logs.String(), fmt.Sprintf("dead_letter_ids=\"%d %d\"", ids[0], ids[1]))
 
 	// The same confirmation submitted again requeues nothing twice.
-	run(t, tc, chromedp.Navigate(confirmURL), chromedp.WaitVisible(css(`#confirm-button`)),
-		chromedp.Click(css(`#confirm-button`)), chromedp.WaitVisible(css(`.notice`)))
+	navigate(t, tc, confirmURL, `#confirm-button`)
+	run(t, tc, chromedp.Click(css(`#confirm-button`)), chromedp.WaitVisible(css(`.notice`)))
 	require.Contains(t, text(t, tc, `.notice`), "Requeued 0 records")
 	require.Equal(t, after, b.jobsOf(t))
+}
+
+// The dead-letters page, where records are ticked for a requeue, does not
+// reload itself while a batch runs: a reload cleared the ticks under the
+// operator. (Before: the ticked record came back unticked after the
+// page's reload, "the tick survives the page's reload".)
+func TestBrowserDeadLettersPageKeepsTicks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{})
+	b.enqueue(t, "b1", workertest.Records(3, nil))
+	_, err := ledger.AddDeadLetter(ctx, b.db.Pool, ledger.DeadLetterRow{Batch: "b1", RecordID: "r001", Pipeline: workertest.Pipeline,
+		Key: workertest.Key, Class: classify.Rejected, Reason: "invalid_request", HTTPStatus: 400, Attempts: 1, Request: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+
+	tc := tab(t, browserTimeout)
+	box := `#dead-letters tr[data-record="r001"] input[type=checkbox]`
+	navigate(t, tc, b.url+"/dead-letters", box)
+	run(t, tc, chromedp.Click(css(box)))
+	got := read[map[string]any](t, tc, `({ticked: document.querySelector(`+jsonString(box)+`).checked,
+		reloads: !!document.querySelector('meta[http-equiv="refresh"]'), footer: document.querySelector("footer").innerText})`)
+	require.Equal(t, true, got["ticked"])
+	require.Equal(t, false, got["reloads"], "no self-reload while b1 runs")
+	require.NotContains(t, got["footer"], "refreshes")
+	// The batch's own page still reloads itself while it runs.
+	navigate(t, tc, b.url+"/batches/b1", `#batch`)
+	require.Equal(t, "2", read[string](t, tc, `document.querySelector('meta[http-equiv="refresh"]').content`))
 }
 
 // The keys page shows an open breaker, and Resume (confirmed) closes it.
@@ -253,7 +332,7 @@ func TestBrowserKeysPageResume(t *testing.T) {
 
 	tc := tab(t, browserTimeout)
 	row := `#keys tr[data-key="main"]`
-	run(t, tc, chromedp.Navigate(b.url+"/keys"), chromedp.WaitVisible(css(row)))
+	navigate(t, tc, b.url+"/keys", row)
 	require.Contains(t, text(t, tc, row+` .breaker[data-breaker="exhausted"]`), "open")
 	require.Contains(t, text(t, tc, row+` .breaker[data-breaker="exhausted"]`), "insufficient_quota")
 	screenshot(t, tc, "keys")
@@ -534,8 +613,9 @@ func TestBrowserBatchPageControls(t *testing.T) {
 	tc := tab(t, browserTimeout)
 	// A running batch's page reloads itself: the buttons are checked, then
 	// their links followed, rather than clicked mid-reload.
-	run(t, tc, chromedp.Navigate(b.url+"/batches/b1"), chromedp.WaitVisible(css(`#pause`)), chromedp.WaitVisible(css(`#cancel`)))
-	run(t, tc, chromedp.Navigate(b.url+"/batches/b1/pause"), chromedp.WaitVisible(css(`#confirm-button`)))
+	navigate(t, tc, b.url+"/batches/b1", `#pause`)
+	require.Equal(t, 1, count(t, tc, `#cancel`))
+	navigate(t, tc, b.url+"/batches/b1/pause", `#confirm-button`)
 	require.Equal(t, ledger.BatchRunning, state(), "the confirmation step changes nothing")
 	run(t, tc, chromedp.Click(css(`#confirm-button`)), chromedp.WaitVisible(css(`.notice`)))
 	require.Contains(t, text(t, tc, `.notice`), "Batch b1 paused")
@@ -543,10 +623,12 @@ func TestBrowserBatchPageControls(t *testing.T) {
 	require.Contains(t, b.logs.String(), "alert_kind=batch_paused")
 
 	run(t, tc, chromedp.Click(css(`#resume`)), chromedp.WaitVisible(css(`#confirm-button`)))
-	run(t, tc, chromedp.Click(css(`#confirm-button`)), chromedp.WaitVisible(css(`.notice`)))
+	// Resumed, the batch runs: its page reloads itself again.
+	run(t, tc, chromedp.Click(css(`#confirm-button`)))
+	arrived(t, tc, b.url+"/batches/b1?done=resume", `.notice`)
 	require.Equal(t, ledger.BatchRunning, state())
 
-	run(t, tc, chromedp.Navigate(b.url+"/batches/b1/cancel"), chromedp.WaitVisible(css(`#confirm-button`)))
+	navigate(t, tc, b.url+"/batches/b1/cancel", `#confirm-button`)
 	run(t, tc, chromedp.Click(css(`#confirm-button`)), chromedp.WaitVisible(css(`.notice`)))
 	require.Contains(t, text(t, tc, `.notice`), "Batch b1 cancelled")
 	require.Equal(t, ledger.BatchSettled, state(), "its three queued records are dead-lettered cancelled")
